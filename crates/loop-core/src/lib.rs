@@ -1,0 +1,19 @@
+//! The model and pure rules of the-loop.
+//!
+//! Everything here is a value or a function from values to values: work-item refs and
+//! logins, the configuration schema and its validation, and (as later capabilities land)
+//! normalized events, routing, guards, control parsing and dispatch decisions.
+//!
+//! This crate must not do IO, read a clock or the environment, or be async: callers pass
+//! file contents, `now` and environment values in. That is what lets every rule be tested
+//! with plain table tests and property tests.
+//!
+//! Layout:
+//! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
+//! - [`login`]: GitHub logins.
+
+pub mod login;
+pub mod refs;
+
+pub use login::Login;
+pub use refs::{RefError, RepoRef, WorkItemRef};

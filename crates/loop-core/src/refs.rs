@@ -1,0 +1,338 @@
+//! Identities of the things the-loop tracks: repositories, work items and their file and
+//! tmux names.
+//!
+//! A work item is named by its ref, `github:[host/]owner/repo#N`. The router, the poller and
+//! the CLI all derive refs through [`WorkItemRef`], so the same item always has the same
+//! name, the same state file (`<slug>.json`) and the same tmux session (`loop-<slug>`).
+//! `github.com` is the default host and is never written: `github:github.com/octo/app#1`
+//! and `github:octo/app#1` are one ref.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The host every ref without a host segment lives on.
+pub const DEFAULT_HOST: &str = "github.com";
+
+/// Why a ref or repository name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("`{input}` is not a repository: expected `[host/]owner/repo`")]
+    RepoShape { input: String },
+    #[error("`{input}` is not a work-item ref: expected `github:[host/]owner/repo#N`")]
+    RefShape { input: String },
+    #[error("`{input}`: only `github:` work-item refs are supported, got provider `{provider}`")]
+    Provider { input: String, provider: String },
+    #[error(
+        "`{input}`: `{host}` is not a host name (expected e.g. `ghe.example.com` or `host:8443`)"
+    )]
+    Host { input: String, host: String },
+    #[error("`{input}`: `{part}` is not a valid owner or repository name")]
+    Segment { input: String, part: String },
+    #[error("`{input}`: `{number}` is not an issue or pull-request number")]
+    Number { input: String, number: String },
+}
+
+/// A repository, `[host/]owner/repo`. The host is `None` for github.com.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RepoRef {
+    host: Option<String>,
+    owner: String,
+    name: String,
+}
+
+impl RepoRef {
+    /// Builds a repository name from its parts, validating each.
+    pub fn new(host: Option<&str>, owner: &str, name: &str) -> Result<Self, RefError> {
+        let input = match host {
+            Some(host) => format!("{host}/{owner}/{name}"),
+            None => format!("{owner}/{name}"),
+        };
+        let host = match host {
+            None => None,
+            Some(host) if host.eq_ignore_ascii_case(DEFAULT_HOST) => None,
+            Some(host) if is_host(host) => Some(host.to_ascii_lowercase()),
+            Some(host) => {
+                return Err(RefError::Host { input, host: host.to_owned() });
+            }
+        };
+        for part in [owner, name] {
+            if !is_segment(part) {
+                return Err(RefError::Segment { input, part: part.to_owned() });
+            }
+        }
+        Ok(Self { host, owner: owner.to_owned(), name: name.to_owned() })
+    }
+
+    /// The host, `github.com` when none was given.
+    pub fn host(&self) -> &str {
+        self.host.as_deref().unwrap_or(DEFAULT_HOST)
+    }
+
+    /// The host only when it is not github.com (what refs and slugs spell out).
+    pub fn explicit_host(&self) -> Option<&str> {
+        self.host.as_deref()
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether two names denote the same repository. GitHub compares owner and repository
+    /// names without regard to case, and so does the repository bound.
+    pub fn same_repository(&self, other: &RepoRef) -> bool {
+        self.host == other.host
+            && self.owner.eq_ignore_ascii_case(&other.owner)
+            && self.name.eq_ignore_ascii_case(&other.name)
+    }
+
+    /// The work item `#number` in this repository.
+    pub fn item(&self, number: u64) -> WorkItemRef {
+        WorkItemRef { repo: self.clone(), number }
+    }
+}
+
+impl fmt::Display for RepoRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(host) = &self.host {
+            write!(f, "{host}/")?;
+        }
+        write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+
+impl FromStr for RepoRef {
+    type Err = RefError;
+
+    fn from_str(input: &str) -> Result<Self, RefError> {
+        let parts: Vec<&str> = input.split('/').collect();
+        let shape = || RefError::RepoShape { input: input.to_owned() };
+        let (host, owner, name) = match parts.as_slice() {
+            [owner, name] => (None, *owner, *name),
+            [host, owner, name] => (Some(*host), *owner, *name),
+            _ => return Err(shape()),
+        };
+        let name = name.strip_suffix(".git").unwrap_or(name);
+        RepoRef::new(host, owner, name).map_err(|err| with_input(err, input))
+    }
+}
+
+/// A work item: an issue or pull request, `github:[host/]owner/repo#N`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkItemRef {
+    repo: RepoRef,
+    number: u64,
+}
+
+impl WorkItemRef {
+    pub fn new(repo: RepoRef, number: u64) -> Self {
+        Self { repo, number }
+    }
+
+    pub fn repo(&self) -> &RepoRef {
+        &self.repo
+    }
+
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The file-name stem of this item's records: `github-[host-]owner-repo-N`, with any
+    /// run of characters outside `[A-Za-z0-9._-]` replaced by `-`. Dots are kept.
+    pub fn slug(&self) -> String {
+        let raw = format!("github-{}-{}", self.repo.to_string().replace('/', "-"), self.number);
+        let mut slug = String::with_capacity(raw.len());
+        let mut in_run = false;
+        for c in raw.chars() {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                slug.push(c);
+                in_run = false;
+            } else if !in_run {
+                slug.push('-');
+                in_run = true;
+            }
+        }
+        slug
+    }
+
+    /// The tmux session name: `loop-<slug>` with `.` and `:` rewritten to `_` (tmux
+    /// refuses both in session names).
+    pub fn tmux_session(&self) -> String {
+        format!("loop-{}", self.slug()).replace(['.', ':'], "_")
+    }
+
+    /// The item's web address. GitHub redirects `/issues/N` to `/pull/N` for pull requests.
+    pub fn url(&self) -> String {
+        format!(
+            "https://{}/{}/{}/issues/{}",
+            self.repo.host(),
+            self.repo.owner,
+            self.repo.name,
+            self.number
+        )
+    }
+}
+
+impl fmt::Display for WorkItemRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "github:{}#{}", self.repo, self.number)
+    }
+}
+
+impl FromStr for WorkItemRef {
+    type Err = RefError;
+
+    fn from_str(input: &str) -> Result<Self, RefError> {
+        let shape = || RefError::RefShape { input: input.to_owned() };
+        let (provider, rest) = input.split_once(':').ok_or_else(shape)?;
+        if provider != "github" {
+            if is_provider(provider) {
+                return Err(RefError::Provider {
+                    input: input.to_owned(),
+                    provider: provider.to_owned(),
+                });
+            }
+            return Err(shape());
+        }
+        let (path, number) = rest.rsplit_once('#').ok_or_else(shape)?;
+        let repo = match path.parse::<RepoRef>() {
+            Ok(repo) => repo,
+            Err(RefError::RepoShape { .. }) => return Err(shape()),
+            Err(err) => return Err(with_input(err, input)),
+        };
+        let parsed = number
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0 && number.bytes().all(|b| b.is_ascii_digit()));
+        let number = parsed.ok_or_else(|| RefError::Number {
+            input: input.to_owned(),
+            number: number.to_owned(),
+        })?;
+        Ok(WorkItemRef { repo, number })
+    }
+}
+
+/// Restates an error about a part in terms of the whole input the user typed.
+fn with_input(err: RefError, input: &str) -> RefError {
+    let input = input.to_owned();
+    match err {
+        RefError::RepoShape { .. } => RefError::RepoShape { input },
+        RefError::RefShape { .. } => RefError::RefShape { input },
+        RefError::Provider { provider, .. } => RefError::Provider { input, provider },
+        RefError::Host { host, .. } => RefError::Host { input, host },
+        RefError::Segment { part, .. } => RefError::Segment { input, part },
+        RefError::Number { number, .. } => RefError::Number { input, number },
+    }
+}
+
+fn is_provider(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_lowercase())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// An owner or repository name: `^[A-Za-z0-9][A-Za-z0-9._-]*$`, at most 100 characters.
+/// The shape is also what keeps a name from reaching a path as `..` or `/`.
+fn is_segment(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    s.len() <= 100
+        && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A host: a dotted DNS name with an optional `:port`, or `name:port`.
+fn is_host(s: &str) -> bool {
+    let (name, port) = match s.rsplit_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (s, None),
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+    let labels_ok = !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    port_ok && labels_ok && (name.contains('.') || port.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(s: &str) -> WorkItemRef {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn github_com_is_never_written() {
+        assert_eq!(item("github:github.com/octo/app#7").to_string(), "github:octo/app#7");
+        assert_eq!(item("github:github.com/octo/app#7"), item("github:octo/app#7"));
+        assert_eq!("GitHub.com/octo/app".parse::<RepoRef>().unwrap().to_string(), "octo/app");
+    }
+
+    #[test]
+    fn enterprise_hosts_are_kept_in_ref_slug_and_url() {
+        let r = item("github:ghe.corp.example/octo/my.repo#7");
+        assert_eq!(r.to_string(), "github:ghe.corp.example/octo/my.repo#7");
+        assert_eq!(r.slug(), "github-ghe.corp.example-octo-my.repo-7");
+        assert_eq!(r.tmux_session(), "loop-github-ghe_corp_example-octo-my_repo-7");
+        assert_eq!(r.url(), "https://ghe.corp.example/octo/my.repo/issues/7");
+        let port = item("github:git.local:8443/octo/app#1");
+        assert_eq!(port.slug(), "github-git.local-8443-octo-app-1");
+        assert_eq!(port.tmux_session(), "loop-github-git_local-8443-octo-app-1");
+    }
+
+    #[test]
+    fn slug_and_url_for_github_com() {
+        let r = item("github:octo/app#15");
+        assert_eq!(r.slug(), "github-octo-app-15");
+        assert_eq!(r.tmux_session(), "loop-github-octo-app-15");
+        assert_eq!(r.url(), "https://github.com/octo/app/issues/15");
+    }
+
+    #[test]
+    fn malformed_refs_are_refused_with_the_reason() {
+        let cases = [
+            ("octo/app#1", "expected `github:"),
+            ("github:octo#1", "expected `github:"),
+            ("github:octo/app", "expected `github:"),
+            ("github:octo/app#0", "not an issue or pull-request number"),
+            ("github:octo/app#+1", "not an issue or pull-request number"),
+            ("github:octo/app#x", "not an issue or pull-request number"),
+            ("jira:octo/app#1", "only `github:`"),
+            ("github:notahost/octo/app#1", "not a host name"),
+            ("github:octo/../x#1", "not a valid owner"),
+            ("github:octo/.hidden#1", "not a valid owner"),
+            ("github:a/b/c/d#1", "expected `github:"),
+        ];
+        for (input, expected) in cases {
+            let err = input.parse::<WorkItemRef>().unwrap_err().to_string();
+            assert!(err.contains(expected), "{input}: {err}");
+            assert!(err.contains(input), "{input}: error does not name the input: {err}");
+        }
+    }
+
+    #[test]
+    fn repository_names_accept_host_and_strip_dot_git() {
+        let r: RepoRef = "ghe.example.com/Octo/App.git".parse().unwrap();
+        assert_eq!(r.host(), "ghe.example.com");
+        assert_eq!(r.to_string(), "ghe.example.com/Octo/App");
+        assert!(r.same_repository(&"ghe.example.com/octo/app".parse().unwrap()));
+        assert!(!r.same_repository(&"octo/app".parse().unwrap()));
+        for bad in ["octo", "octo/", "/app", "a/b/c/d", "octo/app name", "-x.com/o/r"] {
+            assert!(bad.parse::<RepoRef>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn display_and_parse_round_trip() {
+        for s in ["github:octo/app#1", "github:h.example:8443/o/r.x#99"] {
+            assert_eq!(item(s).to_string(), s);
+        }
+    }
+}

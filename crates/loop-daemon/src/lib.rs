@@ -1,0 +1,3 @@
+//! The service: webhook receiver, poller, dispatcher runtime and metrics.
+//!
+//! Filled by the receiver, dispatcher and poller issues.

@@ -1,0 +1,146 @@
+//! The command line: every verb and flag, typed. Doc comments are the `--help` text.
+//!
+//! Parsing never reads the config file, so `--help` and `--version` work even when the
+//! config is broken or stale.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+use crate::env_vars;
+
+/// Turns GitHub issues and pull requests into long-lived AI agent sessions in tmux.
+///
+/// Events on labelled work items arrive by webhook and/or by polling; each is routed to
+/// its work item, checked against the guards, and pasted into that item's agent session.
+#[derive(Debug, Parser)]
+#[command(name = "the-loop", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every verb accepts, before or after the verb.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The CLI config file [default: ./.the-loop/cli-config.yaml if it exists, else
+    /// ~/.the-loop/cli-config.yaml; a missing file means all defaults]
+    #[arg(long, short = 'c', global = true, value_name = "PATH", env = env_vars::CLI_CONFIG)]
+    pub config: Option<PathBuf>,
+
+    /// Print machine-readable JSON where the verb prints data
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Say more (repeat for even more)
+    #[arg(short, long, global = true, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Say less: only errors
+    #[arg(short, long, global = true, action = ArgAction::SetTrue)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check, show, create or migrate the CLI config file
+    #[command(subcommand)]
+    Config(ConfigCommand),
+
+    /// Read the event log (the audit trail of every decision)
+    Events(EventsArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config file; list every problem with its key path and line (exit 2 if any)
+    Check,
+
+    /// Print the effective config, defaults filled in (YAML, or JSON with --json)
+    Show,
+
+    /// Write a commented starter config that passes `config check`
+    Init {
+        /// Where to write it [default: the resolved config path]
+        #[arg(long, value_name = "FILE")]
+        path: Option<PathBuf>,
+
+        /// Overwrite an existing file (the old one is kept as `<file>.bak`)
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Rewrite a config written for an older version: removed keys are moved to their
+    /// replacements, the original is kept as `<file>.bak`, every move is reported
+    Migrate {
+        /// The file to migrate [default: the resolved config path]
+        #[arg(long, value_name = "FILE")]
+        path: Option<PathBuf>,
+
+        /// Print the migrated config without writing it
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Keep printing new events as they are appended (Ctrl-C to stop)
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+
+    /// Only events about this work item (`github:owner/repo#N`)
+    #[arg(long, value_name = "REF")]
+    pub work_item: Option<loop_core::WorkItemRef>,
+
+    /// Only events of this type; `*` matches any run of characters (e.g. `session.*`).
+    /// Repeat to accept several
+    #[arg(long = "event", value_name = "NAME")]
+    pub events: Vec<String>,
+
+    /// Only events at or after this time: RFC 3339 (`2026-11-29T10:00:00Z`) or an age
+    /// (`90s`, `15m`, `2h`, `7d`)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Show only the last N matching events (0 = all)
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn config_flag_is_accepted_before_and_after_the_verb() {
+        let before = Cli::try_parse_from(["the-loop", "--config", "a.yaml", "config", "check"]);
+        let after = Cli::try_parse_from(["the-loop", "config", "check", "--config", "a.yaml"]);
+        for cli in [before.unwrap(), after.unwrap()] {
+            assert_eq!(cli.global.config, Some(PathBuf::from("a.yaml")));
+        }
+    }
+
+    #[test]
+    fn events_parses_a_work_item_ref_and_refuses_a_bad_one() {
+        let cli =
+            Cli::try_parse_from(["the-loop", "events", "--work-item", "github:o/r#3"]).unwrap();
+        let Command::Events(args) = cli.command else { panic!("not events") };
+        assert_eq!(args.work_item.unwrap().to_string(), "github:o/r#3");
+        assert!(Cli::try_parse_from(["the-loop", "events", "--work-item", "o/r#3"]).is_err());
+    }
+
+    #[test]
+    fn verbose_and_quiet_conflict() {
+        assert!(Cli::try_parse_from(["the-loop", "-v", "-q", "events"]).is_err());
+    }
+}

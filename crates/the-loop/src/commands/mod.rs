@@ -1,0 +1,15 @@
+//! One module per verb: glue from parsed arguments to the libraries and back to the printer.
+
+mod config;
+mod events;
+
+use crate::ExitStatus;
+use crate::cli::{Cli, Command};
+use crate::printer::Printer;
+
+pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
+    match cli.command {
+        Command::Config(command) => config::run(command, &cli.global, printer),
+        Command::Events(args) => events::run(args, &cli.global, printer),
+    }
+}

@@ -1,0 +1,8 @@
+//! Every environment variable the-loop reads or sets, declared once.
+
+/// Names the CLI config file; also exported to child processes with the resolved
+/// absolute path, so a spawned service reads the same file as the command that spawned it.
+pub const CLI_CONFIG: &str = "THE_LOOP_CLI_CONFIG";
+
+/// The user's home directory, for `~/.the-loop/cli-config.yaml`.
+pub const HOME: &str = "HOME";

@@ -11,8 +11,11 @@
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
 //! - [`login`]: GitHub logins.
+//! - [`record`]: the shapes of the records kept about work items (portable sections, the
+//!   local session record, poll clocks).
 
 pub mod login;
+pub mod record;
 pub mod refs;
 
 pub use login::Login;

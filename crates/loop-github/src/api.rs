@@ -1,0 +1,728 @@
+//! The GitHub operations the-loop needs, as typed calls on [`GithubClient`].
+//!
+//! Each operation names the REST path (or GraphQL field) it uses in its doc comment; the
+//! contract tests check every one of them against GitHub's OpenAPI description. Answers
+//! are decoded into the few fields the-loop reads; a missing or mistyped field is a
+//! [`GithubError::Malformed`], never a panic or a silent default that could be acted on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use loop_core::{RepoRef, WorkItemRef};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::client::{
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Transport, malformed,
+};
+use crate::error::GithubError;
+use crate::token::TokenSource;
+
+/// How many pull requests one GraphQL request asks about.
+const LINKED_ISSUES_BATCH: usize = 50;
+/// How many closing references are read per pull request.
+const LINKED_ISSUES_PER_PR: usize = 25;
+
+/// Whether a work item is an issue or a pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemKind {
+    Issue,
+    PullRequest,
+}
+
+/// Open or closed, as GitHub reports `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemState {
+    Open,
+    Closed,
+}
+
+/// One row of a repository's labelled open items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedItem {
+    pub item: WorkItemRef,
+    pub node_id: String,
+    pub kind: ItemKind,
+    pub title: String,
+    /// The description (for a pull request, the text that may say `Closes #N`).
+    pub body: String,
+    pub html_url: String,
+    /// Who opened it.
+    pub author: String,
+    pub labels: Vec<String>,
+    /// GitHub's `updated_at`; it moves on every comment, review, label or state change,
+    /// so the poller reads the comment surfaces only of items whose value moved.
+    pub updated_at: String,
+}
+
+/// A repository's labelled open items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub items: Vec<ListedItem>,
+    /// Every page was answered 304 Not Modified: nothing changed since the last listing.
+    pub unchanged: bool,
+}
+
+/// What an item's own read says about it (`GET /repos/{o}/{r}/issues/{n}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemStatus {
+    pub item: WorkItemRef,
+    pub node_id: String,
+    pub kind: ItemKind,
+    pub title: String,
+    pub html_url: String,
+    pub state: ItemState,
+    /// `completed`, `not_planned`, `reopened`, … when GitHub gives one.
+    pub state_reason: Option<String>,
+    /// A pull request that was merged (`pull_request.merged_at` set).
+    pub merged: bool,
+    /// Who closed it, when closed and GitHub says.
+    pub closed_by: Option<String>,
+    pub updated_at: String,
+}
+
+/// A pull request's own read (`GET /repos/{o}/{r}/pulls/{n}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub item: WorkItemRef,
+    pub node_id: String,
+    pub title: String,
+    pub body: String,
+    /// The head branch name (`head.ref`).
+    pub head_ref: String,
+    pub state: ItemState,
+    pub merged: bool,
+    pub author: String,
+    pub html_url: String,
+    pub updated_at: String,
+}
+
+/// Which of a thread's surfaces a comment was written on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommentSurface {
+    /// The conversation of an issue or pull request (`IC_…` node ids).
+    Conversation,
+    /// The body of a submitted pull-request review (`PRR_…`); `state` is `APPROVED`,
+    /// `CHANGES_REQUESTED`, `COMMENTED` or `DISMISSED`.
+    Review { state: String },
+    /// An inline review comment on a line of the diff (`PRRC_…`); `line` falls back to
+    /// `original_line` when the line is outdated.
+    Inline { path: String, line: Option<u64> },
+}
+
+/// A comment on any surface of a thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadComment {
+    /// GitHub's numeric id (what reactions address).
+    pub id: u64,
+    /// GitHub's node id (the dedup key across ingresses).
+    pub node_id: String,
+    pub surface: CommentSurface,
+    pub body: String,
+    /// `""` when GitHub reports no user (a deleted account).
+    pub author: String,
+    /// `created_at`, or `submitted_at` for reviews.
+    pub created_at: String,
+    pub html_url: String,
+}
+
+/// A comment the-loop just wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostedComment {
+    pub id: u64,
+    pub node_id: String,
+    pub html_url: String,
+}
+
+/// What a reaction is put on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReactionTarget {
+    /// The issue or pull request itself.
+    Item(WorkItemRef),
+    /// A conversation comment (numeric id).
+    IssueComment { repo: RepoRef, id: u64 },
+    /// An inline review comment (numeric id).
+    ReviewComment { repo: RepoRef, id: u64 },
+}
+
+/// GitHub's reaction contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    ThumbsUp,
+    ThumbsDown,
+    Laugh,
+    Confused,
+    Heart,
+    Hooray,
+    Rocket,
+    Eyes,
+}
+
+impl Reaction {
+    /// The REST spelling (`+1`, `eyes`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reaction::ThumbsUp => "+1",
+            Reaction::ThumbsDown => "-1",
+            Reaction::Laugh => "laugh",
+            Reaction::Confused => "confused",
+            Reaction::Heart => "heart",
+            Reaction::Hooray => "hooray",
+            Reaction::Rocket => "rocket",
+            Reaction::Eyes => "eyes",
+        }
+    }
+}
+
+/// A GitHub API client for one host.
+#[derive(Debug, Clone)]
+pub struct GithubClient {
+    transport: Transport,
+}
+
+impl GithubClient {
+    /// A client for `settings.host`, taking its token from `tokens`.
+    pub fn new(settings: GithubSettings, tokens: TokenSource) -> Result<Self, GithubError> {
+        Self::with_clock(settings, tokens, Arc::new(SystemClock))
+    }
+
+    /// A client whose waits (back-off, rate-limit resets) go through `clock`.
+    pub fn with_clock(
+        settings: GithubSettings,
+        tokens: TokenSource,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, GithubError> {
+        Ok(Self { transport: Transport::new(settings, tokens, clock)? })
+    }
+
+    pub fn host(&self) -> &str {
+        self.transport.host()
+    }
+
+    pub fn endpoints(&self) -> &ApiEndpoints {
+        self.transport.endpoints()
+    }
+
+    /// The last reported state of each rate-limit bucket (for metrics).
+    pub fn rate_limits(&self) -> BTreeMap<Resource, RateLimit> {
+        self.transport.rate_limits()
+    }
+
+    /// Answers received by HTTP status, 304s included (for metrics).
+    pub fn answers_by_status(&self) -> BTreeMap<u16, u64> {
+        self.transport.answers_by_status()
+    }
+
+    /// The open issues and pull requests of `repo` carrying `label`:
+    /// `GET /repos/{owner}/{repo}/issues?labels=…&state=open&per_page=100`, every page,
+    /// conditionally. Pull requests are the rows with a `pull_request` member.
+    pub async fn list_labelled_open_items(
+        &self,
+        repo: &RepoRef,
+        label: &str,
+    ) -> Result<Listing, GithubError> {
+        self.check_host(&repo.to_string(), repo)?;
+        let mut url = self.repo_url(repo, "/issues");
+        url.query_pairs_mut()
+            .append_pair("labels", label)
+            .append_pair("state", "open")
+            .append_pair("per_page", "100");
+        let (rows, unchanged) = self.transport.get_all_pages(url.as_str()).await?;
+        let items = rows
+            .into_iter()
+            .map(|row| {
+                let raw: RawIssue = decode_value(url.as_str(), row)?;
+                Ok(ListedItem {
+                    item: repo.item(raw.number),
+                    kind: raw.kind(),
+                    author: login(raw.user.as_ref()),
+                    labels: raw.labels.into_iter().map(|l| l.name).collect(),
+                    node_id: raw.node_id,
+                    title: raw.title,
+                    body: raw.body.unwrap_or_default(),
+                    html_url: raw.html_url,
+                    updated_at: raw.updated_at,
+                })
+            })
+            .collect::<Result<_, GithubError>>()?;
+        Ok(Listing { items, unchanged })
+    }
+
+    /// State, state reason, merged and closer of an issue or pull request:
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}` (one endpoint for both).
+    pub async fn read_item(&self, item: &WorkItemRef) -> Result<ItemStatus, GithubError> {
+        let url = self.item_url(item, "/issues", "")?;
+        let raw: RawIssue = self.get_json(&url).await?;
+        Ok(ItemStatus {
+            item: item.clone(),
+            kind: raw.kind(),
+            state: raw.state()?,
+            merged: raw.pull_request.as_ref().is_some_and(|p| p.merged_at.is_some()),
+            closed_by: raw.closed_by.as_ref().map(|u| u.login.clone()),
+            node_id: raw.node_id,
+            title: raw.title,
+            html_url: raw.html_url,
+            state_reason: raw.state_reason,
+            updated_at: raw.updated_at,
+        })
+    }
+
+    /// Whether issue or pull request `item` exists: `GET /repos/{owner}/{repo}/issues/{n}`.
+    /// Only a 404 answers `false`; any doubt is an error.
+    pub async fn item_exists(&self, item: &WorkItemRef) -> Result<bool, GithubError> {
+        match self.read_item(item).await {
+            Ok(_) => Ok(true),
+            Err(err) if err.is_not_found() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// A pull request's head branch, body and merge state:
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}` (conditional).
+    pub async fn read_pull_request(&self, item: &WorkItemRef) -> Result<PullRequest, GithubError> {
+        let url = self.item_url(item, "/pulls", "")?;
+        let raw: RawPull = self.get_json(&url).await?;
+        Ok(PullRequest {
+            item: item.clone(),
+            state: parse_state(&url, &raw.state)?,
+            merged: raw.merged_at.is_some(),
+            author: login(raw.user.as_ref()),
+            head_ref: raw.head.ref_name,
+            node_id: raw.node_id,
+            title: raw.title,
+            body: raw.body.unwrap_or_default(),
+            html_url: raw.html_url,
+            updated_at: raw.updated_at,
+        })
+    }
+
+    /// The conversation comments of an issue or pull request, oldest first:
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100`.
+    pub async fn conversation_comments(
+        &self,
+        item: &WorkItemRef,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let url = self.item_url(item, "/issues", "/comments?per_page=100")?;
+        let rows: Vec<RawComment> = self.get_all(&url).await?;
+        Ok(rows
+            .into_iter()
+            .map(|c| ThreadComment {
+                id: c.id,
+                node_id: c.node_id,
+                surface: CommentSurface::Conversation,
+                author: login(c.user.as_ref()),
+                body: c.body.unwrap_or_default(),
+                created_at: c.created_at,
+                html_url: c.html_url,
+            })
+            .collect())
+    }
+
+    /// The submitted reviews of a pull request that have a body:
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews?per_page=100`. `PENDING`
+    /// reviews and reviews with an empty or blank body are dropped, as in the reference.
+    pub async fn reviews(&self, item: &WorkItemRef) -> Result<Vec<ThreadComment>, GithubError> {
+        let url = self.item_url(item, "/pulls", "/reviews?per_page=100")?;
+        let rows: Vec<RawReview> = self.get_all(&url).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| r.state != "PENDING")
+            .filter(|r| r.body.as_deref().is_some_and(|b| !b.trim().is_empty()))
+            .map(|r| ThreadComment {
+                id: r.id,
+                node_id: r.node_id,
+                author: login(r.user.as_ref()),
+                body: r.body.unwrap_or_default(),
+                created_at: r.submitted_at.unwrap_or_default(),
+                html_url: r.html_url,
+                surface: CommentSurface::Review { state: r.state },
+            })
+            .collect())
+    }
+
+    /// The inline review comments of a pull request:
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100`.
+    pub async fn review_comments(
+        &self,
+        item: &WorkItemRef,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let url = self.item_url(item, "/pulls", "/comments?per_page=100")?;
+        let rows: Vec<RawReviewComment> = self.get_all(&url).await?;
+        Ok(rows
+            .into_iter()
+            .map(|c| ThreadComment {
+                id: c.id,
+                node_id: c.node_id,
+                surface: CommentSurface::Inline { path: c.path, line: c.line.or(c.original_line) },
+                author: login(c.user.as_ref()),
+                body: c.body,
+                created_at: c.created_at,
+                html_url: c.html_url,
+            })
+            .collect())
+    }
+
+    /// All three surfaces of a pull request in thread order: stably sorted by creation
+    /// time, ties kept in the order conversation, reviews, inline (as the reference does).
+    pub async fn pull_request_thread(
+        &self,
+        item: &WorkItemRef,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let mut thread = self.conversation_comments(item).await?;
+        thread.extend(self.reviews(item).await?);
+        thread.extend(self.review_comments(item).await?);
+        thread.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(thread)
+    }
+
+    /// Posts a conversation comment:
+    /// `POST /repos/{owner}/{repo}/issues/{issue_number}/comments`. Not repeated after a
+    /// 5xx (it may have landed).
+    pub async fn post_comment(
+        &self,
+        item: &WorkItemRef,
+        body: &str,
+    ) -> Result<PostedComment, GithubError> {
+        let url = self.item_url(item, "/issues", "/comments")?;
+        let answer =
+            self.transport.post(&url, &json!({ "body": body }), Resource::Core, false).await?;
+        let raw: RawComment = decode_bytes(&url, &answer.body)?;
+        Ok(PostedComment { id: raw.id, node_id: raw.node_id, html_url: raw.html_url })
+    }
+
+    /// Adds a reaction: `POST /repos/{owner}/{repo}/issues/{issue_number}/reactions`,
+    /// `…/issues/comments/{comment_id}/reactions` or `…/pulls/comments/{comment_id}/reactions`.
+    /// Reacting twice with the same content is harmless (GitHub answers 200).
+    pub async fn add_reaction(
+        &self,
+        target: &ReactionTarget,
+        reaction: Reaction,
+    ) -> Result<(), GithubError> {
+        let url = match target {
+            ReactionTarget::Item(item) => self.item_url(item, "/issues", "/reactions")?,
+            ReactionTarget::IssueComment { repo, id } => {
+                self.check_host(&repo.to_string(), repo)?;
+                self.repo_url(repo, &format!("/issues/comments/{id}/reactions")).to_string()
+            }
+            ReactionTarget::ReviewComment { repo, id } => {
+                self.check_host(&repo.to_string(), repo)?;
+                self.repo_url(repo, &format!("/pulls/comments/{id}/reactions")).to_string()
+            }
+        };
+        let body = json!({ "content": reaction.as_str() });
+        let answer = self.transport.post(&url, &body, Resource::Core, false).await?;
+        let _reaction: RawReaction = decode_bytes(&url, &answer.body)?;
+        Ok(())
+    }
+
+    /// The issues each pull request closes (`closingIssuesReferences`), for many pull
+    /// requests in one GraphQL request per 50. Pull requests GitHub does not know are left
+    /// out of the answer; linked issues carry their own repository (matching is by
+    /// repository and number).
+    pub async fn linked_issues(
+        &self,
+        pull_requests: &[WorkItemRef],
+    ) -> Result<BTreeMap<WorkItemRef, Vec<WorkItemRef>>, GithubError> {
+        for pr in pull_requests {
+            self.check_host(&pr.to_string(), pr.repo())?;
+        }
+        let mut linked = BTreeMap::new();
+        for batch in pull_requests.chunks(LINKED_ISSUES_BATCH) {
+            linked.extend(self.linked_issues_batch(batch).await?);
+        }
+        Ok(linked)
+    }
+
+    async fn linked_issues_batch(
+        &self,
+        batch: &[WorkItemRef],
+    ) -> Result<BTreeMap<WorkItemRef, Vec<WorkItemRef>>, GithubError> {
+        let query = LinkedIssuesQuery::new(batch);
+        let url = self.transport.endpoints().graphql.to_string();
+        let answer = self.transport.post(&url, &query.body(), Resource::Graphql, true).await?;
+        let response: Value = decode_bytes(&url, &answer.body)?;
+        query.read(&url, &response, self.repo_host())
+    }
+
+    // --- plumbing ---
+
+    fn repo_host(&self) -> Option<&str> {
+        let host = self.transport.host();
+        (!host.eq_ignore_ascii_case(loop_core::refs::DEFAULT_HOST)).then_some(host)
+    }
+
+    fn check_host(&self, what: &str, repo: &RepoRef) -> Result<(), GithubError> {
+        if repo.host().eq_ignore_ascii_case(self.transport.host()) {
+            Ok(())
+        } else {
+            Err(GithubError::WrongHost {
+                item: what.to_owned(),
+                item_host: repo.host().to_owned(),
+                client_host: self.transport.host().to_owned(),
+            })
+        }
+    }
+
+    fn repo_url(&self, repo: &RepoRef, rest: &str) -> reqwest::Url {
+        self.transport.rest_url(&format!("/repos/{}/{}{rest}", repo.owner(), repo.name()))
+    }
+
+    /// `/repos/{o}/{r}{collection}/{n}{suffix}`; `suffix` may carry a query.
+    fn item_url(
+        &self,
+        item: &WorkItemRef,
+        collection: &str,
+        suffix: &str,
+    ) -> Result<String, GithubError> {
+        self.check_host(&item.to_string(), item.repo())?;
+        let path = self.repo_url(item.repo(), &format!("{collection}/{}", item.number()));
+        Ok(format!("{path}{suffix}"))
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<T, GithubError> {
+        let answer = self.transport.get(url).await?;
+        decode_bytes(url, &answer.body)
+    }
+
+    async fn get_all<T: DeserializeOwned>(&self, url: &str) -> Result<Vec<T>, GithubError> {
+        let (rows, _unchanged) = self.transport.get_all_pages(url).await?;
+        rows.into_iter().map(|row| decode_value(url, row)).collect()
+    }
+}
+
+/// The aliased GraphQL query for one batch of pull requests: `r<i>` per repository,
+/// `p<n>` per pull request, owner and name passed as variables.
+struct LinkedIssuesQuery<'a> {
+    /// Repositories in alias order, each with the pull requests asked about it.
+    repos: Vec<(&'a RepoRef, Vec<&'a WorkItemRef>)>,
+}
+
+impl<'a> LinkedIssuesQuery<'a> {
+    fn new(batch: &'a [WorkItemRef]) -> Self {
+        let mut repos: Vec<(&RepoRef, Vec<&WorkItemRef>)> = Vec::new();
+        for pr in batch {
+            match repos.iter_mut().find(|(repo, _)| repo.same_repository(pr.repo())) {
+                Some((_, prs)) => prs.push(pr),
+                None => repos.push((pr.repo(), vec![pr])),
+            }
+        }
+        Self { repos }
+    }
+
+    fn body(&self) -> Value {
+        let mut params = Vec::new();
+        let mut fields = String::new();
+        let mut variables = serde_json::Map::new();
+        for (i, (repo, prs)) in self.repos.iter().enumerate() {
+            params.push(format!("$o{i}: String!, $n{i}: String!"));
+            variables.insert(format!("o{i}"), json!(repo.owner()));
+            variables.insert(format!("n{i}"), json!(repo.name()));
+            fields.push_str(&format!(" r{i}: repository(owner: $o{i}, name: $n{i}) {{"));
+            for pr in prs {
+                let n = pr.number();
+                fields.push_str(&format!(
+                    " p{n}: pullRequest(number: {n}) {{ closingIssuesReferences(first: {LINKED_ISSUES_PER_PR}) {{ nodes {{ number repository {{ name owner {{ login }} }} }} }} }}"
+                ));
+            }
+            fields.push_str(" }");
+        }
+        let query = format!("query LinkedIssues({}) {{{fields} }}", params.join(", "));
+        json!({ "query": query, "variables": variables })
+    }
+
+    /// Reads the answer. A `NOT_FOUND` error leaves that pull request out; any other error
+    /// fails the batch (its answer is in doubt).
+    fn read(
+        &self,
+        url: &str,
+        response: &Value,
+        host: Option<&str>,
+    ) -> Result<BTreeMap<WorkItemRef, Vec<WorkItemRef>>, GithubError> {
+        if let Some(errors) = response.get("errors").and_then(Value::as_array) {
+            let doubtful: Vec<&str> = errors
+                .iter()
+                .filter(|e| e.get("type").and_then(Value::as_str) != Some("NOT_FOUND"))
+                .map(|e| e.get("message").and_then(Value::as_str).unwrap_or("unnamed error"))
+                .collect();
+            if !doubtful.is_empty() {
+                return Err(malformed(url, &format!("GraphQL errors: {}", doubtful.join("; "))));
+            }
+        }
+        let data = response
+            .get("data")
+            .filter(|d| d.is_object())
+            .ok_or_else(|| malformed(url, "no `data` object"))?;
+        let mut linked = BTreeMap::new();
+        for (i, (_, prs)) in self.repos.iter().enumerate() {
+            let Some(repo) = data.get(format!("r{i}")).filter(|r| !r.is_null()) else {
+                continue;
+            };
+            for pr in prs {
+                let Some(node) = repo.get(format!("p{}", pr.number())).filter(|p| !p.is_null())
+                else {
+                    continue;
+                };
+                let refs: RawClosingRefs = decode_value(url, node.clone())?;
+                let issues = refs
+                    .closing_issues_references
+                    .nodes
+                    .into_iter()
+                    .map(|n| {
+                        RepoRef::new(host, &n.repository.owner.login, &n.repository.name)
+                            .map(|r| r.item(n.number))
+                            .map_err(|err| malformed(url, &err.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                linked.insert((*pr).clone(), issues);
+            }
+        }
+        Ok(linked)
+    }
+}
+
+fn decode_bytes<T: DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, GithubError> {
+    serde_json::from_slice(body).map_err(|err| malformed(url, &err.to_string()))
+}
+
+fn decode_value<T: DeserializeOwned>(url: &str, value: Value) -> Result<T, GithubError> {
+    serde_json::from_value(value).map_err(|err| malformed(url, &err.to_string()))
+}
+
+fn login(user: Option<&RawUser>) -> String {
+    user.map(|u| u.login.clone()).unwrap_or_default()
+}
+
+fn parse_state(url: &str, state: &str) -> Result<ItemState, GithubError> {
+    match state {
+        "open" => Ok(ItemState::Open),
+        "closed" => Ok(ItemState::Closed),
+        other => Err(malformed(url, &format!("unknown state `{other}`"))),
+    }
+}
+
+// --- GitHub's shapes, only the fields read ---
+
+#[derive(Debug, Deserialize)]
+struct RawUser {
+    login: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawLabel {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawPullMarker {
+    merged_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawIssue {
+    number: u64,
+    node_id: String,
+    title: String,
+    body: Option<String>,
+    html_url: String,
+    user: Option<RawUser>,
+    labels: Vec<RawLabel>,
+    state: String,
+    state_reason: Option<String>,
+    updated_at: String,
+    closed_by: Option<RawUser>,
+    pull_request: Option<RawPullMarker>,
+}
+
+impl RawIssue {
+    fn kind(&self) -> ItemKind {
+        if self.pull_request.is_some() { ItemKind::PullRequest } else { ItemKind::Issue }
+    }
+
+    fn state(&self) -> Result<ItemState, GithubError> {
+        parse_state(&self.html_url, &self.state)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RawBranch {
+    #[serde(rename = "ref")]
+    ref_name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawPull {
+    node_id: String,
+    title: String,
+    body: Option<String>,
+    html_url: String,
+    user: Option<RawUser>,
+    state: String,
+    merged_at: Option<String>,
+    updated_at: String,
+    head: RawBranch,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawComment {
+    id: u64,
+    node_id: String,
+    body: Option<String>,
+    html_url: String,
+    user: Option<RawUser>,
+    #[serde(default)]
+    created_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawReview {
+    id: u64,
+    node_id: String,
+    body: Option<String>,
+    html_url: String,
+    user: Option<RawUser>,
+    state: String,
+    submitted_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawReviewComment {
+    id: u64,
+    node_id: String,
+    body: String,
+    html_url: String,
+    user: Option<RawUser>,
+    created_at: String,
+    path: String,
+    line: Option<u64>,
+    original_line: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawReaction {
+    #[allow(dead_code, reason = "decoded only to prove the answer is a reaction")]
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawClosingRefs {
+    closing_issues_references: RawNodes,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawNodes {
+    nodes: Vec<RawLinkedIssue>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawLinkedIssue {
+    number: u64,
+    repository: RawRepository,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawRepository {
+    name: String,
+    owner: RawUser,
+}

@@ -1,0 +1,1 @@
+//! Integration tests of loop-github against the simulated GitHub.

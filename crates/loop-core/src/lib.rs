@@ -11,9 +11,11 @@
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
 //! - [`login`]: GitHub logins.
+//! - [`config`]: the `cli-config.yaml` schema, its validation, version gate and migration.
 //! - [`record`]: the shapes of the records kept about work items (portable sections, the
 //!   local session record, poll clocks).
 
+pub mod config;
 pub mod login;
 pub mod record;
 pub mod refs;

@@ -1,0 +1,333 @@
+//! Table tests of parsing and validation: every problem class, with its key path and line.
+
+use super::*;
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(loaded) => panic!("expected problems, got a config: {:?}", loaded.config),
+        Err(err) => err.problems.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn warnings(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(loaded) => loaded.warnings.iter().map(ToString::to_string).collect(),
+        Err(err) => panic!("expected a config, got {err}"),
+    }
+}
+
+#[test]
+fn empty_text_and_empty_mapping_are_all_defaults() {
+    for text in ["", "# only a comment\n", "{}", "---\n"] {
+        let loaded = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(loaded.config, Config::default(), "{text:?}");
+    }
+}
+
+#[test]
+fn defaults_follow_the_reference_except_where_the_spec_overrides() {
+    let c = Config::default();
+    assert_eq!(c.state.root, std::path::PathBuf::from(".the-loop"));
+    assert!(c.event_log.enabled);
+    assert_eq!(c.event_log.path, None);
+    assert_eq!(c.routing.registry_dir, None);
+    assert_eq!(c.webhooks.gh_webhook.pidfile, None);
+    assert_eq!(c.webhooks.gh_webhook.port, 8787);
+    assert_eq!(c.webhooks.gh_webhook.path, "/gh-webhook");
+    assert_eq!(c.webhooks.gh_webhook.secret_env, "THE_LOOP_GH_WEBHOOK_SECRET");
+    assert!(!c.webhooks.gh_webhook.allow_unsigned);
+    assert_eq!(c.webhooks.gh_webhook.events.len(), 9);
+    assert_eq!(c.polling.interval_seconds, 60);
+    assert_eq!(c.polling.max_retries, 3);
+    assert_eq!(c.routing.spawn_on_unmatched, SpawnPolicy::Labeled, "SPEC §3 overrides `never`");
+    assert_eq!(c.routing.auto_execute_label, "the-loop: auto-execute");
+    assert_eq!(c.integrations.github.api.token_env, ["GH_TOKEN", "GITHUB_TOKEN"]);
+    assert_eq!(c.integrations.github.cli.binary, "gh");
+    assert_eq!(c.integrations.jira.cli.binary, "jira");
+    assert_eq!(c.routing.control.keywords.start, "the-loop start");
+    assert_eq!(c.routing.control.keywords.add_collaborator, "the-loop add-collaborator");
+    assert_eq!(c.routing.reactions.started, Some(Reaction::Eyes));
+    assert_eq!(c.instance.scope, InstanceScope::Open);
+    assert_eq!(c.service.port, 4114);
+}
+
+#[test]
+fn every_validation_class_is_reported_with_its_path_and_line() {
+    let cases: &[(&str, &str)] = &[
+        // wrong type: strict, a quoted "false" is not a boolean, "8787" is not a port
+        (
+            "routing:\n  enabled: \"false\"\n",
+            "routing.enabled: expected true or false, got string \"false\" (line 2)",
+        ),
+        (
+            "webhooks:\n  ghWebhook:\n    port: \"8787\"\n",
+            "webhooks.ghWebhook.port: expected a port 1–65535, got string \"8787\" (line 3)",
+        ),
+        ("routing: [a]\n", "routing: expected a mapping, got a list (line 1)"),
+        (
+            "routing:\n  authorizedUsers: octocat\n",
+            "routing.authorizedUsers: expected a list, got string \"octocat\" (line 2)",
+        ),
+        // enum
+        (
+            "routing:\n  spawnOnUnmatched: sometimes\n",
+            "routing.spawnOnUnmatched: expected one of never|always|labeled, got \"sometimes\" (line 2)",
+        ),
+        (
+            "instance:\n  scope: everywhere\n",
+            "instance.scope: expected one of open|addressed|locked, got \"everywhere\" (line 2)",
+        ),
+        // range
+        (
+            "webhooks:\n  ghWebhook:\n    port: 70000\n",
+            "webhooks.ghWebhook.port: expected a port 1–65535, got 70000 (line 3)",
+        ),
+        (
+            "polling:\n  intervalSeconds: 0\n",
+            "polling.intervalSeconds: expected an integer ≥ 1, got 0 (line 2)",
+        ),
+        (
+            "routing:\n  tmux:\n    harnessKillGraceSeconds: -1\n",
+            "routing.tmux.harnessKillGraceSeconds: expected a number ≥ 0, got -1 (line 3)",
+        ),
+        // malformed repo, ref, login
+        (
+            "repositories:\n  - octo/app\n  - not-a-repo\n",
+            "repositories[1]: `not-a-repo` is not a repository: expected `[host/]owner/repo` (line 3)",
+        ),
+        (
+            "instance:\n  workItems: [\"octo/app#1\"]\n",
+            "instance.workItems[0]: `octo/app#1` is not a work-item ref",
+        ),
+        (
+            "routing:\n  authorizedUsers: [\"@octocat\"]\n",
+            "routing.authorizedUsers[0]: `@octocat` is not a GitHub login",
+        ),
+        // unknown key
+        ("routing:\n  spawnOnUnmatchd: labeled\n", "routing.spawnOnUnmatchd: unknown key"),
+        (
+            "polling:\n  sources:\n    - provider: github\n      repo: [octo/app]\n",
+            "polling.sources[0].repo: unknown key",
+        ),
+        // missing required key
+        (
+            "polling:\n  sources:\n    - label: x\n",
+            "polling.sources[0].provider: required key is missing",
+        ),
+        // syntax
+        ("routing: [\n", "not valid YAML"),
+    ];
+    for (text, expected) in cases {
+        let found = problems(text);
+        assert!(
+            found.iter().any(|p| p.contains(expected)),
+            "{text:?}\nexpected: {expected}\nfound: {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_listed_at_once() {
+    let text = "\
+routing:
+  enabled: yes please
+  spawnOnUnmatched: sometimes
+  bogus: 1
+polling:
+  maxRetries: 0
+webhooks:
+  ghWebhook:
+    port: \"8787\"
+";
+    let found = problems(text);
+    assert_eq!(found.len(), 5, "{found:#?}");
+    let lines: Vec<&str> = found.iter().map(|p| p.rsplit("(line ").next().unwrap_or("")).collect();
+    assert_eq!(lines, ["2)", "3)", "4)", "6)", "9)"], "{found:#?}");
+}
+
+#[test]
+fn keys_not_implemented_yet_warn_once_each_only_when_present() {
+    let none = warnings("routing:\n  authorizedUsers: [octocat]\nrepositories: [octo/app]\n");
+    assert!(none.is_empty(), "{none:#?}");
+    let text = "\
+routing:
+  authorizedUsers: [octocat]
+  graph:
+    enabled: false
+    specDir: specs
+  control:
+    keywords:
+      execute: go
+repositories: [octo/app]
+service:
+  port: 4115
+  cors:
+    allowOrigins: []
+";
+    let found = warnings(text);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    for path in ["routing.graph:", "routing.control.keywords.execute:", "service:"] {
+        assert!(
+            found.iter().any(|w| w.starts_with(path) && w.contains("not implemented")),
+            "{path}: {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn an_obsolete_key_warns_and_is_not_refused() {
+    let found = warnings("routing:\n  runner: tmux\n  authorizedUsers: [a]\nrepositories: [o/r]\n");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].starts_with("routing.runner: removed key"), "{found:#?}");
+}
+
+#[test]
+fn risky_but_valid_settings_are_warnings() {
+    let found = warnings("webhooks:\n  ghWebhook:\n    events: [issue_comment]\n");
+    for expected in [
+        "routing.authorizedUsers: empty",
+        "repositories: empty",
+        "`issues` is not in the list",
+        "`pull_request` is not in the list",
+    ] {
+        assert!(found.iter().any(|w| w.contains(expected)), "{expected}: {found:#?}");
+    }
+}
+
+#[test]
+fn repositories_are_deduplicated_and_github_com_is_normalised_away() {
+    let loaded = parse(
+        "repositories:\n  - github.com/octo/app\n  - octo/App\n  - ghe.example.com/octo/app\n",
+    )
+    .unwrap();
+    let repos: Vec<String> = loaded.config.repositories.iter().map(ToString::to_string).collect();
+    assert_eq!(repos, ["octo/app", "ghe.example.com/octo/app"]);
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.path == "repositories" && w.message.contains("more than once"))
+    );
+}
+
+#[test]
+fn instance_accepts_the_spec_shape_and_the_seed_shape() {
+    let spec =
+        parse("instance:\n  name: laptop\n  scope: locked\n  workItems: [\"github:octo/app#3\"]\n")
+            .unwrap()
+            .config;
+    assert_eq!(spec.instance.name.as_deref(), Some("laptop"));
+    assert_eq!(spec.instance.scope, InstanceScope::Locked);
+    let seed = parse("instance:\n  name: laptop\n  scope:\n    mode: locked\n    workItems: [\"https://github.com/octo/app/pull/3\"]\n").unwrap().config;
+    assert_eq!(seed.instance, spec.instance);
+    let found = problems("instance:\n  scope: addressed\n");
+    assert!(found.iter().any(|p| p.contains("needs `instance.name`")), "{found:#?}");
+    let found = problems("instance:\n  name: Laptop\n");
+    assert!(found.iter().any(|p| p.starts_with("instance.name: expected a name")), "{found:#?}");
+}
+
+#[test]
+fn session_per_pr_takes_a_boolean_too() {
+    let c = parse("routing:\n  tmux:\n    sessionPerPr: false\n").unwrap().config;
+    assert_eq!(c.routing.tmux.session_per_pr, SessionPerPr::Never);
+    let c = parse("routing:\n  tmux:\n    sessionPerPr: true\n").unwrap().config;
+    assert_eq!(c.routing.tmux.session_per_pr, SessionPerPr::CrossRepository);
+}
+
+#[test]
+fn empty_path_overrides_mean_derive_from_the_state_root() {
+    let c = parse("eventLog:\n  path: \"\"\nrouting:\n  registryDir: /var/loop/local\n")
+        .unwrap()
+        .config;
+    assert_eq!(c.event_log.path, None);
+    assert_eq!(c.routing.registry_dir, Some("/var/loop/local".into()));
+}
+
+#[test]
+fn a_stale_config_is_refused_naming_the_key_its_replacement_and_the_command() {
+    let text = "\
+version: \"0.3.0\"
+webhooks:
+  ghWebhook:
+    routing:
+      control:
+        ghBinary: /opt/gh
+polling:
+  stateFile: .the-loop/poll-state.json
+integrations:
+  slack:
+    token: x
+";
+    let err = parse(text).unwrap_err();
+    assert!(err.needs_migration());
+    let found: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
+    for expected in [
+        "polling.stateFile: removed key, replaced by `state.root`",
+        "webhooks.ghWebhook.routing: removed key, replaced by `routing (top level)`",
+        "integrations.slack: removed key, replaced by `channels.slack`",
+        "version: the file declares version 0.3.0, older than 0.5.0",
+    ] {
+        assert!(
+            found.iter().any(|p| p.starts_with(expected) && p.contains("the-loop config migrate")),
+            "{expected}: {found:#?}"
+        );
+    }
+    assert!(found.iter().any(|p| p.contains("(line 8)")), "{found:#?}");
+}
+
+#[test]
+fn a_two_part_version_is_older_and_an_absent_one_is_accepted() {
+    assert!(parse("version: \"0.5\"\n").unwrap_err().needs_migration());
+    assert!(parse("version: 0.5\n").unwrap_err().needs_migration());
+    assert!(parse("routing:\n  enabled: true\n").is_ok());
+    assert!(parse("version: \"0.8.0\"\n").is_ok());
+}
+
+#[test]
+fn migrating_a_stale_document_yields_one_that_parses() {
+    let text = "\
+version: \"0.3.0\"
+webhooks:
+  ghWebhook:
+    enabled: true
+    routing:
+      enabled: true
+      authorizedUsers: [octocat]
+      control:
+        ghBinary: /opt/gh
+polling:
+  stateFile: .the-loop/poll-state.json
+";
+    let (doc, changes) = migrate(parse_document(text).unwrap());
+    assert!(changes.len() >= 4, "{changes:#?}");
+    let rewritten = to_yaml(&doc);
+    let loaded = parse(&rewritten).unwrap_or_else(|e| panic!("{e}\n{rewritten}"));
+    assert_eq!(loaded.config.integrations.github.cli.binary, "/opt/gh");
+    assert!(loaded.config.routing.enabled);
+    assert!(loaded.config.webhooks.gh_webhook.enabled);
+    assert_eq!(loaded.config.version.as_deref(), Some(CURRENT_VERSION));
+}
+
+#[test]
+fn the_effective_config_round_trips_through_yaml() {
+    let shown = to_yaml(&Config::default().to_json());
+    let reloaded = parse(&shown).unwrap_or_else(|e| panic!("{e}\n{shown}"));
+    assert_eq!(reloaded.config, Config::default());
+}
+
+#[test]
+fn the_starter_config_passes_validation() {
+    let loaded = parse(STARTER).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.config.version.as_deref(), Some(CURRENT_VERSION));
+}
+
+#[test]
+fn a_reference_config_loads_without_errors() {
+    let loaded = parse(include_str!("../../tests/fixtures/reference-0.5.0.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let c = loaded.config;
+    assert!(c.routing.enabled);
+    assert_eq!(c.polling.sources.len(), 1);
+    assert_eq!(c.repositories.len(), 2);
+    assert_eq!(c.instance.name.as_deref(), Some("laptop"));
+}

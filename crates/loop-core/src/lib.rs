@@ -11,12 +11,14 @@
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
 //! - [`login`]: GitHub logins.
+//! - [`config`]: the `cli-config.yaml` schema, its validation, version gate and migration.
 //! - [`record`]: the shapes of the records kept about work items (portable sections, the
 //!   local session record, poll clocks).
 //! - [`event`]: the normalized event both ingresses produce.
 //! - [`linkage`]: which issues a pull request says it delivers.
 //! - [`route`]: event → ordered work-item refs, and the existence-check seam.
 
+pub mod config;
 pub mod event;
 pub mod linkage;
 pub mod login;

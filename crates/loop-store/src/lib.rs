@@ -1,7 +1,56 @@
 //! The state root: every file the-loop writes under `state.root`.
 //!
-//! Portable work-item records, machine-local session records, poll clocks, the webhook
-//! inbox journal, the event log, pidfile locks and the poller heartbeat. Every JSON file is
-//! written atomically; a file that does not parse is quarantined, never a crash.
+//! Portable work-item records, machine-local session records, poll clocks, the event log,
+//! pidfile locks and the poller heartbeat (SPEC §4). Every JSON file is written atomically;
+//! a file that does not parse is quarantined and reads as absent, never a crash.
 //!
-//! This crate decides nothing: it stores and loads what loop-core's rules produce.
+//! This crate decides nothing: it stores and loads what loop-core's rules produce. It does
+//! not read the config file or the environment: callers hand it a [`StateLayout`] built
+//! from plain values. Its calls block (file IO, `flock`); async callers use
+//! `spawn_blocking`.
+//!
+//! Layout:
+//! - [`layout`]: every path under the root.
+//! - [`json_file`] (crate-private): atomic writes, quarantine.
+//! - [`local`]: session records (`local/<slug>.json`).
+//! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
+//!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
+//! - [`event_log`]: the append-only event log, its reader and filters.
+
+pub mod error;
+pub mod event_log;
+pub mod index;
+mod json_file;
+pub mod layout;
+mod legacy;
+mod local;
+mod lock;
+pub mod portable;
+
+pub use error::StoreError;
+pub use event_log::{Event, EventLog, Level};
+pub use json_file::Written;
+pub use layout::StateLayout;
+pub use portable::{ChannelBindings, Section, Slot};
+
+/// One state root and the event log its store reports to. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    layout: StateLayout,
+    /// Where quarantines and legacy adoptions are reported.
+    events: EventLog,
+}
+
+impl StateStore {
+    pub fn new(layout: StateLayout, events: EventLog) -> Self {
+        Self { layout, events }
+    }
+
+    pub fn layout(&self) -> &StateLayout {
+        &self.layout
+    }
+
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+}

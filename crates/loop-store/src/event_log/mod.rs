@@ -1,0 +1,281 @@
+//! The event log, `logs/events.jsonl`: the append-only audit trail of every decision.
+//!
+//! One compact JSON object per line: `ts` (UTC, `YYYY-MM-DDTHH:MM:SS.mmmZ`), `source` (the
+//! emitting process: `gh-webhook`, `poll`, `cli`, …), `event` (dot-namespaced type),
+//! `level` (`debug|info|warning|error`), `pid`, then the event's fields with nulls omitted.
+//!
+//! Appends are safe across threads and processes: each one takes an exclusive `flock` on
+//! the sidecar `events.jsonl.lock`, rotates if the line would push the file past
+//! [`Rotation::max_bytes`], and writes the whole line with one `write` in append mode, so
+//! no line is ever interleaved with another and rotation never loses one. Rotation renames
+//! `events.jsonl` → `.1` → `.2` … keeping [`Rotation::keep`] old files.
+//!
+//! Emission is best-effort: a failure to append is reported through `tracing` once and
+//! swallowed, because the log must never be what fails a delivery. A disabled log
+//! (`eventLog.enabled: false`) emits nothing.
+//!
+//! Reading (across rotated files, tolerant of partial lines) is in [`read`]; filtering in
+//! [`filter`].
+
+pub mod filter;
+pub mod read;
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::StoreError;
+use crate::lock::LockGuard;
+
+/// How big the live file may grow and how many rotated files are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// The live file is rotated before a line would take it past this size.
+    pub max_bytes: u64,
+    /// How many rotated files (`.1` newest … `.keep` oldest) are kept.
+    pub keep: usize,
+}
+
+impl Rotation {
+    /// 10 MiB per file, five old files: about 60 MiB of history at most.
+    pub const DEFAULT: Rotation = Rotation { max_bytes: 10 * 1024 * 1024, keep: 5 };
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation::DEFAULT
+    }
+}
+
+/// How loud an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Debug,
+    Info,
+    Warning,
+    Error,
+}
+
+/// One event to append: a type, a level and its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    name: String,
+    level: Level,
+    fields: Map<String, Value>,
+}
+
+impl Event {
+    pub fn new(level: Level, name: impl Into<String>) -> Self {
+        Self { name: name.into(), level, fields: Map::new() }
+    }
+
+    pub fn debug(name: impl Into<String>) -> Self {
+        Self::new(Level::Debug, name)
+    }
+
+    pub fn info(name: impl Into<String>) -> Self {
+        Self::new(Level::Info, name)
+    }
+
+    pub fn warning(name: impl Into<String>) -> Self {
+        Self::new(Level::Warning, name)
+    }
+
+    pub fn error(name: impl Into<String>) -> Self {
+        Self::new(Level::Error, name)
+    }
+
+    /// Adds a field; a value that encodes as `null` is omitted.
+    pub fn field(mut self, key: &str, value: impl Serialize) -> Self {
+        match serde_json::to_value(value) {
+            Ok(Value::Null) | Err(_) => {}
+            Ok(value) => {
+                self.fields.insert(key.to_owned(), value);
+            }
+        }
+        self
+    }
+
+    /// Adds `work_item`, the field `events --work-item` filters on.
+    pub fn work_item(self, item: &WorkItemRef) -> Self {
+        self.field("work_item", item.to_string())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The line as written: envelope first, then the fields.
+    fn line(&self, ts: Timestamp, source: &str, pid: u32) -> Vec<u8> {
+        let mut object = Map::new();
+        object.insert("ts".into(), Value::String(format_ts(ts)));
+        object.insert("source".into(), Value::String(source.to_owned()));
+        object.insert("event".into(), Value::String(self.name.clone()));
+        object.insert(
+            "level".into(),
+            serde_json::to_value(self.level).unwrap_or(Value::String("info".into())),
+        );
+        object.insert("pid".into(), Value::from(pid));
+        for (key, value) in &self.fields {
+            object.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+        let mut line = Value::Object(object).to_string().into_bytes();
+        line.push(b'\n');
+        line
+    }
+}
+
+/// The envelope's timestamp: RFC 3339 UTC with milliseconds, `2026-11-29T16:27:45.123Z`.
+pub fn format_ts(ts: Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Where events go, and as which source. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    /// `None` when the log is disabled.
+    path: Option<PathBuf>,
+    source: String,
+    rotation: Rotation,
+    /// Set once a failed append was reported, so a broken disk warns once, not per event.
+    warned: Arc<AtomicBool>,
+}
+
+impl EventLog {
+    /// A log appending to `path`, stamping every line with `source`.
+    pub fn new(path: impl Into<PathBuf>, source: impl Into<String>) -> Self {
+        Self {
+            path: Some(path.into()),
+            source: source.into(),
+            rotation: Rotation::DEFAULT,
+            warned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A log that emits nothing (`eventLog.enabled: false`).
+    pub fn disabled() -> Self {
+        Self {
+            path: None,
+            source: String::new(),
+            rotation: Rotation::DEFAULT,
+            warned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn with_rotation(mut self, rotation: Rotation) -> Self {
+        self.rotation = rotation;
+        self
+    }
+
+    /// The live file, `None` when disabled.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Appends `event` now; failures are reported once through `tracing` and swallowed.
+    pub fn emit(&self, event: Event) {
+        if let Err(err) = self.append(&event, Timestamp::now())
+            && !self.warned.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(error = %err, event = event.name(), "could not append to the event log");
+        }
+    }
+
+    /// Appends `event` stamped `ts`, rotating first when the live file is full.
+    pub fn append(&self, event: &Event, ts: Timestamp) -> Result<(), StoreError> {
+        let Some(path) = &self.path else { return Ok(()) };
+        let line = event.line(ts, &self.source, std::process::id());
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
+        }
+        let _guard = LockGuard::exclusive(&lock_path(path))?;
+        let size = match fs::metadata(path) {
+            Ok(meta) => meta.len(),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => 0,
+            Err(err) => return Err(StoreError::io("stat", path)(err)),
+        };
+        if size > 0 && size + line.len() as u64 > self.rotation.max_bytes {
+            rotate(path, self.rotation.keep)?;
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(StoreError::io("open", path))?;
+        file.write_all(&line).map_err(StoreError::io("append to", path))
+    }
+}
+
+/// `events.jsonl.lock`, beside the log.
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// `events.jsonl.<n>`; `n = 0` is the live file.
+pub(crate) fn rotated_path(path: &Path, n: usize) -> PathBuf {
+    if n == 0 {
+        return path.to_owned();
+    }
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{n}"));
+    path.with_file_name(name)
+}
+
+/// Shifts `.n` → `.n+1` (dropping the oldest beyond `keep`) and the live file → `.1`.
+/// Called with the append lock held.
+fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
+    if keep == 0 {
+        return crate::json_file::remove(path);
+    }
+    crate::json_file::remove(&rotated_path(path, keep))?;
+    for n in (1..keep).rev() {
+        let from = rotated_path(path, n);
+        match fs::rename(&from, rotated_path(path, n + 1)) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(StoreError::io("rotate", from)(err)),
+        }
+    }
+    fs::rename(path, rotated_path(path, 1)).map_err(StoreError::io("rotate", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_has_the_envelope_first_and_omits_nulls() {
+        let ts: Timestamp = "2026-11-29T16:27:45.1234Z".parse().unwrap();
+        let event =
+            Event::warning("poll.item_error").field("reason", "x").field("actor", None::<String>);
+        let line = String::from_utf8(event.line(ts, "poll", 42)).unwrap();
+        assert_eq!(
+            line,
+            "{\"ts\":\"2026-11-29T16:27:45.123Z\",\"source\":\"poll\",\"event\":\"poll.item_error\",\"level\":\"warning\",\"pid\":42,\"reason\":\"x\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_whole_second_timestamp_still_has_milliseconds() {
+        assert_eq!(format_ts("2026-01-02T03:04:05Z".parse().unwrap()), "2026-01-02T03:04:05.000Z");
+    }
+
+    #[test]
+    fn a_disabled_log_writes_nothing() {
+        let log = EventLog::disabled();
+        log.append(&Event::info("x"), Timestamp::UNIX_EPOCH).unwrap();
+        assert_eq!(log.path(), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading the event log back: every line of the rotated files and the live one, oldest
+//! first, and following appends.
+//!
+//! The reader never fails on content: a missing file is empty, and a blank, corrupt or
+//! partial line (a writer mid-append) is skipped.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::rotated_path;
+use crate::error::StoreError;
+
+/// The fields every line carries; everything else is the event's detail.
+pub const ENVELOPE: [&str; 5] = ["ts", "source", "event", "level", "pid"];
+
+/// One line of the log, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord(pub Map<String, Value>);
+
+impl EventRecord {
+    fn text(&self, key: &str) -> &str {
+        self.0.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    pub fn ts(&self) -> &str {
+        self.text("ts")
+    }
+
+    pub fn source(&self) -> &str {
+        self.text("source")
+    }
+
+    pub fn event(&self) -> &str {
+        self.text("event")
+    }
+
+    pub fn level(&self) -> &str {
+        self.text("level")
+    }
+
+    /// The work items the event is about: `work_item` and every entry of `work_items`.
+    pub fn work_items(&self) -> impl Iterator<Item = &str> {
+        let one = self.0.get("work_item").and_then(Value::as_str);
+        let many = self.0.get("work_items").and_then(Value::as_array).into_iter().flatten();
+        one.into_iter().chain(many.filter_map(Value::as_str))
+    }
+
+    /// The non-envelope fields, in the order they were written.
+    pub fn details(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0
+            .iter()
+            .filter(|(key, _)| !ENVELOPE.contains(&key.as_str()))
+            .map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// Parses one line; `None` for a blank, corrupt or non-object line.
+fn parse_line(line: &[u8]) -> Option<EventRecord> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(map)) => Some(EventRecord(map)),
+        _ => None,
+    }
+}
+
+/// Every record in the rotated files (oldest first) and then the live file.
+pub fn read_all(path: &Path) -> Result<Vec<EventRecord>, StoreError> {
+    let mut rotated: Vec<PathBuf> =
+        (1..).map(|n| rotated_path(path, n)).take_while(|file| file.exists()).collect();
+    rotated.reverse();
+    let mut records = Vec::new();
+    for file in rotated.iter().map(PathBuf::as_path).chain([path]) {
+        let Some(handle) = open(file)? else { continue };
+        for line in BufReader::new(handle).split(b'\n') {
+            let line = line.map_err(StoreError::io("read", file))?;
+            records.extend(parse_line(&line));
+        }
+    }
+    Ok(records)
+}
+
+fn open(path: &Path) -> Result<Option<File>, StoreError> {
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(StoreError::io("open", path)(err)),
+    }
+}
+
+/// Follows the live file from a position, across rotations: when the live file is
+/// replaced, the rest of the old one (now `.1`) is read before the new one from its start.
+#[derive(Debug)]
+pub struct EventTail {
+    path: PathBuf,
+    /// The inode being followed and how far into it complete lines were read.
+    position: Option<(u64, u64)>,
+}
+
+impl EventTail {
+    /// Starts at the current end of the live file: only appends from now on are returned.
+    pub fn from_end(path: &Path) -> Result<Self, StoreError> {
+        let position = match std::fs::metadata(path) {
+            Ok(meta) => Some((meta.ino(), meta.len())),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(err) => return Err(StoreError::io("stat", path)(err)),
+        };
+        Ok(Self { path: path.to_owned(), position })
+    }
+
+    /// The complete lines appended since the last call.
+    pub fn poll(&mut self) -> Result<Vec<EventRecord>, StoreError> {
+        let mut records = Vec::new();
+        let live = match std::fs::metadata(&self.path) {
+            Ok(meta) => Some(meta.ino()),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(err) => return Err(StoreError::io("stat", &self.path)(err)),
+        };
+        if let Some((inode, offset)) = self.position
+            && Some(inode) != live
+        {
+            // Rotated away: finish the old file where rotation put it.
+            let old = rotated_path(&self.path, 1);
+            if std::fs::metadata(&old).is_ok_and(|meta| meta.ino() == inode) {
+                read_from(&old, offset, &mut records)?;
+            }
+            self.position = None;
+        }
+        if let Some(inode) = live {
+            let offset = self.position.map_or(0, |(_, offset)| offset);
+            let end = read_from(&self.path, offset, &mut records)?;
+            self.position = Some((inode, end));
+        }
+        Ok(records)
+    }
+}
+
+/// Reads complete lines from `offset`; returns the offset after the last complete line.
+/// A file that shrank below `offset` (truncated by hand) is read from its start.
+fn read_from(path: &Path, offset: u64, records: &mut Vec<EventRecord>) -> Result<u64, StoreError> {
+    let Some(mut file) = open(path)? else { return Ok(0) };
+    let len = file.metadata().map_err(StoreError::io("stat", path))?.len();
+    let start = if len < offset { 0 } else { offset };
+    file.seek(SeekFrom::Start(start)).map_err(StoreError::io("seek", path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(StoreError::io("read", path))?;
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |last| last + 1);
+    for line in bytes[..complete].split(|&b| b == b'\n') {
+        records.extend(parse_line(line));
+    }
+    Ok(start + complete as u64)
+}

@@ -1,0 +1,251 @@
+//! How every JSON file under the state root is written and read.
+//!
+//! Writes are atomic: the bytes go to a temp file in the same directory, which is fsynced,
+//! renamed over the target, and the directory is fsynced — a crash leaves the old file or
+//! the new one, never a torn one. The body is 2-space pretty JSON with a trailing newline,
+//! and a write whose bytes equal what is on disk touches nothing (seed 001).
+//!
+//! Reads never fail on content: a file that does not parse is moved aside to
+//! `<name>.corrupt-<UTC timestamp>` (under the file's lock, after re-reading, so a file a
+//! writer just fixed is never moved), an error event `state.quarantined` is logged, and the
+//! file reads as absent. It is never overwritten unseen.
+//!
+//! File modes: files under `portable/` are 0644 (meant to be committed and shared); every
+//! other file this module creates is 0600 (machine handles, logs). Modes apply to new
+//! files; an existing file's replacement takes the mode of its kind.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::error::StoreError;
+use crate::event_log::{Event, EventLog};
+use crate::lock::LockGuard;
+
+/// Who may read a file this store creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileMode {
+    /// 0644: portable records and the index, meant to be committed.
+    Shared,
+    /// 0600: everything machine-local.
+    Private,
+}
+
+impl FileMode {
+    fn bits(self) -> u32 {
+        match self {
+            FileMode::Shared => 0o644,
+            FileMode::Private => 0o600,
+        }
+    }
+}
+
+/// Whether a write changed the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Changed,
+    Unchanged,
+}
+
+/// The on-disk form of every JSON record: 2-space indent and a trailing newline.
+pub(crate) fn encode<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|source| StoreError::Encode { path: path.to_owned(), source })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Reads a whole file; `None` when it does not exist.
+pub(crate) fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(StoreError::io("read", path)(err)),
+    }
+}
+
+/// Writes `value` atomically unless the file already holds exactly these bytes.
+pub(crate) fn write_json<T: Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+    mode: FileMode,
+) -> Result<Written, StoreError> {
+    let bytes = encode(path, value)?;
+    if read_bytes(path)?.as_deref() == Some(bytes.as_slice()) {
+        return Ok(Written::Unchanged);
+    }
+    write_atomic(path, &bytes, mode)?;
+    Ok(Written::Changed)
+}
+
+/// Temp file in the same directory → write → fsync → rename → fsync the directory.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<(), StoreError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = parent_dir(path);
+    fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
+    let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode.bits())
+            .open(&temp)
+            .map_err(StoreError::io("create", &temp))?;
+        file.write_all(bytes).map_err(StoreError::io("write", &temp))?;
+        file.sync_all().map_err(StoreError::io("fsync", &temp))?;
+        fs::rename(&temp, path).map_err(StoreError::io("rename into place", path))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Removes a file (absent is fine) and fsyncs its directory.
+pub(crate) fn remove(path: &Path) -> Result<(), StoreError> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_dir(parent_dir(path)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(StoreError::io("remove", path)(err)),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|dir| dir.sync_all()).map_err(StoreError::io("fsync directory", dir))
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// One JSON file kind's read path: parse, or quarantine and read as absent.
+#[derive(Debug)]
+pub(crate) struct JsonFile<'a> {
+    pub(crate) path: &'a Path,
+    /// The sidecar lock every writer of this file holds.
+    pub(crate) lock: &'a Path,
+    pub(crate) events: &'a EventLog,
+}
+
+impl JsonFile<'_> {
+    /// Reads and parses without holding the lock; a parse failure is re-checked under the
+    /// lock before the file is quarantined.
+    pub(crate) fn load<T>(
+        &self,
+        parse: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
+        match parse(&bytes) {
+            Ok(value) => Ok(Some(value)),
+            Err(_) => {
+                let _guard = LockGuard::exclusive(self.lock)?;
+                self.load_locked(parse)
+            }
+        }
+    }
+
+    /// Reads and parses; the caller holds the lock, so a parse failure is final.
+    pub(crate) fn load_locked<T>(
+        &self,
+        parse: impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
+        match parse(&bytes) {
+            Ok(value) => Ok(Some(value)),
+            Err(error) => {
+                quarantine(self.path, &error, self.events)?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Parses JSON into `T`, reporting the error as text for the quarantine event.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|err| err.to_string())
+}
+
+/// Moves `path` aside to `<name>.corrupt-<UTC timestamp>` and logs `state.quarantined`.
+fn quarantine(path: &Path, error: &str, events: &EventLog) -> Result<PathBuf, StoreError> {
+    let stamp = Timestamp::now().strftime("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
+    let aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    fs::rename(path, &aside).map_err(StoreError::io("quarantine", path))?;
+    tracing::error!(path = %path.display(), moved_to = %aside.display(), error, "quarantined an unreadable state file");
+    events.emit(
+        Event::error("state.quarantined")
+            .field("path", path.display().to_string())
+            .field("moved_to", aside.display().to_string())
+            .field("error", error),
+    );
+    Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_write_is_pretty_json_with_a_trailing_newline_and_the_kinds_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/a.json");
+        let value = serde_json::json!({"b": 1});
+        assert_eq!(write_json(&path, &value, FileMode::Private).unwrap(), Written::Changed);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "{\n  \"b\": 1\n}\n");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let shared = dir.path().join("s.json");
+        write_json(&shared, &value, FileMode::Shared).unwrap();
+        assert_eq!(fs::metadata(&shared).unwrap().permissions().mode() & 0o777, 0o644);
+    }
+
+    #[test]
+    fn an_identical_write_touches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        write_json(&path, &[1, 2], FileMode::Private).unwrap();
+        let inode = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap());
+        assert_eq!(write_json(&path, &[1, 2], FileMode::Private).unwrap(), Written::Unchanged);
+        assert_eq!(std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap()), inode);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn an_unparsable_file_is_moved_aside_logged_and_reads_as_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        let log = dir.path().join("events.jsonl");
+        fs::write(&path, "{ not json").unwrap();
+        let events = EventLog::new(&log, "test");
+        let file = JsonFile { path: &path, lock: &dir.path().join("a.lock"), events: &events };
+        assert_eq!(file.load(parse_json::<serde_json::Value>).unwrap(), None);
+        assert!(!path.exists());
+        let aside: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("a.json.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(fs::read_to_string(dir.path().join(&aside[0])).unwrap(), "{ not json");
+        let logged = fs::read_to_string(&log).unwrap();
+        assert!(
+            logged.contains("\"event\":\"state.quarantined\"")
+                && logged.contains("\"level\":\"error\""),
+            "{logged}"
+        );
+    }
+}

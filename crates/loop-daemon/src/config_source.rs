@@ -9,7 +9,7 @@
 //! This module reads files only; parsing and validation are `loop_core::config`'s, and
 //! printing is the caller's.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,6 +27,12 @@ pub enum SourceError {
     },
     #[error("the config file `{path}` is not UTF-8 text")]
     NotText { path: PathBuf },
+    #[error("cannot write the config file `{path}`")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("the config file `{path}` is invalid")]
     Invalid {
         path: PathBuf,
@@ -40,7 +46,7 @@ impl SourceError {
     pub fn problems(&self) -> &[Problem] {
         match self {
             Self::Invalid { source, .. } => &source.problems,
-            Self::Read { .. } | Self::NotText { .. } => &[],
+            Self::Read { .. } | Self::NotText { .. } | Self::Write { .. } => &[],
         }
     }
 }
@@ -96,6 +102,40 @@ impl ConfigFile {
         config::parse(self.text())
             .map_err(|source| SourceError::Invalid { path: self.path.clone(), source })
     }
+}
+
+/// Writes a config file atomically: a temp file in the same directory, fsynced, renamed
+/// over `path`, then the directory fsynced — a crash leaves the old file or the new one.
+/// Creates the parent directory; an existing file's permissions are kept.
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), SourceError> {
+    let failed = |source| SourceError::Write { path: path.to_owned(), source };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".cli-config.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(failed)?;
+    temp.write_all(text.as_bytes()).map_err(failed)?;
+    if let Ok(existing) = std::fs::metadata(path) {
+        temp.as_file().set_permissions(existing.permissions()).map_err(failed)?;
+    }
+    temp.as_file().sync_all().map_err(failed)?;
+    temp.persist(path).map_err(|err| failed(err.error))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(failed)
+}
+
+/// Copies `path` to `<path>.bak` (replacing an older backup) and returns the backup's path.
+pub fn back_up(path: &Path) -> Result<PathBuf, SourceError> {
+    let mut backup = path.as_os_str().to_owned();
+    backup.push(".bak");
+    let backup = PathBuf::from(backup);
+    std::fs::copy(path, &backup)
+        .map_err(|source| SourceError::Write { path: backup.clone(), source })?;
+    Ok(backup)
 }
 
 /// What [`ConfigSource::reload_if_changed`] found.
@@ -221,6 +261,20 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(source.reload_if_changed(), Reload::Reloaded { .. }));
         assert_eq!(**source.current(), Config::default());
+    }
+
+    #[test]
+    fn an_atomic_write_creates_the_directory_and_keeps_the_backup_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/cli-config.yaml");
+        write_atomically(&path, "version: \"0.5.0\"\n").unwrap();
+        let backup = back_up(&path).unwrap();
+        write_atomically(&path, "{}\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}\n");
+        assert_eq!(std::fs::read_to_string(&backup).unwrap(), "version: \"0.5.0\"\n");
+        assert!(backup.ends_with("cli-config.yaml.bak"));
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 2, "no temp file left behind");
     }
 
     #[test]

@@ -11,26 +11,32 @@
 //!
 //! Layout:
 //! - [`layout`]: every path under the root.
-//! - [`json_file`] (crate-private): atomic writes, quarantine.
-//! - [`local`]: session records (`local/<slug>.json`).
+//! - `json_file` (crate-private): atomic writes, quarantine.
+//! - `local`: session records (`local/<slug>.json`).
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
+//! - `poll_clocks`: `local/poll-clocks.json`.
+//! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`event_log`]: the append-only event log, its reader and filters.
 
 pub mod error;
 pub mod event_log;
+pub mod heartbeat;
 pub mod index;
 mod json_file;
 pub mod layout;
 mod legacy;
 mod local;
 mod lock;
+pub mod pidfile;
+mod poll_clocks;
 pub mod portable;
 
 pub use error::StoreError;
 pub use event_log::{Event, EventLog, Level};
 pub use json_file::Written;
 pub use layout::StateLayout;
+pub use pidfile::{Holder, PidLock, lock_holder};
 pub use portable::{ChannelBindings, Section, Slot};
 
 /// One state root and the event log its store reports to. Cheap to clone.

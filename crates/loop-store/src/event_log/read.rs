@@ -91,7 +91,9 @@ fn open(path: &Path) -> Result<Option<File>, StoreError> {
 }
 
 /// Follows the live file from a position, across rotations: when the live file is
-/// replaced, the rest of the old one (now `.1`) is read before the new one from its start.
+/// replaced, the rest of the old one (now `.1`, or `.n` after several rotations) and the
+/// newer rotated files are read before the new live file from its start. Lines that were
+/// rotated out of the kept files between two polls are lost to the tail.
 #[derive(Debug)]
 pub struct EventTail {
     path: PathBuf,
@@ -121,10 +123,17 @@ impl EventTail {
         if let Some((inode, offset)) = self.position
             && Some(inode) != live
         {
-            // Rotated away: finish the old file where rotation put it.
-            let old = rotated_path(&self.path, 1);
-            if std::fs::metadata(&old).is_ok_and(|meta| meta.ino() == inode) {
-                read_from(&old, offset, &mut records)?;
+            // Rotated away: finish the old file where rotation put it (`.1`, or further
+            // if several rotations happened since), then every newer rotated file.
+            let moved_to = (1..)
+                .map(|n| (n, rotated_path(&self.path, n)))
+                .map_while(|(n, file)| std::fs::metadata(&file).ok().map(|meta| (n, meta.ino())))
+                .find(|(_, found)| *found == inode);
+            if let Some((n, _)) = moved_to {
+                read_from(&rotated_path(&self.path, n), offset, &mut records)?;
+                for newer in (1..n).rev() {
+                    read_from(&rotated_path(&self.path, newer), 0, &mut records)?;
+                }
             }
             self.position = None;
         }

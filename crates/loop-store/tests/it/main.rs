@@ -5,7 +5,10 @@
 //! variable; see [`child`].
 
 mod child;
+mod clocks;
+mod event_log;
 mod local;
+mod pidfile;
 mod portable;
 
 use std::path::Path;

@@ -302,3 +302,43 @@ fn a_tombstone_blocks_the_legacy_fallback() {
     assert_eq!(store.read_section::<Control>(&work_item).unwrap(), Slot::Tombstone);
     assert!(!logged(&store).contains("state.legacy_adopted"));
 }
+
+/// The acceptance test: `kill -9` in the middle of writes never leaves a truncated or
+/// unparsable record (or index). The child writes in a loop; the parent kills it at
+/// several points, each after watching the record grow.
+#[test]
+fn kill_9_during_writes_never_leaves_an_unparsable_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let store = store_in(dir.path());
+    let work_item = item(child::HAMMERED);
+    let path = store.layout().portable_record(&work_item);
+    let mut seen = 0;
+    for round in 0..6 {
+        let mut writer = child::spawn("write-forever", &[root]);
+        // Let this round's child make progress past what the last round left, a little
+        // further each round so kills land at different points of the write.
+        let target = seen + 20 + round * 7;
+        loop {
+            let bytes = fs::read(&path).unwrap_or_default();
+            if bytes.is_empty() {
+                std::thread::yield_now();
+                continue;
+            }
+            let record: serde_json::Map<String, Value> = serde_json::from_slice(&bytes)
+                .expect("the record always parses while being rewritten");
+            seen = record["poll"]["seenComments"].as_array().unwrap().len();
+            if seen >= target {
+                break;
+            }
+        }
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        let poll = store.read_section::<PollLedger>(&work_item).unwrap().into_value().unwrap();
+        assert!(poll.comments.seen_comments.len() >= target);
+        if let Ok(index) = fs::read(store.layout().portable_index()) {
+            serde_json::from_slice::<PortableIndex>(&index).expect("the index always parses");
+        }
+    }
+    assert!(!logged(&store).contains("state.quarantined"));
+}

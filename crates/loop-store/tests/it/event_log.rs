@@ -1,0 +1,117 @@
+//! The event log: concurrent appenders (threads and processes), rotation, reading across
+//! rotated files, following appends across a rotation.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use jiff::Timestamp;
+use loop_store::event_log::read::{EventTail, read_all};
+use loop_store::event_log::{Event, EventLog, Rotation};
+
+use crate::child;
+
+/// Small enough that the tests below rotate many times.
+pub fn small_rotation() -> Rotation {
+    Rotation { max_bytes: 4 * 1024, keep: 1000 }
+}
+
+/// Every `(writer, n)` in the log, grouped by writer, in the order read.
+fn appended(path: &std::path::Path) -> BTreeMap<String, Vec<u64>> {
+    let mut by_writer: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for record in read_all(path).unwrap() {
+        let writer = record.0["writer"].as_str().unwrap().to_owned();
+        by_writer.entry(writer).or_default().push(record.0["n"].as_u64().unwrap());
+    }
+    by_writer
+}
+
+#[test]
+fn concurrent_threads_lose_no_line_and_rotation_keeps_each_writers_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("logs/events.jsonl");
+    let log = EventLog::new(&path, "test").with_rotation(small_rotation());
+    std::thread::scope(|scope| {
+        for writer in ["a", "b", "c", "d"] {
+            let log = log.clone();
+            scope.spawn(move || {
+                for n in 0..300u64 {
+                    log.append(
+                        &Event::info("test.appended").field("writer", writer).field("n", n),
+                        Timestamp::now(),
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let by_writer = appended(&path);
+    assert_eq!(by_writer.len(), 4);
+    for (writer, ns) in by_writer {
+        assert_eq!(ns, (0..300).collect::<Vec<u64>>(), "writer {writer}");
+    }
+    assert!(dir.path().join("logs/events.jsonl.2").exists(), "the log rotated");
+    for entry in fs::read_dir(dir.path().join("logs")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().ends_with(".lock") {
+            continue;
+        }
+        for line in fs::read_to_string(entry.path()).unwrap().lines() {
+            serde_json::from_str::<serde_json::Value>(line).expect("every line parses");
+        }
+    }
+}
+
+#[test]
+fn two_processes_appending_lose_no_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let children = [
+        child::spawn("append-events", &[root, "p1", "400"]),
+        child::spawn("append-events", &[root, "p2", "400"]),
+    ];
+    for child in children {
+        assert!(child.wait_with_output().unwrap().status.success());
+    }
+    let store = crate::store_in(dir.path());
+    let by_writer = appended(store.layout().event_log());
+    for writer in ["p1", "p2"] {
+        assert_eq!(by_writer[writer], (0..400).collect::<Vec<u64>>(), "writer {writer}");
+    }
+}
+
+#[test]
+fn the_reader_skips_corrupt_and_partial_lines_and_tolerates_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    assert!(read_all(&path).unwrap().is_empty());
+    fs::write(&path, "{\"event\":\"a\"}\nnot json\n\n[1]\n{\"event\":\"b\"}\n{\"event\":\"trunc")
+        .unwrap();
+    let events: Vec<String> =
+        read_all(&path).unwrap().iter().map(|r| r.event().to_owned()).collect();
+    assert_eq!(events, ["a", "b"]);
+}
+
+#[test]
+fn a_tail_returns_only_new_lines_and_follows_across_a_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "test").with_rotation(Rotation { max_bytes: 300, keep: 3 });
+    let append = |n: u64| log.append(&Event::info("t").field("n", n), Timestamp::now()).unwrap();
+    append(0);
+    let mut tail = EventTail::from_end(&path).unwrap();
+    assert!(tail.poll().unwrap().is_empty());
+    append(1);
+    append(2);
+    let ns = |records: Vec<loop_store::event_log::read::EventRecord>| -> Vec<u64> {
+        records.iter().map(|r| r.0["n"].as_u64().unwrap()).collect()
+    };
+    assert_eq!(ns(tail.poll().unwrap()), [1, 2]);
+    // Each line is ~90 bytes: these appends rotate the file under the tail.
+    for n in 3..8 {
+        append(n);
+    }
+    assert!(dir.path().join("events.jsonl.1").exists());
+    let mut followed = ns(tail.poll().unwrap());
+    followed.extend(ns(tail.poll().unwrap()));
+    assert_eq!(followed, [3, 4, 5, 6, 7]);
+}

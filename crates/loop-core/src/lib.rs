@@ -17,9 +17,14 @@
 //! - [`event`]: the normalized event both ingresses produce.
 //! - [`linkage`]: which issues a pull request says it delivers.
 //! - [`route`]: event → ordered work-item refs, and the existence-check seam.
+//! - [`guards`]: self-authored marker, repository bound, actor guard, instance scope.
+//! - [`control`]: control keywords, the named-actor re-check, command semantics and the
+//!   spawn-policy gate.
 
 pub mod config;
+pub mod control;
 pub mod event;
+pub mod guards;
 pub mod linkage;
 pub mod login;
 pub mod record;

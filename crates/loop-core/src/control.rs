@@ -1,0 +1,892 @@
+//! Execution control: the keywords authorized users steer work items with, as pure
+//! decisions (reference §4, seed 002).
+//!
+//! [`Vocabulary::parse`] reads a comment body (never an issue's or PR's description)
+//! into a [`Parsed`] value: not a command, one command with its `@login` arguments, or
+//! ambiguous. [`decide`] then applies the named-actor re-check and the per-command
+//! semantics to give a [`ControlDecision`] the dispatcher executes and the event log
+//! records; [`spawn_gate`] is the spawn-policy gate shared by commands and unmatched
+//! events. Nothing from a comment leaves this module except a fixed [`Command`] and
+//! logins that fit GitHub's grammar.
+
+use crate::config::{ControlConfig, ControlKeywords, SpawnPolicy};
+use crate::event::Actor;
+use crate::guards::ActorPass;
+use crate::login::Login;
+use crate::record::ControlCommand;
+use crate::refs::WorkItemRef;
+
+/// A control command (`routing.control.keywords.<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Command {
+    Start,
+    Contribute,
+    Do,
+    Review,
+    Resume,
+    Pause,
+    Stop,
+    Cleanup,
+    Execute,
+    AddCollaborator,
+    RemoveCollaborator,
+}
+
+impl Command {
+    pub const ALL: [Command; 11] = [
+        Command::Start,
+        Command::Contribute,
+        Command::Do,
+        Command::Review,
+        Command::Resume,
+        Command::Pause,
+        Command::Stop,
+        Command::Cleanup,
+        Command::Execute,
+        Command::AddCollaborator,
+        Command::RemoveCollaborator,
+    ];
+
+    /// The command's name, as in `routing.control.keywords` and the event log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Start => "start",
+            Self::Contribute => "contribute",
+            Self::Do => "do",
+            Self::Review => "review",
+            Self::Resume => "resume",
+            Self::Pause => "pause",
+            Self::Stop => "stop",
+            Self::Cleanup => "cleanup",
+            Self::Execute => "execute",
+            Self::AddCollaborator => "add-collaborator",
+            Self::RemoveCollaborator => "remove-collaborator",
+        }
+    }
+
+    /// Start, contribute, do and review: may spawn a session.
+    pub fn spawns(self) -> bool {
+        matches!(self, Self::Start | Self::Contribute | Self::Do | Self::Review)
+    }
+
+    /// The spawning commands and resume: as the last recorded command, the item is armed.
+    pub fn arms(self) -> bool {
+        self.spawns() || self == Self::Resume
+    }
+
+    /// Pause, stop and cleanup: always recorded, and they disarm.
+    pub fn disarms(self) -> bool {
+        matches!(self, Self::Pause | Self::Stop | Self::Cleanup)
+    }
+
+    /// The two roster commands, which take `@login` arguments and write no control record.
+    pub fn edits_roster(self) -> bool {
+        matches!(self, Self::AddCollaborator | Self::RemoveCollaborator)
+    }
+
+    fn keyword(self, keywords: &ControlKeywords) -> &str {
+        match self {
+            Self::Start => &keywords.start,
+            Self::Contribute => &keywords.contribute,
+            Self::Do => &keywords.r#do,
+            Self::Review => &keywords.review,
+            Self::Resume => &keywords.resume,
+            Self::Pause => &keywords.pause,
+            Self::Stop => &keywords.stop,
+            Self::Cleanup => &keywords.cleanup,
+            Self::Execute => &keywords.execute,
+            Self::AddCollaborator => &keywords.add_collaborator,
+            Self::RemoveCollaborator => &keywords.remove_collaborator,
+        }
+    }
+}
+
+impl From<ControlCommand> for Command {
+    fn from(recorded: ControlCommand) -> Self {
+        match recorded {
+            ControlCommand::Start => Self::Start,
+            ControlCommand::Stop => Self::Stop,
+            ControlCommand::Pause => Self::Pause,
+            ControlCommand::Resume => Self::Resume,
+            ControlCommand::Execute => Self::Execute,
+            ControlCommand::Contribute => Self::Contribute,
+            ControlCommand::Cleanup => Self::Cleanup,
+            ControlCommand::Do => Self::Do,
+        }
+    }
+}
+
+/// Whether a work item is armed: its last recorded command is an arming one. This is the
+/// durable bit a start satisfies `requireStartCommand` with.
+pub fn is_armed(last_recorded: Option<Command>) -> bool {
+    last_recorded.is_some_and(Command::arms)
+}
+
+/// What a comment body says to the-loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// No keyword: ordinary input for the session.
+    Plain,
+    /// One command, possibly repeated. `logins` are the `@login` arguments of a roster
+    /// command (lowercased, deduplicated, in order); empty for every other command.
+    Command { command: Command, logins: Vec<Login> },
+    /// Two or more different commands: nothing is executed and nothing forwarded.
+    Ambiguous { commands: Vec<Command> },
+}
+
+/// The enabled keywords. `control.enabled: false` makes an empty vocabulary (everything
+/// is plain input), and a keyword set to `""` disables that one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vocabulary {
+    /// Each enabled command with its keyword lowercased, as characters.
+    keywords: Vec<(Command, Vec<char>)>,
+}
+
+impl From<&ControlConfig> for Vocabulary {
+    fn from(control: &ControlConfig) -> Self {
+        if !control.enabled {
+            return Self { keywords: Vec::new() };
+        }
+        let keywords = Command::ALL
+            .into_iter()
+            .map(|command| (command, command.keyword(&control.keywords)))
+            .filter(|(_, keyword)| !keyword.is_empty())
+            .map(|(command, keyword)| (command, keyword.chars().map(fold).collect()))
+            .collect();
+        Self { keywords }
+    }
+}
+
+impl Vocabulary {
+    /// Reads a comment body. Each keyword matches literally and case-insensitively as a
+    /// whole token: not touched on either side by a word character, `-` or `:`. Code
+    /// fences are not stripped, so a quoted keyword counts.
+    pub fn parse(&self, body: &str) -> Parsed {
+        let text: Vec<(usize, char)> = body.char_indices().collect();
+        let folded: Vec<char> = text.iter().map(|(_, c)| fold(*c)).collect();
+        let mut found: Vec<Command> = Vec::new();
+        let mut roster_args: Vec<usize> = Vec::new();
+        for (command, keyword) in &self.keywords {
+            for end in matches(&folded, keyword) {
+                if !found.contains(command) {
+                    found.push(*command);
+                }
+                if command.edits_roster() {
+                    let byte = text.get(end).map_or(body.len(), |(at, _)| *at);
+                    roster_args.push(byte);
+                }
+            }
+        }
+        match found.as_slice() {
+            [] => Parsed::Plain,
+            [command] => {
+                roster_args.sort_unstable();
+                let mut logins: Vec<Login> = Vec::new();
+                for at in roster_args {
+                    for login in login_arguments(&body[at..]) {
+                        if !logins.contains(&login) {
+                            logins.push(login);
+                        }
+                    }
+                }
+                Parsed::Command { command: *command, logins }
+            }
+            _ => Parsed::Ambiguous { commands: found },
+        }
+    }
+}
+
+/// Case folding for keyword matching: one character in, one out.
+fn fold(c: char) -> char {
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(single), None) => single,
+        _ => c,
+    }
+}
+
+/// The end (exclusive, in characters) of every whole-token occurrence of `keyword`.
+fn matches(text: &[char], keyword: &[char]) -> Vec<usize> {
+    let touches =
+        |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ':'));
+    let mut ends = Vec::new();
+    if keyword.is_empty() || keyword.len() > text.len() {
+        return ends;
+    }
+    for start in 0..=text.len() - keyword.len() {
+        let end = start + keyword.len();
+        if text[start..end] == *keyword
+            && !touches(start.checked_sub(1).and_then(|i| text.get(i)))
+            && !touches(text.get(end))
+        {
+            ends.push(end);
+        }
+    }
+    ends
+}
+
+/// The `@login` run after a roster keyword: tokens split on whitespace and commas,
+/// trailing punctuation stripped, stopping at the first that is not `@` + a login.
+fn login_arguments(rest: &str) -> Vec<Login> {
+    rest.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|token| !token.is_empty())
+        .map(|token| {
+            token.trim_end_matches([
+                '.', ',', ';', ':', '!', '?', ')', ']', '}', '>', '"', '\'', '`',
+            ])
+        })
+        .map_while(|token| {
+            let name = token.strip_prefix('@').filter(|name| is_user_login(name))?;
+            name.to_ascii_lowercase().parse::<Login>().ok()
+        })
+        .collect()
+}
+
+/// GitHub's user-login grammar: 1–39 letters or digits with single interior hyphens.
+fn is_user_login(name: &str) -> bool {
+    name.len() <= 39
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+        && !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// Why a command was refused (`control.rejected`); always settled, never forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// No named actor, or one outside `authorizedUsers` (collaborators included).
+    UnauthorizedActor,
+    /// A roster command naming no valid `@login`.
+    MissingCollaborator,
+    /// Resume with no paused session.
+    NothingToResume,
+    /// A spawning command the spawn-policy gate refused; nothing is recorded.
+    Spawn(SpawnRefusal),
+}
+
+impl Rejection {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::UnauthorizedActor => "unauthorized-actor",
+            Self::MissingCollaborator => "missing-collaborator",
+            Self::NothingToResume => "nothing-to-resume",
+            Self::Spawn(refusal) => refusal.reason(),
+        }
+    }
+}
+
+/// Why the spawn-policy gate refused a spawn (reference §4.7), in the order checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnRefusal {
+    /// The item is not armed by the spawn policy (`never`, or `labeled` without the label).
+    SpawnPolicy,
+    /// A collaborator's event never spawns.
+    CollaboratorNoSpawn,
+    /// There is no target.
+    NoWorkItem,
+    /// `requireStartCommand`: armed, but no start recorded.
+    AwaitingStart,
+}
+
+/// What becomes of a delivery id after a refusal (reference §5.4, §5.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Removed from the dedup cache: a redelivery or a later poll may retry.
+    Release,
+    /// Kept with the refusal as its outcome: suppressed on purpose, never retried.
+    Settle,
+    /// Kept without an outcome: a permanent drop.
+    Keep,
+}
+
+impl SpawnRefusal {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::SpawnPolicy => "spawn-policy",
+            Self::CollaboratorNoSpawn => "collaborator-no-spawn",
+            Self::NoWorkItem => "no-work-item",
+            Self::AwaitingStart => "awaiting-start",
+        }
+    }
+
+    pub fn disposition(self) -> Disposition {
+        match self {
+            Self::SpawnPolicy => Disposition::Release,
+            Self::CollaboratorNoSpawn | Self::AwaitingStart => Disposition::Settle,
+            Self::NoWorkItem => Disposition::Keep,
+        }
+    }
+}
+
+/// Whether an armed item must also have a recorded start before it spawns:
+/// `control.enabled` and `requireStartCommand` both on.
+pub fn start_required(control: &ControlConfig) -> bool {
+    control.enabled && control.require_start_command
+}
+
+/// The facts the spawn-policy gate reads.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnRequest<'a> {
+    pub policy: SpawnPolicy,
+    /// The event carries `autoExecuteLabel` ([`crate::event::Event::carries_label`]).
+    pub labeled: bool,
+    /// How the actor guard let the event in.
+    pub actor: ActorPass,
+    pub target: Option<&'a WorkItemRef>,
+    /// [`start_required`].
+    pub start_required: bool,
+    /// The event's own command, when it carries one.
+    pub command: Option<Command>,
+    /// The target's last recorded command.
+    pub last_recorded: Option<Command>,
+}
+
+/// The spawn-policy gate (reference §4.7): `always` widens which items may spawn, never
+/// who may start them.
+pub fn spawn_gate(request: &SpawnRequest<'_>) -> Result<(), SpawnRefusal> {
+    let armed_by_policy = match request.policy {
+        SpawnPolicy::Never => false,
+        SpawnPolicy::Always => true,
+        SpawnPolicy::Labeled => request.labeled,
+    };
+    if !armed_by_policy {
+        return Err(SpawnRefusal::SpawnPolicy);
+    }
+    if request.actor == ActorPass::Collaborator {
+        return Err(SpawnRefusal::CollaboratorNoSpawn);
+    }
+    if request.target.is_none() {
+        return Err(SpawnRefusal::NoWorkItem);
+    }
+    let started = request.command.is_some_and(Command::spawns) || is_armed(request.last_recorded);
+    if request.start_required && !started {
+        return Err(SpawnRefusal::AwaitingStart);
+    }
+    Ok(())
+}
+
+/// The live session of the command's target, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    None,
+    Active,
+    Paused,
+}
+
+/// What executing a command does to the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Spawn a session against the target (the spawn is the delivery).
+    Spawn,
+    /// Resume the paused session (`resumed`).
+    Resume,
+    /// Pause the active session (`paused`).
+    Pause,
+    /// Close the session the way a merge would (`stopped`).
+    Stop,
+    /// Release local resources, with or without a session.
+    Cleanup,
+    /// Nothing to do beyond recording (`noop`).
+    Noop,
+}
+
+/// What the dispatcher does with a comment, decided from the parse, the actor and the
+/// target's session (reference §4.5, §5.2 steps 3 and 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlDecision {
+    /// Not a command: deliver it as input.
+    Forward,
+    /// Settle `control-ambiguous`: nothing executed, nothing forwarded.
+    Ambiguous { commands: Vec<Command> },
+    /// Settle `control-rejected`: nothing recorded, nothing forwarded.
+    Rejected { command: Command, rejection: Rejection },
+    /// Record the command as the target's last, then carry out the effect. Consumed,
+    /// never forwarded. (An arming command that would not act is `Rejected` instead, so
+    /// it is never recorded; a disarming one always lands here.)
+    Execute { command: Command, actor: Login, effect: Effect },
+    /// Grant or revoke each login on the target's roster; no control record.
+    Roster { command: Command, actor: Login, logins: Vec<Login> },
+    /// `execute`: emit `control.command` (`handed-to-graph`) and carry on delivering the
+    /// comment so the phase-selection gate can read it.
+    HandToGraph { actor: Login },
+}
+
+/// Decides a parsed comment. The named-actor re-check comes first: a command executes
+/// only for a named actor in `authorizedUsers`, which is what keeps actor-less comments
+/// and collaborators from commanding. `spawn_gate` is the gate's answer for this target
+/// (consulted only by a spawning command when no session is live).
+pub fn decide(
+    parsed: &Parsed,
+    actor: &Actor,
+    authorized: &[Login],
+    session: SessionState,
+    spawn_gate: Result<(), SpawnRefusal>,
+) -> ControlDecision {
+    let (command, logins) = match parsed {
+        Parsed::Plain => return ControlDecision::Forward,
+        Parsed::Ambiguous { commands } => {
+            return ControlDecision::Ambiguous { commands: commands.clone() };
+        }
+        Parsed::Command { command, logins } => (*command, logins),
+    };
+    let reject = |rejection| ControlDecision::Rejected { command, rejection };
+    let Some(actor) = actor.login().filter(|login| authorized.contains(login)).cloned() else {
+        return reject(Rejection::UnauthorizedActor);
+    };
+    let execute = |effect| ControlDecision::Execute { command, actor: actor.clone(), effect };
+    match (command, session) {
+        (Command::AddCollaborator | Command::RemoveCollaborator, _) if logins.is_empty() => {
+            reject(Rejection::MissingCollaborator)
+        }
+        (Command::AddCollaborator | Command::RemoveCollaborator, _) => {
+            ControlDecision::Roster { command, actor, logins: logins.clone() }
+        }
+        (Command::Execute, _) => ControlDecision::HandToGraph { actor },
+        (Command::Start | Command::Contribute | Command::Do | Command::Review, state) => {
+            match (state, spawn_gate) {
+                (SessionState::None, Ok(())) => execute(Effect::Spawn),
+                (SessionState::None, Err(refusal)) => reject(Rejection::Spawn(refusal)),
+                (SessionState::Paused, _) => execute(Effect::Resume),
+                (SessionState::Active, _) => execute(Effect::Noop),
+            }
+        }
+        (Command::Resume, SessionState::Paused) => execute(Effect::Resume),
+        (Command::Resume, SessionState::None | SessionState::Active) => {
+            reject(Rejection::NothingToResume)
+        }
+        (Command::Pause, SessionState::Active) => execute(Effect::Pause),
+        (Command::Pause, SessionState::None | SessionState::Paused) => execute(Effect::Noop),
+        (Command::Stop, SessionState::None) => execute(Effect::Noop),
+        (Command::Stop, SessionState::Active | SessionState::Paused) => execute(Effect::Stop),
+        (Command::Cleanup, _) => execute(Effect::Cleanup),
+    }
+}
+
+/// The work item a command, a start test or a spawn is about (reference §5.3): the first
+/// live record owning any of the event's refs, whatever order the refs came in, else the
+/// first ref. `review` typed on a pull request is about the pull request itself. `owner`
+/// answers which live record's work item owns a ref (directly or through a recorded PR
+/// binding).
+pub fn target(
+    command: Option<Command>,
+    refs: &[WorkItemRef],
+    pull_request: Option<&WorkItemRef>,
+    owner: impl Fn(&WorkItemRef) -> Option<WorkItemRef>,
+) -> Option<WorkItemRef> {
+    if command == Some(Command::Review)
+        && let Some(pr) = pull_request
+    {
+        return Some(pr.clone());
+    }
+    refs.iter().find_map(owner).or_else(|| refs.first().cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocabulary() -> Vocabulary {
+        Vocabulary::from(&ControlConfig::default())
+    }
+
+    fn parse(body: &str) -> Parsed {
+        vocabulary().parse(body)
+    }
+
+    fn command(body: &str) -> Option<Command> {
+        match parse(body) {
+            Parsed::Command { command, .. } => Some(command),
+            _ => None,
+        }
+    }
+
+    fn login(s: &str) -> Login {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn every_default_keyword_is_recognised() {
+        for c in Command::ALL {
+            assert_eq!(command(&format!("the-loop {}", c.name())), Some(c), "{}", c.name());
+        }
+    }
+
+    #[test]
+    fn keywords_match_as_whole_tokens_case_insensitively() {
+        let matches = [
+            "the-loop start",
+            "the-loop start.",
+            "**the-loop start**",
+            "(the-loop start)",
+            "THE-LOOP START",
+            "please\nthe-loop start\nthanks",
+            "@the-loop start",
+            "```\nthe-loop start\n```",
+        ];
+        for body in matches {
+            assert_eq!(command(body), Some(Command::Start), "{body:?}");
+        }
+        let near_misses = [
+            "xthe-loop start",
+            "the-loop startx",
+            "the-loop startlater",
+            "the-loop start:now",
+            "the-loop start-now",
+            "the-loop  start",
+            "the-loop\nstart",
+            "the-loop done",
+            "the-loop docs",
+            "the-loop does",
+            "the-loop add-collaborators @a",
+        ];
+        for body in near_misses {
+            assert_eq!(parse(body), Parsed::Plain, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn two_different_keywords_are_ambiguous_and_a_repeat_is_not() {
+        assert_eq!(
+            parse("the-loop start, no wait, the-loop stop"),
+            Parsed::Ambiguous { commands: vec![Command::Start, Command::Stop] }
+        );
+        assert_eq!(command("the-loop stop. I said the-loop stop!"), Some(Command::Stop));
+        assert!(matches!(
+            parse("the-loop add-collaborator @a and the-loop start"),
+            Parsed::Ambiguous { .. }
+        ));
+    }
+
+    #[test]
+    fn an_empty_keyword_disables_its_command_and_disabled_control_parses_nothing() {
+        let mut config = ControlConfig::default();
+        config.keywords.stop = String::new();
+        assert_eq!(Vocabulary::from(&config).parse("the-loop stop"), Parsed::Plain);
+        config.keywords.start = "go!".to_owned();
+        assert_eq!(
+            Vocabulary::from(&config).parse("GO!"),
+            Parsed::Command { command: Command::Start, logins: vec![] }
+        );
+        config.enabled = false;
+        assert_eq!(Vocabulary::from(&config).parse("the-loop pause"), Parsed::Plain);
+        assert!(!start_required(&config));
+    }
+
+    #[test]
+    fn collaborator_arguments_follow_githubs_login_grammar() {
+        let logins = |body: &str| match parse(body) {
+            Parsed::Command { logins, .. } => {
+                logins.iter().map(|l| l.to_string()).collect::<Vec<_>>()
+            }
+            other => panic!("{body:?} parsed as {other:?}"),
+        };
+        let cases: [(&str, &[&str]); 8] = [
+            (
+                "please the-loop add-collaborator @a @b — they know this\nand the-loop add-collaborator @c too",
+                &["a", "b", "c"],
+            ),
+            ("the-loop add-collaborator @dana/../etc --x", &[]),
+            ("the-loop add-collaborator @dana rm -rf /", &["dana"]),
+            ("the-loop add-collaborator @Dana, @dana, @bo.", &["dana", "bo"]),
+            ("the-loop remove-collaborator (@x) `@y`", &[]),
+            ("the-loop remove-collaborator @x) @y`", &["x", "y"]),
+            ("the-loop add-collaborator @a--b", &[]),
+            ("the-loop add-collaborator dana", &[]),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(logins(body), expected, "{body:?}");
+        }
+    }
+
+    fn decision(
+        body: &str,
+        actor: Actor,
+        session: SessionState,
+        gate: Result<(), SpawnRefusal>,
+    ) -> ControlDecision {
+        decide(&parse(body), &actor, &[login("ann")], session, gate)
+    }
+
+    fn ann() -> Actor {
+        Actor::User(login("ann"))
+    }
+
+    #[test]
+    fn command_semantics_table() {
+        use ControlDecision as D;
+        use SessionState::*;
+        let exec = |command, effect| D::Execute { command, actor: login("ann"), effect };
+        let rejected = |command, rejection| D::Rejected { command, rejection };
+        let refused = Err(SpawnRefusal::SpawnPolicy);
+        let cases = [
+            (
+                "start spawns when the gate allows",
+                "the-loop start",
+                None,
+                Ok(()),
+                exec(Command::Start, Effect::Spawn),
+            ),
+            (
+                "start on an unarmed item is refused",
+                "the-loop start",
+                None,
+                refused,
+                rejected(Command::Start, Rejection::Spawn(SpawnRefusal::SpawnPolicy)),
+            ),
+            (
+                "start on a paused session resumes it",
+                "the-loop start",
+                Paused,
+                refused,
+                exec(Command::Start, Effect::Resume),
+            ),
+            (
+                "start on an active session is recorded only",
+                "the-loop start",
+                Active,
+                Ok(()),
+                exec(Command::Start, Effect::Noop),
+            ),
+            (
+                "review spawns like start",
+                "the-loop review",
+                None,
+                Ok(()),
+                exec(Command::Review, Effect::Spawn),
+            ),
+            (
+                "resume with nothing paused is refused",
+                "the-loop resume",
+                None,
+                Ok(()),
+                rejected(Command::Resume, Rejection::NothingToResume),
+            ),
+            (
+                "resume of an active session is refused",
+                "the-loop resume",
+                Active,
+                Ok(()),
+                rejected(Command::Resume, Rejection::NothingToResume),
+            ),
+            (
+                "resume of a paused session",
+                "the-loop resume",
+                Paused,
+                Ok(()),
+                exec(Command::Resume, Effect::Resume),
+            ),
+            (
+                "pause with no session is still recorded",
+                "the-loop pause",
+                None,
+                Ok(()),
+                exec(Command::Pause, Effect::Noop),
+            ),
+            (
+                "pause of an active session",
+                "the-loop pause",
+                Active,
+                Ok(()),
+                exec(Command::Pause, Effect::Pause),
+            ),
+            (
+                "stop with no session is still recorded",
+                "the-loop stop",
+                None,
+                Ok(()),
+                exec(Command::Stop, Effect::Noop),
+            ),
+            (
+                "stop closes a paused session",
+                "the-loop stop",
+                Paused,
+                Ok(()),
+                exec(Command::Stop, Effect::Stop),
+            ),
+            (
+                "cleanup runs with or without a session",
+                "the-loop cleanup",
+                None,
+                Ok(()),
+                exec(Command::Cleanup, Effect::Cleanup),
+            ),
+            (
+                "execute is handed to the graph",
+                "the-loop execute",
+                Active,
+                Ok(()),
+                D::HandToGraph { actor: login("ann") },
+            ),
+            (
+                "add-collaborator without a login",
+                "the-loop add-collaborator @x/y",
+                Active,
+                Ok(()),
+                rejected(Command::AddCollaborator, Rejection::MissingCollaborator),
+            ),
+            ("plain text is forwarded", "looks good", Active, Ok(()), D::Forward),
+        ];
+        for (name, body, session, gate, expected) in cases {
+            assert_eq!(decision(body, ann(), session, gate), expected, "{name}");
+        }
+        assert_eq!(
+            decision("the-loop add-collaborator @Dana", ann(), None, Ok(())),
+            D::Roster {
+                command: Command::AddCollaborator,
+                actor: login("ann"),
+                logins: vec![login("dana")]
+            }
+        );
+    }
+
+    #[test]
+    fn only_a_named_authorized_actor_commands() {
+        let unauthorized = |actor| decision("the-loop stop", actor, SessionState::Active, Ok(()));
+        let expected = ControlDecision::Rejected {
+            command: Command::Stop,
+            rejection: Rejection::UnauthorizedActor,
+        };
+        assert_eq!(unauthorized(Actor::Nobody), expected, "an actor-less comment");
+        assert_eq!(unauthorized(Actor::User(login("dana"))), expected, "a collaborator");
+        assert_eq!(unauthorized(Actor::Unrecognised("a b".into())), expected, "a malformed login");
+        // The named-actor check comes before the argument check.
+        assert_eq!(
+            decision("the-loop add-collaborator", Actor::Nobody, SessionState::None, Ok(())),
+            ControlDecision::Rejected {
+                command: Command::AddCollaborator,
+                rejection: Rejection::UnauthorizedActor
+            }
+        );
+        // Ambiguity is decided whoever the actor is.
+        assert!(matches!(
+            decision("the-loop start the-loop stop", Actor::Nobody, SessionState::None, Ok(())),
+            ControlDecision::Ambiguous { .. }
+        ));
+    }
+
+    fn gate(
+        policy: SpawnPolicy,
+        labeled: bool,
+        command: Option<Command>,
+        last: Option<Command>,
+    ) -> Result<(), SpawnRefusal> {
+        let item: WorkItemRef = "github:o/r#1".parse().unwrap();
+        spawn_gate(&SpawnRequest {
+            policy,
+            labeled,
+            actor: ActorPass::Authorized,
+            target: Some(&item),
+            start_required: true,
+            command,
+            last_recorded: last,
+        })
+    }
+
+    #[test]
+    fn spawn_gate_table() {
+        use Command::*;
+        use SpawnPolicy::*;
+        use SpawnRefusal as R;
+        let cases = [
+            (
+                "an unlabelled start is refused by policy",
+                Labeled,
+                false,
+                Some(Start),
+                None,
+                Err(R::SpawnPolicy),
+            ),
+            ("never never spawns", Never, true, Some(Start), None, Err(R::SpawnPolicy)),
+            ("a labelled start spawns", Labeled, true, Some(Start), None, Ok(())),
+            (
+                "an item opened with the label waits for a start",
+                Labeled,
+                true,
+                None,
+                None,
+                Err(R::AwaitingStart),
+            ),
+            ("always still waits for a start", Always, false, None, None, Err(R::AwaitingStart)),
+            (
+                "a recorded start survives: a later labelled event spawns",
+                Labeled,
+                true,
+                None,
+                Some(Start),
+                Ok(()),
+            ),
+            ("a recorded resume arms", Labeled, true, None, Some(Resume), Ok(())),
+            ("a recorded pause disarms", Labeled, true, None, Some(Pause), Err(R::AwaitingStart)),
+            ("a recorded stop disarms", Always, true, None, Some(Stop), Err(R::AwaitingStart)),
+            ("execute does not arm", Labeled, true, None, Some(Execute), Err(R::AwaitingStart)),
+        ];
+        for (name, policy, labeled, command, last, expected) in cases {
+            assert_eq!(gate(policy, labeled, command, last), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_refused_start_leaves_nothing_so_labelling_later_does_not_start() {
+        // The start is refused and, being a rejection, never recorded...
+        let refusal = gate(SpawnPolicy::Labeled, false, Some(Command::Start), None);
+        assert!(matches!(
+            decision("the-loop start", ann(), SessionState::None, refusal),
+            ControlDecision::Rejected { .. }
+        ));
+        // ...so the label arriving later finds no recorded start.
+        assert_eq!(gate(SpawnPolicy::Labeled, true, None, None), Err(SpawnRefusal::AwaitingStart));
+    }
+
+    #[test]
+    fn without_the_start_requirement_the_label_alone_spawns() {
+        let item: WorkItemRef = "github:o/r#1".parse().unwrap();
+        let config = ControlConfig { enabled: false, ..ControlConfig::default() };
+        let request = SpawnRequest {
+            policy: SpawnPolicy::Labeled,
+            labeled: true,
+            actor: ActorPass::Actorless,
+            target: Some(&item),
+            start_required: start_required(&config),
+            command: None,
+            last_recorded: None,
+        };
+        assert_eq!(spawn_gate(&request), Ok(()));
+        assert_eq!(
+            spawn_gate(&SpawnRequest { target: None, ..request }),
+            Err(SpawnRefusal::NoWorkItem)
+        );
+        assert_eq!(
+            spawn_gate(&SpawnRequest { actor: ActorPass::Collaborator, ..request }),
+            Err(SpawnRefusal::CollaboratorNoSpawn)
+        );
+    }
+
+    #[test]
+    fn a_policy_refusal_releases_the_id_and_suppressions_settle_it() {
+        assert_eq!(SpawnRefusal::SpawnPolicy.disposition(), Disposition::Release);
+        assert_eq!(SpawnRefusal::AwaitingStart.disposition(), Disposition::Settle);
+        assert_eq!(SpawnRefusal::CollaboratorNoSpawn.disposition(), Disposition::Settle);
+        assert_eq!(SpawnRefusal::NoWorkItem.disposition(), Disposition::Keep);
+    }
+
+    #[test]
+    fn the_control_target_is_the_running_record_whatever_the_order() {
+        let refs: Vec<WorkItemRef> =
+            ["github:o/r#15", "github:o/r#16"].iter().map(|s| s.parse().unwrap()).collect();
+        let pr = refs[1].clone();
+        let running: WorkItemRef = "github:o/other#3".parse().unwrap();
+        let owner = |item: &WorkItemRef| (*item == pr).then(|| running.clone());
+        assert_eq!(target(Some(Command::Stop), &refs, Some(&pr), owner), Some(running.clone()));
+        assert_eq!(target(None, &refs, Some(&pr), |_| None), Some(refs[0].clone()));
+        assert_eq!(target(Some(Command::Review), &refs, Some(&pr), owner), Some(pr.clone()));
+        assert_eq!(target(None, &[], None, |_| None), None);
+    }
+
+    #[test]
+    fn recorded_commands_convert_and_arm() {
+        assert!(is_armed(Some(Command::from(ControlCommand::Do))));
+        assert!(!is_armed(Some(Command::from(ControlCommand::Cleanup))));
+        assert!(!is_armed(None));
+    }
+}

@@ -10,7 +10,7 @@
 //! `spawn_blocking`.
 //!
 //! Layout:
-//! - [`layout`]: every path under the root.
+//! - [`layout`]: every path under the root; [`classification`]: the kind of every key.
 //! - `json_file` (crate-private): atomic writes, quarantine.
 //! - `local`: session records (`local/<slug>.json`).
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
@@ -19,6 +19,7 @@
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`event_log`]: the append-only event log, its reader and filters.
 
+pub mod classification;
 pub mod error;
 pub mod event_log;
 pub mod heartbeat;

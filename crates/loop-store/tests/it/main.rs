@@ -5,6 +5,7 @@
 //! variable; see [`child`].
 
 mod child;
+mod classification;
 mod clocks;
 mod event_log;
 mod local;

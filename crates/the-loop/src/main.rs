@@ -6,6 +6,7 @@
 
 mod cli;
 mod commands;
+mod config_file;
 mod env_vars;
 mod printer;
 

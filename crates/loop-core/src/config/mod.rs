@@ -79,20 +79,27 @@ pub fn parse(text: &str) -> Result<Loaded, ConfigError> {
     if let Some(root) = &root {
         version::gate(root, &mut diags);
         if !diags.errors.is_empty() {
-            return Err(ConfigError { problems: diags.errors, warnings: diags.warnings });
+            return Err(refusal(diags));
         }
     }
     let config: Config = read::read_section(root.as_ref(), String::new(), &mut diags);
     advise(&config, &mut diags);
-    // File order: the walker reads keys in schema order, the operator reads top to bottom.
-    for list in [&mut diags.errors, &mut diags.warnings] {
-        list.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
-    }
     if diags.errors.is_empty() {
-        Ok(Loaded { config, warnings: diags.warnings })
+        Ok(Loaded { config, warnings: in_file_order(diags.warnings) })
     } else {
-        Err(ConfigError { problems: diags.errors, warnings: diags.warnings })
+        Err(refusal(diags))
     }
+}
+
+fn refusal(diags: Diagnostics) -> ConfigError {
+    ConfigError { problems: in_file_order(diags.errors), warnings: in_file_order(diags.warnings) }
+}
+
+/// The walker reads keys in schema order; the operator reads the file top to bottom.
+/// Problems without a line keep their order, after the others.
+fn in_file_order(mut problems: Vec<Problem>) -> Vec<Problem> {
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    problems
 }
 
 /// Parses a config file's text into a plain document (for [`migrate`]), without the gate

@@ -263,7 +263,7 @@ integrations:
     let found: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
     for expected in [
         "polling.stateFile: removed key, replaced by `state.root`",
-        "webhooks.ghWebhook.routing: removed key, replaced by `routing (top level)`",
+        "webhooks.ghWebhook.routing: removed key, replaced by `routing`",
         "integrations.slack: removed key, replaced by `channels.slack`",
         "version: the file declares version 0.3.0, older than 0.5.0",
     ] {
@@ -330,4 +330,15 @@ fn a_reference_config_loads_without_errors() {
     assert_eq!(c.polling.sources.len(), 1);
     assert_eq!(c.repositories.len(), 2);
     assert_eq!(c.instance.name.as_deref(), Some("laptop"));
+}
+
+#[test]
+fn yaml_output_quotes_strings_that_would_read_back_as_something_else() {
+    let doc = serde_json::json!({
+        "texts": ["true", "123", "", "+1", "a: b", "#x", "null", "~", "0.5", "- x", "yes"],
+        "n": 1.5,
+        "nested": {"empty": [], "map": {}},
+    });
+    let text = to_yaml(&doc);
+    assert_eq!(parse_document(&text).unwrap(), doc, "{text}");
 }

@@ -52,8 +52,8 @@ pub const REMOVED_KEYS: &[RemovedKey] = &[
     },
     RemovedKey {
         path: &["webhooks", "ghWebhook", "routing"],
-        replacement: "routing (top level)",
-        why: "routing is shared by both ingresses",
+        replacement: "routing",
+        why: "routing is shared by both ingresses, so it moved to the top level",
     },
     RemovedKey {
         path: &["integrations", "slack"],

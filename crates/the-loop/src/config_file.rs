@@ -1,0 +1,172 @@
+//! Which config file this invocation uses, loading it, and handing it to children.
+//!
+//! Discovery (SPEC §2), first hit wins: `--config PATH` / `THE_LOOP_CLI_CONFIG` (clap
+//! merges the two, the flag winning), then `./.the-loop/cli-config.yaml` if it is a
+//! regular file, then `~/.the-loop/cli-config.yaml`. The result is made absolute, so a
+//! child started from another directory reads the same file; a missing file means every
+//! key takes its default.
+//!
+//! Nothing here runs before clap has parsed the command line, so `--help` and
+//! `config migrate` work whatever state the file is in.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use loop_core::config::{Config, ConfigError};
+use loop_daemon::config_source::{ConfigFile, SourceError};
+
+use crate::cli::GlobalArgs;
+use crate::env_vars;
+use crate::printer::Printer;
+
+/// Where the config file is looked for under the cwd and under `$HOME`.
+const RELATIVE_PATH: &str = ".the-loop/cli-config.yaml";
+
+/// How the config file was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `--config` or `THE_LOOP_CLI_CONFIG`.
+    Named,
+    /// `./.the-loop/cli-config.yaml`.
+    WorkingDirectory,
+    /// `~/.the-loop/cli-config.yaml`.
+    Home,
+}
+
+/// The config file this invocation uses (it may not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigLocation {
+    /// Absolute.
+    pub path: PathBuf,
+    pub origin: Origin,
+}
+
+/// Applies the discovery order to explicit inputs (the named path, the cwd, `$HOME`).
+pub fn discover(
+    named: Option<&Path>,
+    cwd: &Path,
+    home: Option<&Path>,
+) -> anyhow::Result<ConfigLocation> {
+    let (path, origin) = if let Some(named) = named {
+        (cwd.join(named), Origin::Named)
+    } else if cwd.join(RELATIVE_PATH).is_file() {
+        (cwd.join(RELATIVE_PATH), Origin::WorkingDirectory)
+    } else if let Some(home) = home.filter(|h| !h.as_os_str().is_empty()) {
+        (cwd.join(home).join(RELATIVE_PATH), Origin::Home)
+    } else {
+        anyhow::bail!(
+            "cannot find the config file: `{RELATIVE_PATH}` is not in the current directory and `{}` is not set; pass `--config PATH`",
+            env_vars::HOME
+        );
+    };
+    let path = std::path::absolute(&path)
+        .with_context(|| format!("cannot make the config path `{}` absolute", path.display()))?;
+    Ok(ConfigLocation { path, origin })
+}
+
+/// [`discover`] for this process: its flags, cwd and `$HOME`.
+pub fn locate(global: &GlobalArgs) -> anyhow::Result<ConfigLocation> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let home = std::env::var_os(env_vars::HOME).map(PathBuf::from);
+    discover(global.config.as_deref(), &cwd, home.as_deref())
+}
+
+/// The config this invocation runs with, and where it came from.
+#[derive(Debug, Clone)]
+pub struct CliConfig {
+    pub location: ConfigLocation,
+    pub config: Arc<Config>,
+}
+
+impl CliConfig {
+    /// Finds, reads and validates the config for a verb that needs it, printing its
+    /// warnings once. An invalid or stale file is refused: every problem is printed,
+    /// with the command that fixes a stale one.
+    pub fn load(global: &GlobalArgs, printer: Printer) -> anyhow::Result<Self> {
+        let location = locate(global)?;
+        let file = ConfigFile::read(&location.path)?;
+        let loaded = file.parse().inspect_err(|err| {
+            if let SourceError::Invalid { path, source } = err {
+                print_refusal(path, source, printer);
+            }
+        })?;
+        for warning in &loaded.warnings {
+            printer.warning(warning);
+        }
+        Ok(Self { location, config: Arc::new(loaded.config) })
+    }
+
+    /// The environment every child process gets (`Command::envs`), so a spawned service
+    /// or daemon reads this same file whatever its cwd (reference trap 3).
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the first verb that spawns a process (`start`) wires it")
+    )]
+    pub fn child_env(&self) -> [(&'static str, OsString); 1] {
+        [(env_vars::CLI_CONFIG, self.location.path.clone().into_os_string())]
+    }
+}
+
+/// Prints every problem of a refused file, then how to fix a stale one.
+pub fn print_refusal(path: &Path, err: &ConfigError, printer: Printer) {
+    for problem in &err.problems {
+        printer.error(problem);
+    }
+    if err.needs_migration() {
+        printer.hint(format!(
+            "this file was written for an older version: `{} --config {}` rewrites it (keeping a `.bak`)",
+            loop_core::config::MIGRATE_COMMAND,
+            path.display()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_path_wins_and_is_made_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let found = discover(Some(Path::new("conf/x.yaml")), dir.path(), None).unwrap();
+        assert_eq!(found.path, dir.path().join("conf/x.yaml"));
+        assert_eq!(found.origin, Origin::Named);
+    }
+
+    #[test]
+    fn the_working_directory_file_is_used_only_when_it_is_a_file() {
+        let cwd = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(cwd.path().join(RELATIVE_PATH)).unwrap();
+        let found = discover(None, cwd.path(), Some(home.path())).unwrap();
+        assert_eq!(found.origin, Origin::Home, "a directory of that name is not the config");
+        assert_eq!(found.path, home.path().join(RELATIVE_PATH));
+
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(cwd.path().join(".the-loop")).unwrap();
+        std::fs::write(cwd.path().join(RELATIVE_PATH), "{}").unwrap();
+        let found = discover(None, cwd.path(), Some(home.path())).unwrap();
+        assert_eq!(found.origin, Origin::WorkingDirectory);
+    }
+
+    #[test]
+    fn without_home_or_a_local_file_discovery_says_what_to_pass() {
+        let cwd = tempfile::tempdir().unwrap();
+        let err = discover(None, cwd.path(), None).unwrap_err().to_string();
+        assert!(err.contains("--config"), "{err}");
+    }
+
+    #[test]
+    fn children_get_the_resolved_absolute_path() {
+        let location = ConfigLocation {
+            path: PathBuf::from("/etc/loop/cli-config.yaml"),
+            origin: Origin::Named,
+        };
+        let loaded = CliConfig { location, config: Arc::new(Config::default()) };
+        let [(name, value)] = loaded.child_env();
+        assert_eq!(name, "THE_LOOP_CLI_CONFIG");
+        assert_eq!(value, "/etc/loop/cli-config.yaml");
+    }
+}

@@ -1,0 +1,7 @@
+//! The integration tests of the `the-loop` binary: one test binary, a module per area.
+//!
+//! Every test runs the real built binary through [`common::Cli`], with a private `HOME`,
+//! a private working directory and no `THE_LOOP_*` variables inherited.
+
+mod common;
+mod config;

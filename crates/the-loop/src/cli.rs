@@ -64,7 +64,7 @@ pub enum ConfigCommand {
 
     /// Write a commented starter config that passes `config check`
     Init {
-        /// Where to write it [default: the resolved config path]
+        /// Where to write it [default: the `--config` file, else ./.the-loop/cli-config.yaml]
         #[arg(long, value_name = "FILE")]
         path: Option<PathBuf>,
 

@@ -73,6 +73,16 @@ pub fn locate(global: &GlobalArgs) -> anyhow::Result<ConfigLocation> {
     discover(global.config.as_deref(), &cwd, home.as_deref())
 }
 
+/// Where `config init` writes when given no `--path`: the file `--config` /
+/// `THE_LOOP_CLI_CONFIG` names, else `./.the-loop/cli-config.yaml` — which discovery then
+/// finds first, beside the default `state.root`.
+pub fn init_location(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let path = cwd.join(global.config.as_deref().unwrap_or(Path::new(RELATIVE_PATH)));
+    std::path::absolute(&path)
+        .with_context(|| format!("cannot make the config path `{}` absolute", path.display()))
+}
+
 /// The config this invocation runs with, and where it came from.
 #[derive(Debug, Clone)]
 pub struct CliConfig {

@@ -4,7 +4,7 @@
 //! `loop_daemon::config_source`'s, validation and migration are `loop_core::config`'s.
 //! `check` and `migrate` must work on a file every other verb refuses.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use loop_core::config::{self, Problem};
@@ -105,7 +105,10 @@ fn init(
     force: bool,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let target = target_path(global, path)?;
+    let target = match path {
+        Some(path) => absolute(&path)?,
+        None => config_file::init_location(global)?,
+    };
     let exists =
         target.try_exists().with_context(|| format!("cannot check `{}`", target.display()))?;
     if exists && !force {
@@ -185,8 +188,11 @@ fn migrate(
 /// `--path` made absolute, else the discovered config path.
 fn target_path(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match path {
-        Some(path) => std::path::absolute(&path)
-            .with_context(|| format!("cannot make `{}` absolute", path.display())),
+        Some(path) => absolute(&path),
         None => Ok(config_file::locate(global)?.path),
     }
+}
+
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot make `{}` absolute", path.display()))
 }

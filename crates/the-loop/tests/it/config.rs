@@ -145,10 +145,13 @@ fn init_writes_a_starter_config_that_check_accepts_and_never_overwrites_silently
 }
 
 #[test]
-fn init_without_a_path_writes_the_discovered_file() {
+fn init_without_a_path_writes_the_working_directory_file_that_discovery_finds_first() {
     let cli = Cli::new();
     cli.run(["config", "init"]).expect_code(0);
-    assert!(cli.home().join(".the-loop/cli-config.yaml").is_file());
+    assert!(cli.cwd().join(".the-loop/cli-config.yaml").is_file());
+    cli.run(["config", "check"]).expect_code(0).expect_stderr(".the-loop/cli-config.yaml: valid");
+    cli.run(["config", "init", "-c", "named.yaml"]).expect_code(0);
+    assert!(cli.cwd().join("named.yaml").is_file(), "--config names the file init writes");
 }
 
 #[test]

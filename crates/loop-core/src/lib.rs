@@ -20,13 +20,17 @@
 //! - [`guards`]: self-authored marker, repository bound, actor guard, instance scope.
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
+//! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
+//! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 
 pub mod config;
 pub mod control;
 pub mod event;
+pub mod excerpt;
 pub mod guards;
 pub mod linkage;
 pub mod login;
+pub mod prompt;
 pub mod record;
 pub mod refs;
 pub mod route;

@@ -342,3 +342,29 @@ fn yaml_output_quotes_strings_that_would_read_back_as_something_else() {
     let text = to_yaml(&doc);
     assert_eq!(parse_document(&text).unwrap(), doc, "{text}");
 }
+
+/// Every dotted key path under `value`, blocks and leaves alike.
+fn key_paths(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+    if let serde_json::Value::Object(map) = value {
+        for (key, child) in map {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            if !child.is_object() {
+                out.push(path.clone());
+            }
+            key_paths(&path, child, out);
+        }
+    }
+}
+
+#[test]
+fn the_configuration_doc_describes_every_key() {
+    let doc = include_str!("../../../../docs/configuration.md");
+    let mut paths = Vec::new();
+    key_paths("", &Config::default().to_json(), &mut paths);
+    let missing: Vec<&String> =
+        paths.iter().filter(|p| !doc.contains(&format!("| `{p}` |"))).collect();
+    assert!(missing.is_empty(), "docs/configuration.md lacks: {missing:#?}");
+    for key in NOT_IMPLEMENTED {
+        assert!(doc.contains(&format!("`{key}")), "docs/configuration.md lacks {key}");
+    }
+}

@@ -9,6 +9,7 @@ mod commands;
 mod config_file;
 mod env_vars;
 mod printer;
+mod state_root;
 
 use std::process::ExitCode;
 

@@ -68,18 +68,33 @@ fn parse_line(line: &[u8]) -> Option<EventRecord> {
 
 /// Every record in the rotated files (oldest first) and then the live file.
 pub fn read_all(path: &Path) -> Result<Vec<EventRecord>, StoreError> {
+    let mut records = read_rotated(path)?;
+    if let Some(handle) = open(path)? {
+        read_lines(path, handle, &mut records)?;
+    }
+    Ok(records)
+}
+
+/// Every record in the rotated files, oldest first.
+fn read_rotated(path: &Path) -> Result<Vec<EventRecord>, StoreError> {
     let mut rotated: Vec<PathBuf> =
         (1..).map(|n| rotated_path(path, n)).take_while(|file| file.exists()).collect();
     rotated.reverse();
     let mut records = Vec::new();
-    for file in rotated.iter().map(PathBuf::as_path).chain([path]) {
-        let Some(handle) = open(file)? else { continue };
-        for line in BufReader::new(handle).split(b'\n') {
-            let line = line.map_err(StoreError::io("read", file))?;
-            records.extend(parse_line(&line));
+    for file in &rotated {
+        if let Some(handle) = open(file)? {
+            read_lines(file, handle, &mut records)?;
         }
     }
     Ok(records)
+}
+
+fn read_lines(path: &Path, file: impl Read, records: &mut Vec<EventRecord>) -> Result<(), StoreError> {
+    for line in BufReader::new(file).split(b'\n') {
+        let line = line.map_err(StoreError::io("read", path))?;
+        records.extend(parse_line(&line));
+    }
+    Ok(())
 }
 
 fn open(path: &Path) -> Result<Option<File>, StoreError> {
@@ -110,6 +125,20 @@ impl EventTail {
             Err(err) => return Err(StoreError::io("stat", path)(err)),
         };
         Ok(Self { path: path.to_owned(), position })
+    }
+
+    /// Everything before the tail's starting point: the rotated files and the live file
+    /// up to where the tail begins, so a backlog followed by [`EventTail::poll`] neither
+    /// misses nor repeats a line.
+    pub fn backlog(&self) -> Result<Vec<EventRecord>, StoreError> {
+        let mut records = read_rotated(&self.path)?;
+        let Some((inode, end)) = self.position else { return Ok(records) };
+        if let Some(file) = open(&self.path)?
+            && file.metadata().is_ok_and(|meta| meta.ino() == inode)
+        {
+            read_lines(&self.path, file.take(end), &mut records)?;
+        }
+        Ok(records)
     }
 
     /// The complete lines appended since the last call.

@@ -1,0 +1,364 @@
+//! The slice of GitHub's GraphQL API the-loop uses, answered from the simulated world.
+//!
+//! A small parser reads a query document (one operation, fields with aliases, arguments
+//! as literals or `$variables`, nested selections) and an evaluator resolves it against
+//! `repository(owner:, name:)` → `pullRequest(number:)` / `issue(number:)` →
+//! `closingIssuesReferences(first:)` → `nodes`/`totalCount`, and the scalar fields
+//! `id`, `number`, `title`, `url`, `state`, `name`, `nameWithOwner`, `owner { login }`.
+//! Unknown fields and missing objects answer like GitHub: an `errors` entry (with
+//! `type: NOT_FOUND` for a missing object) and `null` data at that path.
+
+use serde_json::{Map, Value, json};
+
+use crate::shapes::Urls;
+use crate::world::{Item, Repo, World, node_id};
+
+#[derive(Debug, Clone, PartialEq)]
+struct Field {
+    alias: String,
+    name: String,
+    args: Vec<(String, Arg)>,
+    selection: Vec<Field>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Arg {
+    Int(i64),
+    Str(String),
+    Var(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Name(String),
+    Var(String),
+    Int(i64),
+    Str(String),
+    Punct(char),
+}
+
+fn tokenize(src: &str) -> Result<Vec<Token>, String> {
+    let mut tokens = Vec::new();
+    let chars: Vec<char> = src.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() || c == ',' {
+            i += 1;
+        } else if c == '#' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if "{}():!=[]".contains(c) {
+            tokens.push(Token::Punct(c));
+            i += 1;
+        } else if c == '"' {
+            let start = i + 1;
+            i = start;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            let raw: String = chars[start..i.min(chars.len())].iter().collect();
+            tokens.push(Token::Str(raw.replace("\\\"", "\"")));
+            i += 1;
+        } else if c == '$' || c.is_alphabetic() || c == '_' {
+            let start = if c == '$' { i + 1 } else { i };
+            i = start;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            tokens.push(if c == '$' { Token::Var(word) } else { Token::Name(word) });
+        } else if c.is_ascii_digit() || c == '-' {
+            let start = i;
+            i += 1;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            let text: String = chars[start..i].iter().collect();
+            tokens.push(Token::Int(text.parse().map_err(|_| format!("bad number `{text}`"))?));
+        } else {
+            return Err(format!("unexpected character `{c}`"));
+        }
+    }
+    Ok(tokens)
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let token = self.tokens.get(self.at).cloned();
+        self.at += 1;
+        token
+    }
+
+    fn expect(&mut self, c: char) -> Result<(), String> {
+        match self.next() {
+            Some(Token::Punct(p)) if p == c => Ok(()),
+            other => Err(format!("expected `{c}`, found {other:?}")),
+        }
+    }
+
+    /// `query Name($a: T!, …) { … }` or a bare `{ … }`.
+    fn document(&mut self) -> Result<Vec<Field>, String> {
+        if let Some(Token::Name(word)) = self.peek() {
+            if word != "query" {
+                return Err(format!("only queries are supported, not `{word}`"));
+            }
+            self.next();
+            if let Some(Token::Name(_)) = self.peek() {
+                self.next();
+            }
+            if self.peek() == Some(&Token::Punct('(')) {
+                // Variable definitions: skipped, values come from `variables`.
+                while !matches!(self.next(), Some(Token::Punct(')')) | None) {}
+            }
+        }
+        self.selection()
+    }
+
+    fn selection(&mut self) -> Result<Vec<Field>, String> {
+        self.expect('{')?;
+        let mut fields = Vec::new();
+        loop {
+            match self.next() {
+                Some(Token::Punct('}')) => return Ok(fields),
+                Some(Token::Name(first)) => {
+                    let (alias, name) = if self.peek() == Some(&Token::Punct(':')) {
+                        self.next();
+                        match self.next() {
+                            Some(Token::Name(name)) => (first, name),
+                            other => return Err(format!("expected a field name, found {other:?}")),
+                        }
+                    } else {
+                        (first.clone(), first)
+                    };
+                    let mut args = Vec::new();
+                    if self.peek() == Some(&Token::Punct('(')) {
+                        self.next();
+                        loop {
+                            match self.next() {
+                                Some(Token::Punct(')')) => break,
+                                Some(Token::Name(arg)) => {
+                                    self.expect(':')?;
+                                    let value = match self.next() {
+                                        Some(Token::Int(n)) => Arg::Int(n),
+                                        Some(Token::Str(s)) => Arg::Str(s),
+                                        Some(Token::Var(v)) => Arg::Var(v),
+                                        other => return Err(format!("unsupported argument value {other:?}")),
+                                    };
+                                    args.push((arg, value));
+                                }
+                                other => return Err(format!("expected an argument, found {other:?}")),
+                            }
+                        }
+                    }
+                    let selection = if self.peek() == Some(&Token::Punct('{')) {
+                        self.selection()?
+                    } else {
+                        Vec::new()
+                    };
+                    fields.push(Field { alias, name, args, selection });
+                }
+                other => return Err(format!("expected a field, found {other:?}")),
+            }
+        }
+    }
+}
+
+/// Answers a GraphQL request body (`{"query": …, "variables": …}`) like GitHub would.
+pub fn answer(world: &World, urls: &Urls, request: &Value) -> Value {
+    let Some(query) = request.get("query").and_then(Value::as_str) else {
+        return json!({ "errors": [{ "message": "A query attribute must be specified and must be a string." }] });
+    };
+    let variables = request.get("variables").cloned().unwrap_or(Value::Null);
+    let fields = match tokenize(query).and_then(|tokens| Parser { tokens, at: 0 }.document()) {
+        Ok(fields) => fields,
+        Err(reason) => return json!({ "errors": [{ "message": format!("Parse error: {reason}") }] }),
+    };
+    let mut eval = Eval { world, urls, variables: &variables, errors: Vec::new() };
+    let mut data = Map::new();
+    for field in &fields {
+        let value = eval.root(field);
+        data.insert(field.alias.clone(), value);
+    }
+    let mut answer = json!({ "data": data });
+    if !eval.errors.is_empty() {
+        answer["errors"] = Value::Array(eval.errors);
+    }
+    answer
+}
+
+struct Eval<'a> {
+    world: &'a World,
+    urls: &'a Urls,
+    variables: &'a Value,
+    errors: Vec<Value>,
+}
+
+impl Eval<'_> {
+    fn arg(&self, field: &Field, name: &str) -> Option<Value> {
+        let (_, arg) = field.args.iter().find(|(n, _)| n == name)?;
+        match arg {
+            Arg::Int(n) => Some(json!(n)),
+            Arg::Str(s) => Some(json!(s)),
+            Arg::Var(v) => self.variables.get(v).cloned(),
+        }
+    }
+
+    fn unknown(&mut self, field: &Field, on: &str) -> Value {
+        self.errors.push(json!({
+            "message": format!("Field '{}' doesn't exist on type '{on}'", field.name),
+            "extensions": { "code": "undefinedField", "typeName": on, "fieldName": field.name }
+        }));
+        Value::Null
+    }
+
+    fn not_found(&mut self, path: Vec<&str>, message: String) -> Value {
+        self.errors.push(json!({ "type": "NOT_FOUND", "path": path, "message": message }));
+        Value::Null
+    }
+
+    fn root(&mut self, field: &Field) -> Value {
+        if field.name != "repository" {
+            return self.unknown(field, "Query");
+        }
+        let owner = self.arg(field, "owner").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let name = self.arg(field, "name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let Ok(repo) = self.world.repo(&format!("{owner}/{name}")) else {
+            return self.not_found(vec![&field.alias], format!("Could not resolve to a Repository with the name '{owner}/{name}'."));
+        };
+        let mut out = Map::new();
+        for sub in &field.selection {
+            let value = match sub.name.as_str() {
+                "pullRequest" | "issue" => {
+                    let number = self.arg(sub, "number").and_then(|v| v.as_u64()).unwrap_or(0);
+                    let wants_pull = sub.name == "pullRequest";
+                    match repo.items.get(&number).filter(|i| i.pull.is_some() == wants_pull) {
+                        Some(item) => self.item(sub, repo, item),
+                        None => {
+                            let kind = if wants_pull { "PullRequest" } else { "Issue" };
+                            self.not_found(
+                                vec![&field.alias, &sub.alias],
+                                format!("Could not resolve to a{} {kind} with the number of {number}.", if wants_pull { "" } else { "n" }),
+                            )
+                        }
+                    }
+                }
+                _ => self.repo_scalar(sub, repo),
+            };
+            out.insert(sub.alias.clone(), value);
+        }
+        Value::Object(out)
+    }
+
+    fn repo_scalar(&mut self, field: &Field, repo: &Repo) -> Value {
+        match field.name.as_str() {
+            "name" => json!(repo.name),
+            "nameWithOwner" => json!(repo.full_name()),
+            "id" => json!(node_id("R", repo.id)),
+            "owner" => {
+                let mut out = Map::new();
+                for sub in &field.selection {
+                    let value = match sub.name.as_str() {
+                        "login" => json!(repo.owner),
+                        _ => self.unknown(sub, "RepositoryOwner"),
+                    };
+                    out.insert(sub.alias.clone(), value);
+                }
+                Value::Object(out)
+            }
+            _ => self.unknown(field, "Repository"),
+        }
+    }
+
+    fn item(&mut self, field: &Field, repo: &Repo, item: &Item) -> Value {
+        let on = if item.pull.is_some() { "PullRequest" } else { "Issue" };
+        let mut out = Map::new();
+        for sub in &field.selection {
+            let value = match sub.name.as_str() {
+                "id" => json!(node_id(if item.pull.is_some() { "PR" } else { "I" }, item.id)),
+                "number" => json!(item.number),
+                "title" => json!(item.title),
+                "state" => json!(match (&item.pull, item.open) {
+                    (_, true) => "OPEN",
+                    (Some(p), false) if p.merged_at.is_some() => "MERGED",
+                    _ => "CLOSED",
+                }),
+                "url" => {
+                    let kind = if item.pull.is_some() { "pull" } else { "issues" };
+                    json!(format!("{}/{}/{kind}/{}", self.urls.web, repo.full_name(), item.number))
+                }
+                "repository" => {
+                    let mut repo_out = Map::new();
+                    for r in &sub.selection {
+                        let v = self.repo_scalar(r, repo);
+                        repo_out.insert(r.alias.clone(), v);
+                    }
+                    Value::Object(repo_out)
+                }
+                "closingIssuesReferences" if item.pull.is_some() => {
+                    self.closing_refs(sub, repo, item)
+                }
+                _ => self.unknown(sub, on),
+            };
+            out.insert(sub.alias.clone(), value);
+        }
+        Value::Object(out)
+    }
+
+    fn closing_refs(&mut self, field: &Field, repo: &Repo, item: &Item) -> Value {
+        let first = self.arg(field, "first").and_then(|v| v.as_u64()).unwrap_or(100) as usize;
+        let linked: Vec<&Item> = item
+            .pull
+            .iter()
+            .flat_map(|p| p.closes.iter())
+            .filter_map(|n| repo.items.get(n))
+            .filter(|i| i.pull.is_none())
+            .collect();
+        let mut out = Map::new();
+        for sub in &field.selection {
+            let value = match sub.name.as_str() {
+                "totalCount" => json!(linked.len()),
+                "nodes" => Value::Array(
+                    linked.iter().take(first).map(|issue| self.item(sub, repo, issue)).collect(),
+                ),
+                _ => self.unknown(sub, "IssueConnection"),
+            };
+            out.insert(sub.alias.clone(), value);
+        }
+        Value::Object(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_aliases_arguments_and_nesting() {
+        let tokens = tokenize("query Q($o: String!) { r0: repository(owner: $o, name: \"app\") { p1: pullRequest(number: 1) { id } } }").unwrap();
+        let fields = Parser { tokens, at: 0 }.document().unwrap();
+        assert_eq!(fields[0].alias, "r0");
+        assert_eq!(fields[0].args[0], ("owner".to_owned(), Arg::Var("o".to_owned())));
+        assert_eq!(fields[0].selection[0].selection[0].name, "id");
+    }
+
+    #[test]
+    fn mutations_and_garbage_are_refused_with_an_error() {
+        let world = World::new(jiff::Timestamp::UNIX_EPOCH);
+        let urls = Urls { api: "http://x".into(), web: "https://github.com".into() };
+        for query in ["mutation { x }", "{ repository(owner: @) { id } }"] {
+            let answer = answer(&world, &urls, &json!({ "query": query }));
+            assert!(answer["errors"][0]["message"].is_string(), "{query}: {answer}");
+        }
+    }
+}

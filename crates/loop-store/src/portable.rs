@@ -126,8 +126,7 @@ impl StateStore {
             Ok(Slot::Absent) if !is_sealed(record.as_ref()) => self.adopt_legacy::<S>(item),
             Ok(slot) => Ok(slot),
             Err(_) => {
-                // Malformed section: quarantine under the lock, then it is unknown.
-                self.update_record(item, |_| ())?;
+                self.quarantine_if_malformed(item)?;
                 Ok(Slot::Absent)
             }
         }
@@ -174,6 +173,16 @@ impl StateStore {
         Ok(Slot::Present(value))
     }
 
+    /// Re-reads `item`'s record under its lock and quarantines it if it (still) does not
+    /// parse or holds a known section that does not parse; then the item is unknown.
+    fn quarantine_if_malformed(&self, item: &WorkItemRef) -> Result<(), StoreError> {
+        let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
+        let _guard = LockGuard::exclusive(&lock)?;
+        JsonFile { path: &path, lock: &lock, events: &self.events }
+            .load_locked(|bytes| parse_valid_record(bytes, item))?;
+        Ok(())
+    }
+
     /// The one read-modify-write path of portable records: lock, read (quarantining a
     /// record or a known section that does not parse), apply `change`, normalise, write or
     /// delete, unlock, then rebuild the index if anything changed.
@@ -187,9 +196,7 @@ impl StateStore {
         let written = {
             let _guard = LockGuard::exclusive(&lock)?;
             let file = JsonFile { path: &path, lock: &lock, events: &self.events };
-            let before = file.load_locked(|bytes| {
-                parse_record(bytes, item).and_then(|map| validate_sections(&map).map(|()| map))
-            })?;
+            let before = file.load_locked(|bytes| parse_valid_record(bytes, item))?;
             let mut map = before.clone().unwrap_or_default();
             map.shift_remove(SEALED_KEY);
             change(&mut map);
@@ -227,6 +234,11 @@ fn parse_record(bytes: &[u8], item: &WorkItemRef) -> Result<Map<String, Value>, 
         }
         _ => Err("it has no valid `ref`".to_owned()),
     }
+}
+
+/// [`parse_record`], and every section this version knows parses as its type.
+fn parse_valid_record(bytes: &[u8], item: &WorkItemRef) -> Result<Map<String, Value>, String> {
+    parse_record(bytes, item).and_then(|map| validate_sections(&map).map(|()| map))
 }
 
 /// Checks that every section this version knows parses as its type.

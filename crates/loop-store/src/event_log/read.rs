@@ -89,7 +89,11 @@ fn read_rotated(path: &Path) -> Result<Vec<EventRecord>, StoreError> {
     Ok(records)
 }
 
-fn read_lines(path: &Path, file: impl Read, records: &mut Vec<EventRecord>) -> Result<(), StoreError> {
+fn read_lines(
+    path: &Path,
+    file: impl Read,
+    records: &mut Vec<EventRecord>,
+) -> Result<(), StoreError> {
     for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(StoreError::io("read", path))?;
         records.extend(parse_line(&line));
@@ -117,14 +121,15 @@ pub struct EventTail {
 }
 
 impl EventTail {
-    /// Starts at the current end of the live file: only appends from now on are returned.
+    /// Starts after the last complete line of the live file: only lines appended from
+    /// now on (and one being appended right now) are returned by [`EventTail::poll`].
     pub fn from_end(path: &Path) -> Result<Self, StoreError> {
-        let position = match std::fs::metadata(path) {
-            Ok(meta) => Some((meta.ino(), meta.len())),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-            Err(err) => return Err(StoreError::io("stat", path)(err)),
+        let Some(mut file) = open(path)? else {
+            return Ok(Self { path: path.to_owned(), position: None });
         };
-        Ok(Self { path: path.to_owned(), position })
+        let meta = file.metadata().map_err(StoreError::io("stat", path))?;
+        let end = complete_end(&mut file, meta.len()).map_err(StoreError::io("read", path))?;
+        Ok(Self { path: path.to_owned(), position: Some((meta.ino(), end)) })
     }
 
     /// Everything before the tail's starting point: the rotated files and the live file
@@ -173,6 +178,21 @@ impl EventTail {
         }
         Ok(records)
     }
+}
+
+/// The offset just after the last newline in the first `len` bytes of `file` (lines are
+/// far shorter than the window searched; without a newline in it, `len`).
+fn complete_end(file: &mut File, len: u64) -> io::Result<u64> {
+    const WINDOW: u64 = 64 * 1024;
+    let start = len.saturating_sub(WINDOW);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::new();
+    file.take(len - start).read_to_end(&mut tail)?;
+    Ok(match tail.iter().rposition(|&b| b == b'\n') {
+        Some(last) => start + last as u64 + 1,
+        None if start == 0 => 0,
+        None => len,
+    })
 }
 
 /// Reads complete lines from `offset`; returns the offset after the last complete line.

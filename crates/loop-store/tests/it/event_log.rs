@@ -115,3 +115,19 @@ fn a_tail_returns_only_new_lines_and_follows_across_a_rotation() {
     followed.extend(ns(tail.poll().unwrap()));
     assert_eq!(followed, [3, 4, 5, 6, 7]);
 }
+
+#[test]
+fn a_tail_started_beside_a_half_written_line_returns_that_line_once_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    fs::write(&path, "{\"event\":\"old\"}\n{\"event\":\"ha").unwrap();
+    let mut tail = EventTail::from_end(&path).unwrap();
+    let backlog: Vec<String> =
+        tail.backlog().unwrap().iter().map(|r| r.event().to_owned()).collect();
+    assert_eq!(backlog, ["old"]);
+    assert!(tail.poll().unwrap().is_empty(), "the partial line is not returned yet");
+    let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, b"lf\"}\n").unwrap();
+    let polled: Vec<String> = tail.poll().unwrap().iter().map(|r| r.event().to_owned()).collect();
+    assert_eq!(polled, ["half"]);
+}

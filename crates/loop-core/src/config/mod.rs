@@ -108,8 +108,13 @@ pub fn parse_document(text: &str) -> Result<Json, ConfigError> {
     Ok(load(text)?.map_or_else(|| Json::Object(serde_json::Map::new()), |root| to_json(&root)))
 }
 
+/// Nesting deeper than any config needs. Refused before a tree is built: walking or
+/// dropping a tree thousands of levels deep would overflow the stack.
+const MAX_DEPTH: usize = 64;
+
 /// The single YAML document in `text`, `None` when there is none.
 fn load(text: &str) -> Result<Option<Node>, ConfigError> {
+    refuse_deep_nesting(text)?;
     let mut docs = Node::load_from_str(text).map_err(|err| {
         ConfigError::one(Problem {
             path: String::new(),
@@ -127,6 +132,32 @@ fn load(text: &str) -> Result<Option<Node>, ConfigError> {
         }));
     }
     Ok(docs.pop())
+}
+
+/// Counts nesting on the parser's event stream (no tree) and refuses past [`MAX_DEPTH`].
+/// A syntax error is left for the loader to report.
+fn refuse_deep_nesting(text: &str) -> Result<(), ConfigError> {
+    use saphyr_parser::{Event, Parser};
+    let mut depth = 0usize;
+    for item in Parser::new_from_str(text) {
+        let Ok((event, span)) = item else { return Ok(()) };
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(ConfigError::one(Problem {
+                        path: String::new(),
+                        line: Some(span.start.line()),
+                        kind: ProblemKind::Syntax,
+                        message: format!("nested more than {MAX_DEPTH} levels deep"),
+                    }));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Warnings about settings that are valid but rarely what the operator wants.

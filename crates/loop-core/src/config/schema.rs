@@ -132,17 +132,22 @@ fn read_version(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Opti
     }
 }
 
-/// `repositories`: each a valid repository, duplicates reported and dropped.
+/// `repositories`: each a valid repository; a repeat is reported at its own line and dropped.
 fn read_repositories(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Vec<RepoRef>> {
-    let repos: Vec<RepoRef> = Value::read(node, path, diags)?;
-    let mut unique: Vec<RepoRef> = Vec::with_capacity(repos.len());
-    for repo in repos {
+    let saphyr::YamlDataOwned::Sequence(items) = &node.data else {
+        wrong_type(node, path, diags, "a list");
+        return None;
+    };
+    let mut unique: Vec<RepoRef> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        let Some(repo) = RepoRef::read(item, &item_path, diags) else { continue };
         if unique.iter().any(|seen| seen.same_repository(&repo)) {
             diags.warning(
-                path,
-                line_of(node),
+                &item_path,
+                line_of(item),
                 super::ProblemKind::Advice,
-                format!("`{repo}` is listed more than once; the duplicate is ignored"),
+                format!("`{repo}` is listed more than once; the repeat is ignored"),
             );
         } else {
             unique.push(repo);

@@ -202,11 +202,12 @@ fn repositories_are_deduplicated_and_github_com_is_normalised_away() {
     .unwrap();
     let repos: Vec<String> = loaded.config.repositories.iter().map(ToString::to_string).collect();
     assert_eq!(repos, ["octo/app", "ghe.example.com/octo/app"]);
-    assert!(
-        loaded
-            .warnings
-            .iter()
-            .any(|w| w.path == "repositories" && w.message.contains("more than once"))
+    let repeat = loaded.warnings.iter().find(|w| w.message.contains("more than once"));
+    assert_eq!(
+        repeat.map(ToString::to_string).as_deref(),
+        Some(
+            "repositories[1]: `octo/App` is listed more than once; the repeat is ignored (line 3)"
+        )
     );
 }
 
@@ -366,5 +367,41 @@ fn the_configuration_doc_describes_every_key() {
     assert!(missing.is_empty(), "docs/configuration.md lacks: {missing:#?}");
     for key in NOT_IMPLEMENTED {
         assert!(doc.contains(&format!("`{key}")), "docs/configuration.md lacks {key}");
+    }
+}
+
+#[test]
+fn hostile_nesting_is_refused_without_exhausting_the_stack() {
+    let deep = format!("a: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let found = problems(&deep);
+    // The scanner's own flow-nesting limit or ours, whichever trips first.
+    assert!(found[0].contains("(line 1)"), "{found:#?}");
+    let found = problems(&"- ".repeat(50_000));
+    assert!(found[0].contains("nested more than 64 levels deep"), "{found:#?}");
+}
+
+#[test]
+fn a_duplicated_key_is_a_syntax_error_with_its_line() {
+    let found = problems("routing:\n  enabled: true\n  enabled: false\n");
+    assert_eq!(found, ["not valid YAML: duplicated key in mapping (line 3)"]);
+}
+
+proptest::proptest! {
+    #[test]
+    fn parsing_never_panics_on_any_text(text in "\\PC{0,200}") {
+        let _ = parse(&text);
+        let _ = parse_document(&text).map(migrate);
+    }
+
+    #[test]
+    fn parsing_never_panics_on_yaml_shaped_text(
+        lines in proptest::collection::vec(
+            ("( {0,6})", "(routing|version|polling|[a-z]{1,8}|- [a-z0-9]{0,5})", "(:|: |: \\[|: \\{|: \"x\"|: 0\\.5|: ~|: -1|)"),
+            0..20,
+        )
+    ) {
+        let text: String = lines.iter().map(|(i, k, v)| format!("{i}{k}{v}\n")).collect();
+        let _ = parse(&text);
+        let _ = parse_document(&text).map(migrate);
     }
 }

@@ -351,6 +351,16 @@ impl Event {
             && self.action.as_deref() == Some("closed")
     }
 
+    /// The work item a close event ends: the closed object itself, named by repository
+    /// and number (SPEC §1: a PR's linked issue is never closed by number alone). `None`
+    /// for any other event, and for a close payload without a number.
+    pub fn closed_item(&self) -> Option<WorkItemRef> {
+        if !self.is_close() {
+            return None;
+        }
+        Some(self.repository.as_ref()?.item(self.entity.as_ref()?.number?))
+    }
+
     /// Whether the event carries the auto-execute label (reference §2.6): the label
     /// just added, or among the entity's labels. Exact, case-sensitive; an empty label
     /// never matches.

@@ -5,6 +5,7 @@
 //! remains. It is read by nothing the daemon decides on, so a failure to rebuild it is
 //! logged and swallowed; a record that does not parse is left out (its reader
 //! quarantines it). Rebuilt under its own lock, never while a record's lock is held.
+//! A record quarantined on read stays listed until the next record change rebuilds it.
 
 use std::fs;
 

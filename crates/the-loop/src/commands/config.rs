@@ -53,15 +53,14 @@ fn check(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> {
         Err(SourceError::Invalid { source, .. }) => source,
         Err(other) => return Err(other.into()),
     };
-    let source = &refusal;
     if global.json {
-        printer.data(verdict_json(&file, &source.problems, &source.warnings));
+        printer.data(verdict_json(&file, &refusal.problems, &refusal.warnings));
     }
-    for warning in &source.warnings {
+    for warning in &refusal.warnings {
         printer.warning(warning);
     }
     config_file::print_refusal(file.path(), &refusal, printer);
-    let count = source.problems.len();
+    let count = refusal.problems.len();
     printer.error(format!("{}: {count} problem{}", file.path().display(), plural(count)));
     Ok(ExitStatus::CouldNotRun)
 }

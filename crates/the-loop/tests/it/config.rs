@@ -204,3 +204,27 @@ fn discovery_prefers_flag_then_env_then_working_directory_then_home() {
     std::fs::remove_file(&home_file).unwrap();
     assert_eq!(shown_label(&cli, &[]), "the-loop: auto-execute", "a missing file is all defaults");
 }
+
+#[test]
+fn check_with_json_prints_a_verdict_with_every_problem() {
+    let cli = Cli::new();
+    cli.write("c.yaml", "routing:\n  spawnOnUnmatchd: labeled\n  enabled: 1\n");
+    let run = cli.run(["config", "check", "--json", "-c", "c.yaml"]);
+    run.expect_code(2);
+    let verdict: serde_json::Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}\n{run}"));
+    assert_eq!(verdict["valid"], false);
+    assert_eq!(verdict["problems"][0]["path"], "routing.spawnOnUnmatchd");
+    assert_eq!(verdict["problems"][0]["line"], 2);
+    assert_eq!(verdict["problems"][0]["kind"], "unknown-key");
+    assert_eq!(verdict["problems"][1]["path"], "routing.enabled");
+    assert_eq!(verdict["problems"][1]["kind"], "wrong-type");
+}
+
+#[test]
+fn a_missing_config_file_checks_as_all_defaults() {
+    let cli = Cli::new();
+    cli.run(["config", "check"])
+        .expect_code(0)
+        .expect_stderr("no such file; every key takes its default");
+}

@@ -411,7 +411,7 @@ fn event_host(root: &Map<String, Value>) -> Option<String> {
 }
 
 /// The host of an `http(s)://host/...` address.
-pub(crate) fn url_host(url: &str) -> Option<&str> {
+fn url_host(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
     let host = rest.split(['/', '?', '#']).next()?;
     (!host.is_empty()).then_some(host)

@@ -306,7 +306,8 @@ mod tests {
             ("github:octo/app#x", "not an issue or pull-request number"),
             ("jira:octo/app#1", "only `github:`"),
             ("github:notahost/octo/app#1", "not a host name"),
-            ("github:octo/../x#1", "not a valid owner"),
+            ("github:octo/..#1", "not a valid owner"),
+            ("github:octo/../x#1", "not a host name"),
             ("github:octo/.hidden#1", "not a valid owner"),
             ("github:a/b/c/d#1", "expected `github:"),
         ];

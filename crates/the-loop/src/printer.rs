@@ -29,10 +29,6 @@ impl Printer {
         Self { verbosity }
     }
 
-    pub fn verbosity(&self) -> Verbosity {
-        self.verbosity
-    }
-
     /// Data for stdout: always printed, whatever the verbosity.
     pub fn data(&self, text: impl Display) {
         println!("{text}");

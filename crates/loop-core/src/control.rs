@@ -13,7 +13,9 @@ use crate::config::{ControlConfig, ControlKeywords, SpawnPolicy};
 use crate::event::Actor;
 use crate::guards::ActorPass;
 use crate::login::Login;
-use crate::record::ControlCommand;
+use jiff::Timestamp;
+
+use crate::record::{Collaborator, Collaborators, ControlCommand, ControlSource};
 use crate::refs::WorkItemRef;
 
 /// A control command (`routing.control.keywords.<name>`).
@@ -405,8 +407,9 @@ pub enum ControlDecision {
     /// never forwarded. (An arming command that would not act is `Rejected` instead, so
     /// it is never recorded; a disarming one always lands here.)
     Execute { command: Command, actor: Login, effect: Effect },
-    /// Grant or revoke each login on the target's roster; no control record.
-    Roster { command: Command, actor: Login, logins: Vec<Login> },
+    /// Grant or revoke each login on the target's roster ([`RosterEdit::apply`]); no
+    /// control record.
+    Roster { edit: RosterEdit, actor: Login, logins: Vec<Login> },
     /// `execute`: emit `control.command` (`handed-to-graph`) and carry on delivering the
     /// comment so the phase-selection gate can read it.
     HandToGraph { actor: Login },
@@ -439,8 +442,11 @@ pub fn decide(
         (Command::AddCollaborator | Command::RemoveCollaborator, _) if logins.is_empty() => {
             reject(Rejection::MissingCollaborator)
         }
-        (Command::AddCollaborator | Command::RemoveCollaborator, _) => {
-            ControlDecision::Roster { command, actor, logins: logins.clone() }
+        (Command::AddCollaborator, _) => {
+            ControlDecision::Roster { edit: RosterEdit::Grant, actor, logins: logins.clone() }
+        }
+        (Command::RemoveCollaborator, _) => {
+            ControlDecision::Roster { edit: RosterEdit::Revoke, actor, logins: logins.clone() }
         }
         (Command::Execute, _) => ControlDecision::HandToGraph { actor },
         (Command::Start | Command::Contribute | Command::Do | Command::Review, state) => {
@@ -460,6 +466,82 @@ pub fn decide(
         (Command::Stop, SessionState::None) => execute(Effect::Noop),
         (Command::Stop, SessionState::Active | SessionState::Paused) => execute(Effect::Stop),
         (Command::Cleanup, _) => execute(Effect::Cleanup),
+    }
+}
+
+/// A change to a work item's collaborator roster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RosterEdit {
+    Grant,
+    Revoke,
+}
+
+/// What a roster edit did for one login (the `effect` of its `control.command` line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RosterEffect {
+    Granted,
+    AlreadyGranted,
+    Revoked,
+    NotACollaborator,
+}
+
+impl RosterEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Granted => "granted",
+            Self::AlreadyGranted => "already-granted",
+            Self::Revoked => "revoked",
+            Self::NotACollaborator => "not-a-collaborator",
+        }
+    }
+}
+
+/// Who made a grant, when, through which surface, and the comment's URL.
+#[derive(Debug, Clone)]
+pub struct Grantor {
+    pub by: Login,
+    pub at: Timestamp,
+    pub source: ControlSource,
+    pub note: Option<String>,
+}
+
+impl RosterEdit {
+    /// Applies the edit to a roster, login by login, comparing without regard to case.
+    /// Returns one effect per login, in order.
+    pub fn apply(
+        self,
+        roster: &mut Collaborators,
+        logins: &[Login],
+        grantor: &Grantor,
+    ) -> Vec<(Login, RosterEffect)> {
+        logins
+            .iter()
+            .map(|login| {
+                let position = roster
+                    .users
+                    .iter()
+                    .position(|u| u.login.as_str().eq_ignore_ascii_case(login.as_str()));
+                let effect = match (self, position) {
+                    (Self::Grant, Some(_)) => RosterEffect::AlreadyGranted,
+                    (Self::Grant, None) => {
+                        roster.users.push(Collaborator {
+                            login: login.clone(),
+                            added_by: grantor.by.clone(),
+                            added_at: grantor.at,
+                            source: grantor.source,
+                            note: grantor.note.clone(),
+                        });
+                        RosterEffect::Granted
+                    }
+                    (Self::Revoke, Some(at)) => {
+                        roster.users.remove(at);
+                        RosterEffect::Revoked
+                    }
+                    (Self::Revoke, None) => RosterEffect::NotACollaborator,
+                };
+                (login.clone(), effect)
+            })
+            .collect()
     }
 }
 
@@ -732,11 +814,7 @@ mod tests {
         }
         assert_eq!(
             decision("the-loop add-collaborator @Dana", ann(), None, Ok(())),
-            D::Roster {
-                command: Command::AddCollaborator,
-                actor: login("ann"),
-                logins: vec![login("dana")]
-            }
+            D::Roster { edit: RosterEdit::Grant, actor: login("ann"), logins: vec![login("dana")] }
         );
     }
 
@@ -881,6 +959,35 @@ mod tests {
         assert_eq!(target(None, &refs, Some(&pr), |_| None), Some(refs[0].clone()));
         assert_eq!(target(Some(Command::Review), &refs, Some(&pr), owner), Some(pr.clone()));
         assert_eq!(target(None, &[], None, |_| None), None);
+    }
+
+    #[test]
+    fn roster_edits_grant_once_and_revoke_without_regard_to_case() {
+        let mut roster = Collaborators::default();
+        let grantor = Grantor {
+            by: login("ann"),
+            at: "2026-11-29T10:00:00Z".parse().unwrap(),
+            source: ControlSource::Comment,
+            note: Some("https://github.com/o/r/issues/1#issuecomment-9".to_owned()),
+        };
+        let effects = |edit: RosterEdit, roster: &mut Collaborators, names: &[&str]| {
+            let logins: Vec<Login> = names.iter().map(|n| login(n)).collect();
+            edit.apply(roster, &logins, &grantor)
+                .into_iter()
+                .map(|(l, e)| format!("{l}:{}", e.as_str()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            effects(RosterEdit::Grant, &mut roster, &["dana", "bo"]),
+            ["dana:granted", "bo:granted"]
+        );
+        assert_eq!(effects(RosterEdit::Grant, &mut roster, &["Dana"]), ["Dana:already-granted"]);
+        assert_eq!(roster.users[0].added_by, login("ann"));
+        assert_eq!(
+            effects(RosterEdit::Revoke, &mut roster, &["DANA", "eve"]),
+            ["DANA:revoked", "eve:not-a-collaborator"]
+        );
+        assert_eq!(roster.users.len(), 1);
     }
 
     #[test]

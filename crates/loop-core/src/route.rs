@@ -155,7 +155,7 @@ pub struct KnownExistence {
 }
 
 impl KnownExistence {
-    pub fn record(&mut self, item: WorkItemRef, answer: Existence) {
+    pub fn remember(&mut self, item: WorkItemRef, answer: Existence) {
         self.answers.insert(item, answer);
     }
 }
@@ -335,7 +335,7 @@ mod tests {
         let ghost: WorkItemRef = "github:octo/repo#15".parse().unwrap();
         assert_eq!(routed.to_check(false), [&ghost]);
         let mut answers = KnownExistence::default();
-        answers.record(ghost.clone(), Existence::Missing);
+        answers.remember(ghost.clone(), Existence::Missing);
         let verified = routed.verify(false, &answers);
         assert_eq!(verified.dropped, [ghost]);
         assert_eq!(
@@ -372,7 +372,7 @@ mod tests {
         let routed = route(&Event::from_webhook("status", &status));
         let ghost: WorkItemRef = "github:octo/repo#4".parse().unwrap();
         let mut answers = KnownExistence::default();
-        answers.record(ghost, Existence::Missing);
+        answers.remember(ghost, Existence::Missing);
         let verified = routed.verify(false, &answers);
         assert_eq!(verified.drop_reason(), Some("work-item-not-found"));
         assert_eq!(

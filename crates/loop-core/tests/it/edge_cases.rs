@@ -266,7 +266,7 @@ fn e32_a_branch_only_ref_that_is_a_definite_404_is_dropped_and_the_pr_becomes_th
     let routed =
         route(&Event::from_webhook("pull_request", &pr_event("opened", "ann", 16, "issue-15", "")));
     let mut answers = KnownExistence::default();
-    answers.record(item("github:octo/app#15"), Existence::Missing);
+    answers.remember(item("github:octo/app#15"), Existence::Missing);
     let verified = routed.verify(false, &answers);
     assert_eq!(verified.dropped, [item("github:octo/app#15")]);
     let refs: Vec<WorkItemRef> = verified.kept.items().cloned().collect();
@@ -281,7 +281,7 @@ fn e33_an_existence_check_that_cannot_answer_keeps_the_ref() {
     let routed =
         route(&Event::from_webhook("pull_request", &pr_event("opened", "ann", 16, "issue-15", "")));
     let mut answers = KnownExistence::default();
-    answers.record(item("github:octo/app#15"), Existence::Unknown);
+    answers.remember(item("github:octo/app#15"), Existence::Unknown);
     assert_eq!(routed.clone().verify(false, &answers).kept, routed);
 }
 
@@ -298,7 +298,7 @@ fn e35_an_event_whose_every_ref_is_a_branch_ghost_is_work_item_not_found() {
     let payload =
         json!({"repository": {"full_name": "octo/app"}, "branches": [{"name": "issue-9"}]});
     let mut answers = KnownExistence::default();
-    answers.record(item("github:octo/app#9"), Existence::Missing);
+    answers.remember(item("github:octo/app#9"), Existence::Missing);
     let verified = route(&Event::from_webhook("status", &payload)).verify(false, &answers);
     assert_eq!(verified.drop_reason(), Some("work-item-not-found"));
 }

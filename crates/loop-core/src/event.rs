@@ -297,18 +297,19 @@ impl Event {
             Some(entity(object, *key == "pull_request", repository.as_ref()))
         });
         let comment = comment(&kind, root);
-        let actor = match (&kind, &comment) {
-            (EventKind::IssueComment | EventKind::PullRequestReviewComment, Some(c))
-            | (EventKind::PullRequestReview, Some(c)) => c.author.clone(),
-            (EventKind::IssueComment | EventKind::PullRequestReviewComment, None)
-            | (EventKind::PullRequestReview, None) => Actor::Nobody,
-            (EventKind::Issues, _) => sender(root),
-            (kind, _) if kind.is_pull_request_event() => sender(root),
+        let actor = match &kind {
+            EventKind::IssueComment
+            | EventKind::PullRequestReviewComment
+            | EventKind::PullRequestReview => {
+                comment.as_ref().map_or(Actor::Nobody, |c| c.author.clone())
+            }
+            EventKind::Issues => sender(root),
+            kind if kind.is_pull_request_event() => sender(root),
             _ => Actor::Nobody,
         };
         let runs = [RunKind::WorkflowRun, RunKind::CheckRun, RunKind::CheckSuite]
             .into_iter()
-            .filter_map(|run_kind| ci_run(run_kind, root.get(run_kind.key())?.as_object()?))
+            .filter_map(|run_kind| Some(ci_run(run_kind, root.get(run_kind.key())?.as_object()?)))
             .collect();
         let status = (kind == EventKind::Status).then(|| CommitStatus {
             id: id_text(root.get("id")),
@@ -473,14 +474,14 @@ fn comment(kind: &EventKind, root: &Map<String, Value>) -> Option<Comment> {
     })
 }
 
-fn ci_run(kind: RunKind, object: &Map<String, Value>) -> Option<CiRun> {
+fn ci_run(kind: RunKind, object: &Map<String, Value>) -> CiRun {
     // A check run is routed by its suite: the suite names the PRs and the branch.
     let routing = match kind {
         RunKind::CheckRun => object.get("check_suite").and_then(Value::as_object),
         RunKind::WorkflowRun | RunKind::CheckSuite => Some(object),
     };
     let output = object.get("output");
-    Some(CiRun {
+    CiRun {
         kind,
         id: id_text(object.get("id")),
         name: text(object.get("name")),
@@ -501,7 +502,7 @@ fn ci_run(kind: RunKind, object: &Map<String, Value>) -> Option<CiRun> {
             .filter(|n| *n > 0)
             .collect(),
         routing_branch: text(routing.and_then(|r| r.get("head_branch"))),
-    })
+    }
 }
 
 fn sender(root: &Map<String, Value>) -> Actor {

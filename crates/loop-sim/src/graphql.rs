@@ -153,11 +153,17 @@ impl Parser {
                                         Some(Token::Int(n)) => Arg::Int(n),
                                         Some(Token::Str(s)) => Arg::Str(s),
                                         Some(Token::Var(v)) => Arg::Var(v),
-                                        other => return Err(format!("unsupported argument value {other:?}")),
+                                        other => {
+                                            return Err(format!(
+                                                "unsupported argument value {other:?}"
+                                            ));
+                                        }
                                     };
                                     args.push((arg, value));
                                 }
-                                other => return Err(format!("expected an argument, found {other:?}")),
+                                other => {
+                                    return Err(format!("expected an argument, found {other:?}"));
+                                }
                             }
                         }
                     }
@@ -182,7 +188,9 @@ pub fn answer(world: &World, urls: &Urls, request: &Value) -> Value {
     let variables = request.get("variables").cloned().unwrap_or(Value::Null);
     let fields = match tokenize(query).and_then(|tokens| Parser { tokens, at: 0 }.document()) {
         Ok(fields) => fields,
-        Err(reason) => return json!({ "errors": [{ "message": format!("Parse error: {reason}") }] }),
+        Err(reason) => {
+            return json!({ "errors": [{ "message": format!("Parse error: {reason}") }] });
+        }
     };
     let mut eval = Eval { world, urls, variables: &variables, errors: Vec::new() };
     let mut data = Map::new();
@@ -231,10 +239,17 @@ impl Eval<'_> {
         if field.name != "repository" {
             return self.unknown(field, "Query");
         }
-        let owner = self.arg(field, "owner").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-        let name = self.arg(field, "name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let owner = self
+            .arg(field, "owner")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let name =
+            self.arg(field, "name").and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
         let Ok(repo) = self.world.repo(&format!("{owner}/{name}")) else {
-            return self.not_found(vec![&field.alias], format!("Could not resolve to a Repository with the name '{owner}/{name}'."));
+            return self.not_found(
+                vec![&field.alias],
+                format!("Could not resolve to a Repository with the name '{owner}/{name}'."),
+            );
         };
         let mut out = Map::new();
         for sub in &field.selection {
@@ -248,7 +263,10 @@ impl Eval<'_> {
                             let kind = if wants_pull { "PullRequest" } else { "Issue" };
                             self.not_found(
                                 vec![&field.alias, &sub.alias],
-                                format!("Could not resolve to a{} {kind} with the number of {number}.", if wants_pull { "" } else { "n" }),
+                                format!(
+                                    "Could not resolve to a{} {kind} with the number of {number}.",
+                                    if wants_pull { "" } else { "n" }
+                                ),
                             )
                         }
                     }

@@ -37,7 +37,11 @@ impl RequestLog {
     pub fn counts(&self) -> BTreeMap<String, BTreeMap<u16, u64>> {
         let mut counts: BTreeMap<String, BTreeMap<u16, u64>> = BTreeMap::new();
         for r in &self.records {
-            *counts.entry(format!("{} {}", r.method, r.endpoint)).or_default().entry(r.status).or_default() += 1;
+            *counts
+                .entry(format!("{} {}", r.method, r.endpoint))
+                .or_default()
+                .entry(r.status)
+                .or_default() += 1;
         }
         counts
     }
@@ -77,10 +81,20 @@ mod tests {
             path: String::new(),
             status,
         };
-        let log = RequestLog { records: vec![record("/a", 304), record("/a", 304), record("/a", 200), record("/b", 200)] };
+        let log = RequestLog {
+            records: vec![
+                record("/a", 304),
+                record("/a", 304),
+                record("/a", 200),
+                record("/b", 200),
+            ],
+        };
         assert_eq!(log.counts()["GET /a"][&304], 2);
         assert_eq!(log.with_status(200), 2);
         assert_eq!(log.to_endpoint("GET /a"), 3);
-        assert_eq!(log.to_string(), "     1  200  GET /a\n     2  304  GET /a\n     1  200  GET /b\n     4  total (2 answered 304)");
+        assert_eq!(
+            log.to_string(),
+            "     1  200  GET /a\n     2  304  GET /a\n     1  200  GET /b\n     4  total (2 answered 304)"
+        );
     }
 }

@@ -51,7 +51,11 @@ pub struct SimSettings {
 
 impl Default for SimSettings {
     fn default() -> Self {
-        Self { web: "https://github.com".to_owned(), viewer: "loop-operator".to_owned(), rate_limit: 5000 }
+        Self {
+            web: "https://github.com".to_owned(),
+            viewer: "loop-operator".to_owned(),
+            rate_limit: 5000,
+        }
     }
 }
 
@@ -140,7 +144,8 @@ impl SimState {
             let mut deliveries = lock(&self.deliveries);
             for happening in happenings {
                 let body = webhook::payload(&world, &urls, &happening)?.to_string();
-                let signature = target.secret.as_ref().map(|s| webhook::sign(s.as_bytes(), body.as_bytes()));
+                let signature =
+                    target.secret.as_ref().map(|s| webhook::sign(s.as_bytes(), body.as_bytes()));
                 let index = deliveries.len();
                 deliveries.push(Delivery {
                     id: webhook::delivery_id(index as u64 + 1),
@@ -254,7 +259,13 @@ impl Sim {
     }
 
     /// Opens an issue; returns its number.
-    pub fn open_issue(&self, repo: &str, author: &str, title: &str, labels: &[&str]) -> Result<u64, WorldError> {
+    pub fn open_issue(
+        &self,
+        repo: &str,
+        author: &str,
+        title: &str,
+        labels: &[&str],
+    ) -> Result<u64, WorldError> {
         let action = Action::OpenIssue {
             repo: repo.to_owned(),
             author: author.to_owned(),
@@ -287,7 +298,13 @@ impl Sim {
     }
 
     /// Comments on an issue or pull request's conversation; returns the comment id.
-    pub fn comment(&self, repo: &str, number: u64, author: &str, body: &str) -> Result<u64, WorldError> {
+    pub fn comment(
+        &self,
+        repo: &str,
+        number: u64,
+        author: &str,
+        body: &str,
+    ) -> Result<u64, WorldError> {
         let action = Action::Comment {
             repo: repo.to_owned(),
             number,
@@ -297,8 +314,19 @@ impl Sim {
         Ok(self.act(action)?.id.unwrap_or_default())
     }
 
-    pub fn label(&self, repo: &str, number: u64, actor: &str, label: &str) -> Result<(), WorldError> {
-        let action = Action::Label { repo: repo.to_owned(), number, actor: actor.to_owned(), label: label.to_owned() };
+    pub fn label(
+        &self,
+        repo: &str,
+        number: u64,
+        actor: &str,
+        label: &str,
+    ) -> Result<(), WorldError> {
+        let action = Action::Label {
+            repo: repo.to_owned(),
+            number,
+            actor: actor.to_owned(),
+            label: label.to_owned(),
+        };
         self.act(action).map(drop)
     }
 
@@ -320,7 +348,11 @@ impl Sim {
             body: body.to_owned(),
             comments: inline
                 .iter()
-                .map(|(path, line, body)| InlineDraft { path: (*path).to_owned(), line: *line, body: (*body).to_owned() })
+                .map(|(path, line, body)| InlineDraft {
+                    path: (*path).to_owned(),
+                    line: *line,
+                    body: (*body).to_owned(),
+                })
                 .collect(),
         };
         Ok(self.act(action)?.id.unwrap_or_default())
@@ -331,7 +363,13 @@ impl Sim {
     }
 
     pub fn close(&self, repo: &str, number: u64, actor: &str) -> Result<(), WorldError> {
-        self.act(Action::Close { repo: repo.to_owned(), number, actor: actor.to_owned(), reason: None }).map(drop)
+        self.act(Action::Close {
+            repo: repo.to_owned(),
+            number,
+            actor: actor.to_owned(),
+            reason: None,
+        })
+        .map(drop)
     }
 
     /// A snapshot of the whole world (what the-loop wrote included).
@@ -344,7 +382,13 @@ impl Sim {
         let world = lock(&self.state.world);
         world
             .item(repo, number)
-            .map(|item| item.comments.iter().filter(|c| c.author == author).map(|c| c.body.clone()).collect())
+            .map(|item| {
+                item.comments
+                    .iter()
+                    .filter(|c| c.author == author)
+                    .map(|c| c.body.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -476,7 +520,9 @@ impl Reply {
 
     fn from_world(err: &WorldError) -> Self {
         match err {
-            WorldError::Invalid { reason } => Reply::error(StatusCode::UNPROCESSABLE_ENTITY, reason),
+            WorldError::Invalid { reason } => {
+                Reply::error(StatusCode::UNPROCESSABLE_ENTITY, reason)
+            }
             _ => Reply::error(StatusCode::NOT_FOUND, "Not Found"),
         }
     }
@@ -498,7 +544,13 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         None => ("", path),
     };
     if *method == Method::POST && (path == "/graphql" || path == "/api/graphql") {
-        return Some(Route { endpoint: "/graphql", resource: "graphql", repo: String::new(), number: 0, prefix: "" });
+        return Some(Route {
+            endpoint: "/graphql",
+            resource: "graphql",
+            repo: String::new(),
+            number: 0,
+            prefix: "",
+        });
     }
     let segments: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     let ["repos", owner, name, tail @ ..] = segments.as_slice() else { return None };
@@ -507,18 +559,28 @@ fn route(method: &Method, path: &str) -> Option<Route> {
     let (endpoint, number) = match (method.as_str(), tail) {
         ("GET", ["issues"]) => ("/repos/{owner}/{repo}/issues", 0),
         ("GET", ["issues", n]) => ("/repos/{owner}/{repo}/issues/{issue_number}", num(n)?),
-        ("GET", ["issues", n, "comments"]) => ("/repos/{owner}/{repo}/issues/{issue_number}/comments", num(n)?),
-        ("POST", ["issues", n, "comments"]) => ("/repos/{owner}/{repo}/issues/{issue_number}/comments", num(n)?),
+        ("GET", ["issues", n, "comments"]) => {
+            ("/repos/{owner}/{repo}/issues/{issue_number}/comments", num(n)?)
+        }
+        ("POST", ["issues", n, "comments"]) => {
+            ("/repos/{owner}/{repo}/issues/{issue_number}/comments", num(n)?)
+        }
         ("POST", ["issues", "comments", id, "reactions"]) => {
             ("/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", num(id)?)
         }
-        ("POST", ["issues", n, "reactions"]) => ("/repos/{owner}/{repo}/issues/{issue_number}/reactions", num(n)?),
+        ("POST", ["issues", n, "reactions"]) => {
+            ("/repos/{owner}/{repo}/issues/{issue_number}/reactions", num(n)?)
+        }
         ("POST", ["pulls", "comments", id, "reactions"]) => {
             ("/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions", num(id)?)
         }
         ("GET", ["pulls", n]) => ("/repos/{owner}/{repo}/pulls/{pull_number}", num(n)?),
-        ("GET", ["pulls", n, "reviews"]) => ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", num(n)?),
-        ("GET", ["pulls", n, "comments"]) => ("/repos/{owner}/{repo}/pulls/{pull_number}/comments", num(n)?),
+        ("GET", ["pulls", n, "reviews"]) => {
+            ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", num(n)?)
+        }
+        ("GET", ["pulls", n, "comments"]) => {
+            ("/repos/{owner}/{repo}/pulls/{pull_number}/comments", num(n)?)
+        }
         _ => return None,
     };
     Some(Route { endpoint, resource: "core", repo, number, prefix })
@@ -554,7 +616,15 @@ async fn answer(
     routed: Option<Route>,
 ) -> Response {
     if !headers.contains_key(header::USER_AGENT) {
-        return finish(state, None, Reply::error(StatusCode::FORBIDDEN, "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required)."), false);
+        return finish(
+            state,
+            None,
+            Reply::error(
+                StatusCode::FORBIDDEN,
+                "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required).",
+            ),
+            false,
+        );
     }
     let Some(route) = routed else {
         return finish(state, None, Reply::error(StatusCode::NOT_FOUND, "Not Found"), false);
@@ -564,35 +634,68 @@ async fn answer(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split_once(' ').is_some_and(|(_, token)| !token.trim().is_empty()));
     if !authorized {
-        return finish(state, Some(&route), Reply::error(StatusCode::UNAUTHORIZED, "Requires authentication"), false);
+        return finish(
+            state,
+            Some(&route),
+            Reply::error(StatusCode::UNAUTHORIZED, "Requires authentication"),
+            false,
+        );
     }
     if let Some(fault) = take_fault(state, path) {
         match fault {
-            FaultKind::Latency { millis } => tokio::time::sleep(Duration::from_millis(millis)).await,
+            FaultKind::Latency { millis } => {
+                tokio::time::sleep(Duration::from_millis(millis)).await
+            }
             FaultKind::ServerError { status } => {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
                 return finish(state, Some(&route), Reply::error(status, "Server Error"), false);
             }
             FaultKind::SecondaryRateLimit { retry_after } => {
-                let mut response = finish(state, Some(&route), Reply::error(StatusCode::FORBIDDEN, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."), false);
+                let mut response = finish(
+                    state,
+                    Some(&route),
+                    Reply::error(
+                        StatusCode::FORBIDDEN,
+                        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+                    ),
+                    false,
+                );
                 if let Some(seconds) = retry_after {
                     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
                 }
                 return response;
             }
-            FaultKind::NotFound => return finish(state, Some(&route), Reply::error(StatusCode::NOT_FOUND, "Not Found"), false),
+            FaultKind::NotFound => {
+                return finish(
+                    state,
+                    Some(&route),
+                    Reply::error(StatusCode::NOT_FOUND, "Not Found"),
+                    false,
+                );
+            }
             FaultKind::Unauthorized => {
-                return finish(state, Some(&route), Reply::error(StatusCode::UNAUTHORIZED, "Bad credentials"), false);
+                return finish(
+                    state,
+                    Some(&route),
+                    Reply::error(StatusCode::UNAUTHORIZED, "Bad credentials"),
+                    false,
+                );
             }
             FaultKind::Malformed => {
                 let mut response = (StatusCode::OK, "{\"id\": 1, \"title\": ").into_response();
-                response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json; charset=utf-8"),
+                );
                 return response;
             }
         }
     }
     if rate_limit_spent(state, route.resource) {
-        let reply = Reply::error(StatusCode::FORBIDDEN, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.");
+        let reply = Reply::error(
+            StatusCode::FORBIDDEN,
+            "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.",
+        );
         return finish(state, Some(&route), reply, false);
     }
     let reply = if route.resource == "graphql" {
@@ -614,7 +717,12 @@ async fn answer(
             .is_some_and(|v| v.split(',').any(|candidate| candidate.trim() == etag))
     });
     if not_modified {
-        let mut response = finish(state, Some(&route), Reply { status: StatusCode::NOT_MODIFIED, body: Value::Null, link: reply.link }, false);
+        let mut response = finish(
+            state,
+            Some(&route),
+            Reply { status: StatusCode::NOT_MODIFIED, body: Value::Null, link: reply.link },
+            false,
+        );
         if let Some(etag) = etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
             response.headers_mut().insert(header::ETAG, etag);
         }
@@ -630,9 +738,8 @@ async fn answer(
 /// The next fault for `path`, used up by one.
 fn take_fault(state: &SimState, path: &str) -> Option<FaultKind> {
     let mut faults = lock(&state.faults);
-    let index = faults
-        .iter()
-        .position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
+    let index =
+        faults.iter().position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
     let fault = faults.get_mut(index)?;
     let kind = fault.kind.clone();
     fault.times = fault.times.saturating_sub(1);
@@ -681,7 +788,10 @@ fn finish(state: &SimState, route: Option<&Route>, reply: Reply, counts: bool) -
     let headers = response.headers_mut();
     if let Some(bucket) = bucket {
         headers.insert("x-ratelimit-limit", HeaderValue::from(bucket.limit));
-        headers.insert("x-ratelimit-remaining", HeaderValue::from(bucket.limit.saturating_sub(bucket.used)));
+        headers.insert(
+            "x-ratelimit-remaining",
+            HeaderValue::from(bucket.limit.saturating_sub(bucket.used)),
+        );
         headers.insert("x-ratelimit-used", HeaderValue::from(bucket.used));
         headers.insert("x-ratelimit-reset", HeaderValue::from(bucket.reset));
         headers.insert("x-ratelimit-resource", HeaderValue::from_static(resource));
@@ -706,19 +816,35 @@ fn rest(
     let result = match (method.as_str(), route.endpoint) {
         ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments") => {
             let Some(text) = json_field(body, "body") else {
-                return Reply::error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request.\n\n\"body\" wasn't supplied.");
+                return Reply::error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid request.\n\n\"body\" wasn't supplied.",
+                );
             };
-            let action = Action::Comment { repo: route.repo.clone(), number: route.number, author: viewer, body: text };
+            let action = Action::Comment {
+                repo: route.repo.clone(),
+                number: route.number,
+                author: viewer,
+                body: text,
+            };
             state.act(action).and_then(|outcome| {
                 let world = lock(&state.world);
                 let repo = world.repo(&route.repo)?;
-                let (number, comment) = world.comment(&route.repo, outcome.id.unwrap_or_default())?;
-                Ok(Reply { status: StatusCode::CREATED, body: shapes::issue_comment(&world, &urls, repo, number, comment), link: None })
+                let (number, comment) =
+                    world.comment(&route.repo, outcome.id.unwrap_or_default())?;
+                Ok(Reply {
+                    status: StatusCode::CREATED,
+                    body: shapes::issue_comment(&world, &urls, repo, number, comment),
+                    link: None,
+                })
             })
         }
         ("POST", endpoint) if endpoint.ends_with("/reactions") => {
             let Some(content) = json_field(body, "content") else {
-                return Reply::error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request.\n\n\"content\" wasn't supplied.");
+                return Reply::error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid request.\n\n\"content\" wasn't supplied.",
+                );
             };
             let repo = route.repo.clone();
             let target = if endpoint.contains("/issues/comments/") {
@@ -732,7 +858,11 @@ fn rest(
                 let world = lock(&state.world);
                 let reaction = world_reaction(&world, outcome.id.unwrap_or_default());
                 let status = if outcome.existed { StatusCode::OK } else { StatusCode::CREATED };
-                Reply { status, body: reaction.map_or(Value::Null, |r| shapes::reaction(&world, &urls, &r)), link: None }
+                Reply {
+                    status,
+                    body: reaction.map_or(Value::Null, |r| shapes::reaction(&world, &urls, &r)),
+                    link: None,
+                }
             })
         }
         _ => {
@@ -752,12 +882,21 @@ fn world_reaction(world: &World, id: u64) -> Option<crate::world::Reaction> {
     world.repos.values().flat_map(|repo| repo.items.values()).find_map(|item| {
         let on_item = item.reactions.iter();
         let on_comments = item.comments.iter().flat_map(|c| c.reactions.iter());
-        let on_inline = item.pull.iter().flat_map(|p| p.review_comments.iter()).flat_map(|c| c.reactions.iter());
+        let on_inline = item
+            .pull
+            .iter()
+            .flat_map(|p| p.review_comments.iter())
+            .flat_map(|c| c.reactions.iter());
         on_item.chain(on_comments).chain(on_inline).find(|r| r.id == id).cloned()
     })
 }
 
-fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, String>) -> Result<Reply, WorldError> {
+fn read(
+    world: &World,
+    urls: &Urls,
+    route: &Route,
+    query: &BTreeMap<String, String>,
+) -> Result<Reply, WorldError> {
     let repo = world.repo(&route.repo)?;
     let n = route.number;
     match route.endpoint {
@@ -765,7 +904,12 @@ fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, Stri
             let state = query.get("state").map_or("open", String::as_str);
             let wanted: Vec<String> = query
                 .get("labels")
-                .map(|l| l.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect())
+                .map(|l| {
+                    l.split(',')
+                        .map(|s| s.trim().to_ascii_lowercase())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default();
             let rows: Vec<Value> = repo
                 .items
@@ -776,7 +920,9 @@ fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, Stri
                     "closed" => !i.open,
                     _ => i.open,
                 })
-                .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l.eq_ignore_ascii_case(w))))
+                .filter(|i| {
+                    wanted.iter().all(|w| i.labels.iter().any(|l| l.eq_ignore_ascii_case(w)))
+                })
                 .map(|i| shapes::issue(world, urls, repo, i))
                 .collect();
             Ok(paginate(urls, route, query, rows))
@@ -786,7 +932,11 @@ fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, Stri
         }
         "/repos/{owner}/{repo}/issues/{issue_number}/comments" => {
             let item = world.item(&route.repo, n)?;
-            let rows = item.comments.iter().map(|c| shapes::issue_comment(world, urls, repo, n, c)).collect();
+            let rows = item
+                .comments
+                .iter()
+                .map(|c| shapes::issue_comment(world, urls, repo, n, c))
+                .collect();
             Ok(paginate(urls, route, query, rows))
         }
         "/repos/{owner}/{repo}/pulls/{pull_number}" => {
@@ -795,11 +945,18 @@ fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, Stri
                 .map(Reply::ok)
                 .ok_or(WorldError::NoItem { repo: route.repo.clone(), number: n })
         }
-        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews" | "/repos/{owner}/{repo}/pulls/{pull_number}/comments" => {
+        "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"
+        | "/repos/{owner}/{repo}/pulls/{pull_number}/comments" => {
             let item = world.item(&route.repo, n)?;
-            let pull = item.pull.as_ref().ok_or(WorldError::NoItem { repo: route.repo.clone(), number: n })?;
+            let pull = item
+                .pull
+                .as_ref()
+                .ok_or(WorldError::NoItem { repo: route.repo.clone(), number: n })?;
             let rows = if route.endpoint.ends_with("/reviews") {
-                pull.reviews.iter().map(|r| shapes::review(world, urls, repo, n, r, &pull.head_sha)).collect()
+                pull.reviews
+                    .iter()
+                    .map(|r| shapes::review(world, urls, repo, n, r, &pull.head_sha))
+                    .collect()
             } else {
                 pull.review_comments
                     .iter()
@@ -813,15 +970,22 @@ fn read(world: &World, urls: &Urls, route: &Route, query: &BTreeMap<String, Stri
 }
 
 /// One page of `rows` (`per_page` default 30, at most 100) with GitHub's `Link` header.
-fn paginate(urls: &Urls, route: &Route, query: &BTreeMap<String, String>, rows: Vec<Value>) -> Reply {
-    let per_page = query.get("per_page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(30).clamp(1, 100);
+fn paginate(
+    urls: &Urls,
+    route: &Route,
+    query: &BTreeMap<String, String>,
+    rows: Vec<Value>,
+) -> Reply {
+    let per_page =
+        query.get("per_page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(30).clamp(1, 100);
     let page = query.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
     let last = rows.len().div_ceil(per_page).max(1);
     let body: Vec<Value> = rows.into_iter().skip((page - 1) * per_page).take(per_page).collect();
     let url_of = |p: usize| {
         let mut q = query.clone();
         q.insert("page".to_owned(), p.to_string());
-        let encoded: Vec<String> = q.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+        let encoded: Vec<String> =
+            q.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
         let (owner, name) = route.repo.split_once('/').unwrap_or((&route.repo, ""));
         let path = route.endpoint.replace("{owner}", owner).replace("{repo}", name);
         format!("<{}{}?{}>", urls.api, path, encoded.join("&"))
@@ -835,13 +999,19 @@ fn paginate(urls: &Urls, route: &Route, query: &BTreeMap<String, String>, rows: 
         links.push(format!("{}; rel=\"first\"", url_of(1)));
         links.push(format!("{}; rel=\"prev\"", url_of(page - 1)));
     }
-    Reply { status: StatusCode::OK, body: Value::Array(body), link: (!links.is_empty()).then(|| links.join(", ")) }
+    Reply {
+        status: StatusCode::OK,
+        body: Value::Array(body),
+        link: (!links.is_empty()).then(|| links.join(", ")),
+    }
 }
 
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -849,7 +1019,10 @@ fn encode(s: &str) -> String {
 
 // --- scripting under /_sim ---
 
-async fn sim_action(State(state): State<Arc<SimState>>, axum::Json(action): axum::Json<Action>) -> Response {
+async fn sim_action(
+    State(state): State<Arc<SimState>>,
+    axum::Json(action): axum::Json<Action>,
+) -> Response {
     match state.act(action) {
         Ok(outcome) => (StatusCode::OK, axum::Json(outcome)).into_response(),
         Err(err) => {
@@ -869,7 +1042,8 @@ async fn sim_world(State(state): State<Arc<SimState>>) -> Response {
 
 async fn sim_requests(State(state): State<Arc<SimState>>) -> Response {
     let log = lock(&state.log).clone();
-    axum::Json(json!({ "total": log.total(), "counts": log.counts(), "records": log.records })).into_response()
+    axum::Json(json!({ "total": log.total(), "counts": log.counts(), "records": log.records }))
+        .into_response()
 }
 
 async fn sim_clear_requests(State(state): State<Arc<SimState>>) -> StatusCode {
@@ -877,12 +1051,18 @@ async fn sim_clear_requests(State(state): State<Arc<SimState>>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-async fn sim_fault(State(state): State<Arc<SimState>>, axum::Json(fault): axum::Json<Fault>) -> StatusCode {
+async fn sim_fault(
+    State(state): State<Arc<SimState>>,
+    axum::Json(fault): axum::Json<Fault>,
+) -> StatusCode {
     lock(&state.faults).push_back(fault);
     StatusCode::NO_CONTENT
 }
 
-async fn sim_set_webhook(State(state): State<Arc<SimState>>, axum::Json(target): axum::Json<WebhookTarget>) -> StatusCode {
+async fn sim_set_webhook(
+    State(state): State<Arc<SimState>>,
+    axum::Json(target): axum::Json<WebhookTarget>,
+) -> StatusCode {
     *lock(&state.webhook) = Some(target);
     StatusCode::NO_CONTENT
 }
@@ -907,7 +1087,10 @@ struct RateLimitRequest {
     reset: bool,
 }
 
-async fn sim_rate_limit(State(state): State<Arc<SimState>>, axum::Json(request): axum::Json<RateLimitRequest>) -> StatusCode {
+async fn sim_rate_limit(
+    State(state): State<Arc<SimState>>,
+    axum::Json(request): axum::Json<RateLimitRequest>,
+) -> StatusCode {
     let now = state.now();
     for bucket in lock(&state.buckets).values_mut() {
         if let Some(limit) = request.limit {

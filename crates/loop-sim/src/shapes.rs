@@ -331,7 +331,14 @@ pub fn issue_comment(world: &World, urls: &Urls, repo: &Repo, number: u64, c: &C
     })
 }
 
-pub fn review(world: &World, urls: &Urls, repo: &Repo, number: u64, r: &Review, commit: &str) -> Value {
+pub fn review(
+    world: &World,
+    urls: &Urls,
+    repo: &Repo,
+    number: u64,
+    r: &Review,
+    commit: &str,
+) -> Value {
     let full = repo.full_name();
     let html = format!("{}/{full}/pull/{number}#pullrequestreview-{}", urls.web, r.id);
     let pr_api = format!("{}/repos/{full}/pulls/{number}", urls.api);

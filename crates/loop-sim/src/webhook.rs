@@ -69,8 +69,9 @@ pub fn payload(world: &World, urls: &Urls, happening: &Happening) -> Result<Valu
     let head_sha = item.pull.as_ref().map(|p| p.head_sha.clone()).unwrap_or_default();
     match happening.event {
         "pull_request" | "pull_request_review" | "pull_request_review_comment" => {
-            let pr = shapes::pull_request(world, urls, repo, item)
-                .ok_or_else(|| WorldError::NotPullRequest { repo: happening.repo.clone(), number: item.number })?;
+            let pr = shapes::pull_request(world, urls, repo, item).ok_or_else(|| {
+                WorldError::NotPullRequest { repo: happening.repo.clone(), number: item.number }
+            })?;
             payload["pull_request"] = pr;
             if happening.event == "pull_request" {
                 payload["number"] = json!(item.number);
@@ -86,17 +87,16 @@ pub fn payload(world: &World, urls: &Urls, happening: &Happening) -> Result<Valu
             payload["comment"] = shapes::issue_comment(world, urls, repo, number, comment);
         }
         HappeningDetail::Review(id) => {
-            let review = item
-                .pull
-                .iter()
-                .flat_map(|p| p.reviews.iter())
-                .find(|r| r.id == *id)
-                .ok_or_else(|| WorldError::NoComment { repo: happening.repo.clone(), id: *id })?;
+            let review =
+                item.pull.iter().flat_map(|p| p.reviews.iter()).find(|r| r.id == *id).ok_or_else(
+                    || WorldError::NoComment { repo: happening.repo.clone(), id: *id },
+                )?;
             payload["review"] = shapes::review(world, urls, repo, item.number, review, &head_sha);
         }
         HappeningDetail::ReviewComment(id) => {
             let (number, comment) = world.review_comment(&happening.repo, *id)?;
-            payload["comment"] = shapes::review_comment(world, urls, repo, number, comment, &head_sha);
+            payload["comment"] =
+                shapes::review_comment(world, urls, repo, number, comment, &head_sha);
         }
     }
     Ok(payload)
@@ -123,7 +123,9 @@ pub(crate) async fn send(
     }
     match request.send().await {
         Ok(response) => Ok(response.status().as_u16()),
-        Err(err) => Err(if err.is_connect() { "could not connect".to_owned() } else { err.to_string() }),
+        Err(err) => {
+            Err(if err.is_connect() { "could not connect".to_owned() } else { err.to_string() })
+        }
     }
 }
 

@@ -307,7 +307,9 @@ impl World {
 
     /// The repository named `repo` (any case).
     pub fn repo(&self, repo: &str) -> Result<&Repo, WorldError> {
-        self.repos.get(&repo.to_ascii_lowercase()).ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })
+        self.repos
+            .get(&repo.to_ascii_lowercase())
+            .ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })
     }
 
     pub fn item(&self, repo: &str, number: u64) -> Result<&Item, WorldError> {
@@ -336,9 +338,9 @@ impl World {
         let at = self.tick(now);
         match action {
             Action::CreateRepo { repo } => {
-                let parsed: RepoRef = repo
-                    .parse()
-                    .map_err(|err: loop_core::RefError| WorldError::Invalid { reason: err.to_string() })?;
+                let parsed: RepoRef = repo.parse().map_err(|err: loop_core::RefError| {
+                    WorldError::Invalid { reason: err.to_string() }
+                })?;
                 let key = repo.to_ascii_lowercase();
                 if !self.repos.contains_key(&key) {
                     let id = self.id();
@@ -383,7 +385,17 @@ impl World {
                 item.labels.push(label.clone());
                 item.updated_at = at;
                 let event = item_event(item);
-                Ok((Outcome::default(), vec![happening(event, "labeled", &repo, number, &actor, HappeningDetail::Label(label))]))
+                Ok((
+                    Outcome::default(),
+                    vec![happening(
+                        event,
+                        "labeled",
+                        &repo,
+                        number,
+                        &actor,
+                        HappeningDetail::Label(label),
+                    )],
+                ))
             }
             Action::Unlabel { repo, number, actor, label } => {
                 self.user(&actor);
@@ -395,7 +407,17 @@ impl World {
                 }
                 item.updated_at = at;
                 let event = item_event(item);
-                Ok((Outcome::default(), vec![happening(event, "unlabeled", &repo, number, &actor, HappeningDetail::Label(label))]))
+                Ok((
+                    Outcome::default(),
+                    vec![happening(
+                        event,
+                        "unlabeled",
+                        &repo,
+                        number,
+                        &actor,
+                        HappeningDetail::Label(label),
+                    )],
+                ))
             }
             Action::Comment { repo, number, author, body } => {
                 if body.trim().is_empty() {
@@ -414,8 +436,19 @@ impl World {
                 });
                 item.updated_at = at;
                 Ok((
-                    Outcome { id: Some(id), node_id: Some(node_id("IC", id)), ..Outcome::default() },
-                    vec![happening("issue_comment", "created", &repo, number, &author, HappeningDetail::Comment(id))],
+                    Outcome {
+                        id: Some(id),
+                        node_id: Some(node_id("IC", id)),
+                        ..Outcome::default()
+                    },
+                    vec![happening(
+                        "issue_comment",
+                        "created",
+                        &repo,
+                        number,
+                        &author,
+                        HappeningDetail::Comment(id),
+                    )],
                 ))
             }
             Action::Review { repo, number, author, state, body, comments } => {
@@ -437,7 +470,14 @@ impl World {
                 });
                 let mut happenings = Vec::new();
                 if !pending {
-                    happenings.push(happening("pull_request_review", "submitted", &repo, number, &author, HappeningDetail::Review(review_id)));
+                    happenings.push(happening(
+                        "pull_request_review",
+                        "submitted",
+                        &repo,
+                        number,
+                        &author,
+                        HappeningDetail::Review(review_id),
+                    ));
                 }
                 for (draft, id) in comments.into_iter().zip(comment_ids) {
                     pull.review_comments.push(ReviewComment {
@@ -451,13 +491,27 @@ impl World {
                         reactions: Vec::new(),
                     });
                     if !pending {
-                        happenings.push(happening("pull_request_review_comment", "created", &repo, number, &author, HappeningDetail::ReviewComment(id)));
+                        happenings.push(happening(
+                            "pull_request_review_comment",
+                            "created",
+                            &repo,
+                            number,
+                            &author,
+                            HappeningDetail::ReviewComment(id),
+                        ));
                     }
                 }
                 if !pending {
                     item.updated_at = at;
                 }
-                Ok((Outcome { id: Some(review_id), node_id: Some(node_id("PRR", review_id)), ..Outcome::default() }, happenings))
+                Ok((
+                    Outcome {
+                        id: Some(review_id),
+                        node_id: Some(node_id("PRR", review_id)),
+                        ..Outcome::default()
+                    },
+                    happenings,
+                ))
             }
             Action::Merge { repo, number, actor } => {
                 self.user(&actor);
@@ -467,20 +521,36 @@ impl World {
                     .as_mut()
                     .ok_or_else(|| WorldError::NotPullRequest { repo: repo.clone(), number })?;
                 if pull.merged_at.is_some() || !item.open {
-                    return Err(WorldError::Invalid { reason: format!("{repo}#{number} is not open") });
+                    return Err(WorldError::Invalid {
+                        reason: format!("{repo}#{number} is not open"),
+                    });
                 }
                 pull.merged_at = Some(at);
                 pull.merged_by = Some(actor.clone());
                 let closes = pull.closes.clone();
                 close(item, &actor, None, at);
-                let mut happenings = vec![happening("pull_request", "closed", &repo, number, &actor, HappeningDetail::None)];
+                let mut happenings = vec![happening(
+                    "pull_request",
+                    "closed",
+                    &repo,
+                    number,
+                    &actor,
+                    HappeningDetail::None,
+                )];
                 for issue in closes {
                     if let Ok(linked) = self.item_mut(&repo, issue)
                         && linked.open
                         && linked.pull.is_none()
                     {
                         close(linked, &actor, Some("completed".to_owned()), at);
-                        happenings.push(happening("issues", "closed", &repo, issue, &actor, HappeningDetail::None));
+                        happenings.push(happening(
+                            "issues",
+                            "closed",
+                            &repo,
+                            issue,
+                            &actor,
+                            HappeningDetail::None,
+                        ));
                     }
                 }
                 Ok((Outcome::default(), happenings))
@@ -497,7 +567,10 @@ impl World {
                 };
                 close(item, &actor, reason, at);
                 let event = item_event(item);
-                Ok((Outcome::default(), vec![happening(event, "closed", &repo, number, &actor, HappeningDetail::None)]))
+                Ok((
+                    Outcome::default(),
+                    vec![happening(event, "closed", &repo, number, &actor, HappeningDetail::None)],
+                ))
             }
             Action::Reopen { repo, number, actor } => {
                 self.user(&actor);
@@ -511,22 +584,52 @@ impl World {
                 item.closed_by = None;
                 item.updated_at = at;
                 let event = item_event(item);
-                Ok((Outcome::default(), vec![happening(event, "reopened", &repo, number, &actor, HappeningDetail::None)]))
+                Ok((
+                    Outcome::default(),
+                    vec![happening(
+                        event,
+                        "reopened",
+                        &repo,
+                        number,
+                        &actor,
+                        HappeningDetail::None,
+                    )],
+                ))
             }
             Action::React { target, actor, content } => {
-                const CONTENTS: [&str; 8] = ["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"];
+                const CONTENTS: [&str; 8] =
+                    ["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"];
                 if !CONTENTS.contains(&content.as_str()) {
-                    return Err(WorldError::Invalid { reason: format!("`{content}` is not a reaction") });
+                    return Err(WorldError::Invalid {
+                        reason: format!("`{content}` is not a reaction"),
+                    });
                 }
                 self.user(&actor);
                 let id = self.id();
                 let reactions = self.reactions_mut(&target)?;
-                if let Some(existing) = reactions.iter().find(|r| r.user == actor && r.content == content) {
+                if let Some(existing) =
+                    reactions.iter().find(|r| r.user == actor && r.content == content)
+                {
                     let id = existing.id;
-                    return Ok((Outcome { id: Some(id), node_id: Some(node_id("REA", id)), existed: true, ..Outcome::default() }, Vec::new()));
+                    return Ok((
+                        Outcome {
+                            id: Some(id),
+                            node_id: Some(node_id("REA", id)),
+                            existed: true,
+                            ..Outcome::default()
+                        },
+                        Vec::new(),
+                    ));
                 }
                 reactions.push(Reaction { id, user: actor, content, created_at: at });
-                Ok((Outcome { id: Some(id), node_id: Some(node_id("REA", id)), ..Outcome::default() }, Vec::new()))
+                Ok((
+                    Outcome {
+                        id: Some(id),
+                        node_id: Some(node_id("REA", id)),
+                        ..Outcome::default()
+                    },
+                    Vec::new(),
+                ))
             }
         }
     }
@@ -572,7 +675,8 @@ impl World {
         }
         let id = self.id();
         let key = repo.to_ascii_lowercase();
-        let entry = self.repos.get_mut(&key).ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })?;
+        let entry =
+            self.repos.get_mut(&key).ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })?;
         let number = entry.items.keys().next_back().map_or(1, |n| n + 1);
         let is_pull = pull.is_some();
         entry.items.insert(
@@ -596,12 +700,23 @@ impl World {
             },
         );
         let event = if is_pull { "pull_request" } else { "issues" };
-        let mut happenings = vec![happening(event, "opened", repo, number, author, HappeningDetail::None)];
+        let mut happenings =
+            vec![happening(event, "opened", repo, number, author, HappeningDetail::None)];
         happenings.extend(
-            labels.into_iter().map(|l| happening(event, "labeled", repo, number, author, HappeningDetail::Label(l))),
+            labels.into_iter().map(|l| {
+                happening(event, "labeled", repo, number, author, HappeningDetail::Label(l))
+            }),
         );
         let prefix = if is_pull { "PR" } else { "I" };
-        Ok((Outcome { number: Some(number), id: Some(id), node_id: Some(node_id(prefix, id)), existed: false }, happenings))
+        Ok((
+            Outcome {
+                number: Some(number),
+                id: Some(id),
+                node_id: Some(node_id(prefix, id)),
+                existed: false,
+            },
+            happenings,
+        ))
     }
 
     fn ensure_label(&mut self, repo: &str, label: &str) -> Result<(), WorldError> {
@@ -610,10 +725,11 @@ impl World {
             .repos
             .get_mut(&repo.to_ascii_lowercase())
             .ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })?;
-        entry
-            .labels
-            .entry(label.to_ascii_lowercase())
-            .or_insert_with(|| Label { id, name: label.to_owned(), color: "ededed".to_owned() });
+        entry.labels.entry(label.to_ascii_lowercase()).or_insert_with(|| Label {
+            id,
+            name: label.to_owned(),
+            color: "ededed".to_owned(),
+        });
         Ok(())
     }
 
@@ -626,9 +742,14 @@ impl World {
             .ok_or_else(|| WorldError::NoItem { repo: repo.to_owned(), number })
     }
 
-    fn reactions_mut(&mut self, target: &ReactionSubject) -> Result<&mut Vec<Reaction>, WorldError> {
+    fn reactions_mut(
+        &mut self,
+        target: &ReactionSubject,
+    ) -> Result<&mut Vec<Reaction>, WorldError> {
         match target {
-            ReactionSubject::Item { repo, number } => Ok(&mut self.item_mut(repo, *number)?.reactions),
+            ReactionSubject::Item { repo, number } => {
+                Ok(&mut self.item_mut(repo, *number)?.reactions)
+            }
             ReactionSubject::IssueComment { repo, id } => {
                 let (number, _) = self.comment(repo, *id)?;
                 let item = self.item_mut(repo, number)?;
@@ -659,7 +780,10 @@ impl World {
     /// after the previous change.
     fn tick(&mut self, now: Timestamp) -> Timestamp {
         let now = Timestamp::from_second(now.as_second()).unwrap_or(now);
-        let next = self.last_tick.checked_add(jiff::SignedDuration::from_secs(1)).unwrap_or(self.last_tick);
+        let next = self
+            .last_tick
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(self.last_tick);
         self.last_tick = now.max(next);
         self.last_tick
     }
@@ -740,7 +864,10 @@ mod tests {
 
     #[test]
     fn closing_keywords_link_issue_numbers() {
-        assert_eq!(closing_references("Closes #12, fixes: #3.\nResolved #12 and see #4"), vec![12, 3]);
+        assert_eq!(
+            closing_references("Closes #12, fixes: #3.\nResolved #12 and see #4"),
+            vec![12, 3]
+        );
         assert!(closing_references("closes the bug #1").is_empty());
     }
 
@@ -749,13 +876,21 @@ mod tests {
         let mut w = world();
         let n = open_issue(&mut w);
         let opened = w.item("octo/app", n).unwrap().updated_at;
-        let comment = Action::Comment { repo: "octo/app".into(), number: n, author: "bob".into(), body: "hi".into() };
+        let comment = Action::Comment {
+            repo: "octo/app".into(),
+            number: n,
+            author: "bob".into(),
+            body: "hi".into(),
+        };
         let (outcome, happenings) = w.apply(comment, t0()).unwrap();
         let commented = w.item("octo/app", n).unwrap().updated_at;
         assert!(commented > opened);
         assert_eq!(happenings[0].event, "issue_comment");
         let react = Action::React {
-            target: ReactionSubject::IssueComment { repo: "octo/app".into(), id: outcome.id.unwrap() },
+            target: ReactionSubject::IssueComment {
+                repo: "octo/app".into(),
+                id: outcome.id.unwrap(),
+            },
             actor: "op".into(),
             content: "eyes".into(),
         };

@@ -483,3 +483,11 @@ fn e50_malformed_containers_never_raise() {
         }
     }
 }
+
+#[test]
+fn spec_order_instance_scope_is_judged_before_the_control_parse() {
+    let mut front = Front::new();
+    front.config.instance.name = Some("blue".to_owned());
+    let both = comment(json!("ann"), "instance:red the-loop start the-loop stop", true);
+    assert_eq!(judge(&front, "issue_comment", &both), Outcome::Dropped("addressed-elsewhere"));
+}

@@ -1,6 +1,6 @@
 //! The front door composed from loop-core's public rules, in the order SPEC §5 gives:
-//! routing → self-marker → repository bound → actor guard → control parse (ambiguity) →
-//! instance scope → named-actor re-check and command semantics → spawn policy. The
+//! routing → self-marker → repository bound → actor guard → instance scope → control
+//! parse (ambiguity) → named-actor re-check and command semantics → spawn policy. The
 //! dispatcher does the same with real records; here the records are plain fields.
 
 use std::collections::HashMap;
@@ -74,16 +74,16 @@ pub fn judge(front: &Front, name: &str, payload: &Value) -> Outcome {
         Ok(pass) => pass,
         Err(drop) => return Outcome::Dropped(drop.reason()),
     };
-    let parsed = Vocabulary::from(&routing.control).parse(event.comment_body().unwrap_or(""));
-    if let Parsed::Ambiguous { .. } = parsed {
-        return Outcome::Ambiguous;
-    }
     let refs: Vec<WorkItemRef> = routed.items().cloned().collect();
     let has_record = |_: &WorkItemRef| front.session != SessionState::None;
     if let Err(refusal) =
         guards::instance_scope(&front.config.instance, event.comment_body(), &refs, has_record)
     {
         return Outcome::Dropped(refusal.reason());
+    }
+    let parsed = Vocabulary::from(&routing.control).parse(event.comment_body().unwrap_or(""));
+    if let Parsed::Ambiguous { .. } = parsed {
+        return Outcome::Ambiguous;
     }
     let command = match &parsed {
         Parsed::Command { command, .. } => Some(*command),

@@ -15,11 +15,14 @@ use crate::guards::ActorPass;
 use crate::login::Login;
 use jiff::Timestamp;
 
-use crate::record::{Collaborator, Collaborators, ControlCommand, ControlSource};
+use crate::record::{Collaborator, Collaborators, ControlSource};
 use crate::refs::WorkItemRef;
 
-/// A control command (`routing.control.keywords.<name>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A control command (`routing.control.keywords.<name>`), also what a portable record's
+/// `control.command` holds: the last command recorded (never a roster edit, which writes
+/// the `collaborators` section instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Command {
     Start,
     Contribute,
@@ -99,21 +102,6 @@ impl Command {
             Self::Execute => &keywords.execute,
             Self::AddCollaborator => &keywords.add_collaborator,
             Self::RemoveCollaborator => &keywords.remove_collaborator,
-        }
-    }
-}
-
-impl From<ControlCommand> for Command {
-    fn from(recorded: ControlCommand) -> Self {
-        match recorded {
-            ControlCommand::Start => Self::Start,
-            ControlCommand::Stop => Self::Stop,
-            ControlCommand::Pause => Self::Pause,
-            ControlCommand::Resume => Self::Resume,
-            ControlCommand::Execute => Self::Execute,
-            ControlCommand::Contribute => Self::Contribute,
-            ControlCommand::Cleanup => Self::Cleanup,
-            ControlCommand::Do => Self::Do,
         }
     }
 }
@@ -992,8 +980,8 @@ mod tests {
 
     #[test]
     fn recorded_commands_convert_and_arm() {
-        assert!(is_armed(Some(Command::from(ControlCommand::Do))));
-        assert!(!is_armed(Some(Command::from(ControlCommand::Cleanup))));
+        assert!(is_armed(Some(Command::Do)));
+        assert!(!is_armed(Some(Command::Cleanup)));
         assert!(!is_armed(None));
     }
 }

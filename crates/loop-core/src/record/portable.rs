@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::control::Command;
 use crate::login::Login;
 use crate::refs::WorkItemRef;
 
@@ -22,7 +23,7 @@ use crate::refs::WorkItemRef;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Control {
-    pub command: ControlCommand,
+    pub command: Command,
     pub source: ControlSource,
     /// Who typed it; absent for commands with no actor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,20 +35,6 @@ pub struct Control {
     /// The instance (`instance.name`) that recorded it, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
-}
-
-/// A control keyword or verb (reference §3.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ControlCommand {
-    Start,
-    Stop,
-    Pause,
-    Resume,
-    Execute,
-    Contribute,
-    Cleanup,
-    Do,
 }
 
 /// Where a control command came from.
@@ -111,7 +98,8 @@ pub struct GaveUp {
     pub version: String,
 }
 
-/// Who besides the authorized users may command this work item (section `collaborators`).
+/// Who besides the authorized users may give this work item input (section
+/// `collaborators`). A collaborator never commands, spawns or arms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Collaborators {
@@ -227,7 +215,7 @@ mod tests {
             r#"{"command":"start","source":"comment","actor":"octocat","requestedAt":"2026-11-29T10:00:00Z"}"#,
         )
         .unwrap();
-        assert_eq!(control.command, ControlCommand::Start);
+        assert_eq!(control.command, Command::Start);
         let back = serde_json::to_value(&control).unwrap();
         assert_eq!(back["requestedAt"], "2026-11-29T10:00:00Z");
     }

@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use loop_core::record::{ControlCommand, PollLedger};
+use loop_core::control::Command as ControlCommand;
+use loop_core::record::PollLedger;
 use loop_store::{Event, PidLock};
 
 const ROLE: &str = "LOOP_STORE_IT_CHILD";

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
 
+use loop_core::control::Command;
 use loop_core::record::{
-    ChannelBinding, Collaborator, Collaborators, CommentLedger, Control, ControlCommand,
-    ControlSource, Ended, Endpoint, EndpointStatus, GaveUp, LocalRecord, PollClock, PollClocks,
-    PollLedger, SpawnLedger,
+    ChannelBinding, Collaborator, Collaborators, CommentLedger, Control, ControlSource, Ended,
+    Endpoint, EndpointStatus, GaveUp, LocalRecord, PollClock, PollClocks, PollLedger, SpawnLedger,
 };
 use loop_store::ChannelBindings;
 use loop_store::classification::{ATTRIBUTES, Kind, RecordType, classify, render_markdown};
@@ -46,7 +46,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
     let pr = item("github:octo/lib#7");
 
     let control = Control {
-        command: ControlCommand::Start,
+        command: Command::Start,
         source: ControlSource::Comment,
         actor: Some("octocat".parse().unwrap()),
         requested_at: ts(),

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::fs;
 
+use loop_core::control::Command;
 use loop_core::record::{
-    ChannelBinding, Collaborators, CommentLedger, Control, ControlCommand, ControlSource, Ended,
-    PollLedger,
+    ChannelBinding, Collaborators, CommentLedger, Control, ControlSource, Ended, PollLedger,
 };
 use loop_store::index::PortableIndex;
 use loop_store::{ChannelBindings, Slot, Written};
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::{child, item, logged, store_in};
 
-pub fn control(command: ControlCommand) -> Control {
+pub fn control(command: Command) -> Control {
     Control {
         command,
         source: ControlSource::Comment,
@@ -43,7 +43,7 @@ fn each_writer_replaces_only_its_section_and_identity_comes_first() {
     let store = store_in(dir.path());
     let work_item = item("github:octo/app#15");
     store.write_section(&work_item, Some(&ledger(&[1]))).unwrap();
-    store.write_section(&work_item, Some(&control(ControlCommand::Start))).unwrap();
+    store.write_section(&work_item, Some(&control(Command::Start))).unwrap();
     store.write_section(&work_item, Some(&ledger(&[1, 2]))).unwrap();
 
     let record = store.load_portable_record(&work_item).unwrap().unwrap();
@@ -56,7 +56,7 @@ fn each_writer_replaces_only_its_section_and_identity_comes_first() {
     );
     assert_eq!(
         store.read_section::<Control>(&work_item).unwrap(),
-        Slot::Present(control(ControlCommand::Start))
+        Slot::Present(control(Command::Start))
     );
     assert_eq!(store.read_section::<Ended>(&work_item).unwrap(), Slot::Absent);
 }
@@ -88,7 +88,7 @@ fn unknown_sections_are_preserved_verbatim() {
         r#"{"ref":"github:octo/app#15","graph":{"loop":"spec","nodes":[{"id":"a"}]}}"#,
     )
     .unwrap();
-    store.write_section(&work_item, Some(&control(ControlCommand::Stop))).unwrap();
+    store.write_section(&work_item, Some(&control(Command::Stop))).unwrap();
     let record = store.load_portable_record(&work_item).unwrap().unwrap();
     assert_eq!(record["graph"], serde_json::json!({"loop":"spec","nodes":[{"id":"a"}]}));
     assert!(record["control"].is_object());
@@ -99,7 +99,7 @@ fn a_tombstone_persists_beside_other_sections_and_the_last_section_removes_the_f
     let dir = tempfile::tempdir().unwrap();
     let store = store_in(dir.path());
     let work_item = item("github:octo/app#15");
-    store.write_section(&work_item, Some(&control(ControlCommand::Start))).unwrap();
+    store.write_section(&work_item, Some(&control(Command::Start))).unwrap();
     store.write_section(&work_item, Some(&ledger(&[1]))).unwrap();
     store.write_section::<Control>(&work_item, None).unwrap();
     assert_eq!(store.read_section::<Control>(&work_item).unwrap(), Slot::Tombstone);
@@ -118,7 +118,7 @@ fn the_index_lists_records_sorted_with_sections_and_linked_pull_requests() {
     let mut poll = ledger(&[1]);
     poll.pull_requests.insert(item("github:octo/lib#7"), CommentLedger::default());
     store.write_section(&item("github:octo/b#2"), Some(&poll)).unwrap();
-    store.write_section(&item("github:octo/a#9"), Some(&control(ControlCommand::Start))).unwrap();
+    store.write_section(&item("github:octo/a#9"), Some(&control(Command::Start))).unwrap();
     store.write_section::<Ended>(&item("github:octo/a#9"), None).unwrap();
 
     let index = index(&store).unwrap();
@@ -182,7 +182,7 @@ fn legacy_control_is_adopted_once_logged_and_never_written() {
 
     assert_eq!(
         store.read_section::<Control>(&work_item).unwrap(),
-        Slot::Present(control(ControlCommand::Start))
+        Slot::Present(control(Command::Start))
     );
     assert!(logged(&store).contains("\"event\":\"state.legacy_adopted\""));
     assert!(store.load_portable_record(&work_item).unwrap().unwrap()["control"].is_object());

@@ -19,6 +19,7 @@
 //! - [`bench`]: counting the requests a scenario makes.
 //! - [`stand_in`]: a stand-in agent harness for session tests.
 
+// `serde_json::json!` recurses once per key; GitHub's repository object has ~80.
 #![recursion_limit = "256"]
 
 pub mod bench;

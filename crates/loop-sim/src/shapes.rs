@@ -64,7 +64,7 @@ pub fn repository(world: &World, urls: &Urls, repo: &Repo) -> Value {
     let html = format!("{}/{full}", urls.web);
     let open = repo.items.values().filter(|i| i.open).count();
     let host = urls.web.trim_start_matches("https://").trim_start_matches("http://");
-    json!({
+    let mut value = json!({
         "id": repo.id,
         "node_id": node_id("R", repo.id),
         "name": repo.name,
@@ -127,6 +127,9 @@ pub fn repository(world: &World, urls: &Urls, repo: &Repo) -> Value {
         "default_branch": "main",
         "open_issues_count": open,
         "open_issues": open,
+        "custom_properties": {}
+    });
+    let settings = json!({
         "is_template": false,
         "topics": [],
         "has_issues": true,
@@ -143,8 +146,17 @@ pub fn repository(world: &World, urls: &Urls, repo: &Repo) -> Value {
         "updated_at": time(repo.created_at),
         "allow_forking": true,
         "web_commit_signoff_required": false,
-        "license": null
-    })
+        "license": null,
+        "allow_merge_commit": true,
+        "allow_rebase_merge": true,
+        "allow_squash_merge": true,
+        "allow_auto_merge": false,
+        "delete_branch_on_merge": false
+    });
+    if let (Some(value), Value::Object(settings)) = (value.as_object_mut(), settings) {
+        value.extend(settings);
+    }
+    value
 }
 
 fn labels(repo: &Repo, urls: &Urls, names: &[String]) -> Value {
@@ -216,11 +228,11 @@ pub fn issue(world: &World, urls: &Urls, repo: &Repo, item: &Item) -> Value {
         "reactions": reaction_rollup(format!("{api}/reactions"), &item.reactions),
         "timeline_url": format!("{api}/timeline"),
         "performed_via_github_app": null,
-        "state_reason": item.state_reason
+        "state_reason": item.state_reason,
+        "draft": false
     });
     if let Some(pull) = &item.pull {
         let pulls = format!("{}/repos/{full}/pulls/{}", urls.api, item.number);
-        value["draft"] = json!(false);
         value["pull_request"] = json!({
             "url": pulls,
             "html_url": html,

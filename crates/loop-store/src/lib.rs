@@ -16,10 +16,12 @@
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
 //! - `poll_clocks`: `local/poll-clocks.json`.
+//! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.json`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`event_log`]: the append-only event log, its reader and filters.
 
 pub mod classification;
+pub mod delivery;
 pub mod error;
 pub mod event_log;
 pub mod heartbeat;
@@ -33,6 +35,7 @@ pub mod pidfile;
 mod poll_clocks;
 pub mod portable;
 
+pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;
 pub use event_log::{Event, EventLog, Level};
 pub use json_file::Written;

@@ -52,6 +52,10 @@ pub enum Command {
 
     /// Read the event log (the audit trail of every decision)
     Events(EventsArgs),
+
+    /// Run a simulated GitHub in the foreground and print its URL (for trying the-loop
+    /// without credentials; Ctrl-C to stop)
+    Sim(SimArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -111,6 +115,21 @@ pub struct EventsArgs {
     pub limit: usize,
 }
 
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The port to listen on, on 127.0.0.1 [default: any free port]
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub port: u16,
+
+    /// Create this repository (`owner/repo`) at start; repeat for several
+    #[arg(long = "seed-repo", value_name = "OWNER/REPO")]
+    pub seed_repos: Vec<loop_core::RepoRef>,
+
+    /// The login API tokens act as (the author of what the-loop writes)
+    #[arg(long, value_name = "LOGIN", default_value = "loop-operator")]
+    pub viewer: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +156,25 @@ mod tests {
         let Command::Events(args) = cli.command else { panic!("not events") };
         assert_eq!(args.work_item.unwrap().to_string(), "github:o/r#3");
         assert!(Cli::try_parse_from(["the-loop", "events", "--work-item", "o/r#3"]).is_err());
+    }
+
+    #[test]
+    fn sim_takes_a_port_and_repeatable_seed_repositories() {
+        let cli = Cli::try_parse_from([
+            "the-loop",
+            "sim",
+            "--port",
+            "8080",
+            "--seed-repo",
+            "octo/app",
+            "--seed-repo",
+            "octo/lib",
+        ])
+        .unwrap();
+        let Command::Sim(args) = cli.command else { panic!("not sim") };
+        assert_eq!(args.port, 8080);
+        assert_eq!(args.seed_repos.len(), 2);
+        assert!(Cli::try_parse_from(["the-loop", "sim", "--seed-repo", "not-a-repo"]).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod config;
 mod events;
+mod sim;
 
 use crate::ExitStatus;
 use crate::cli::{Cli, Command};
@@ -11,5 +12,6 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
     match cli.command {
         Command::Config(command) => config::run(command, &cli.global, printer),
         Command::Events(args) => events::run(args, &cli.global, printer),
+        Command::Sim(args) => sim::run(args, &cli.global, printer),
     }
 }

@@ -6,3 +6,4 @@
 mod common;
 mod config;
 mod events;
+mod sim;

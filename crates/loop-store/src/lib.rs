@@ -18,6 +18,7 @@
 //! - `poll_clocks`: `local/poll-clocks.json`.
 //! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.json`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
+//! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
 //! - [`event_log`]: the append-only event log, its reader and filters.
 
 pub mod classification;
@@ -25,6 +26,7 @@ pub mod delivery;
 pub mod error;
 pub mod event_log;
 pub mod heartbeat;
+pub mod inbox;
 pub mod index;
 mod json_file;
 pub mod layout;

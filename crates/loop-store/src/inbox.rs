@@ -1,0 +1,516 @@
+//! The inbox journal, `local/inbox/`: webhook deliveries acknowledged but not yet
+//! processed (SPEC §1, §4).
+//!
+//! The receiver answers 202 only once a delivery is durable here, and processes it
+//! afterwards; a delivery still pending when the process dies is replayed at the next
+//! start. The journal is a sequence of append-only *segment* files
+//! (`journal-<first seq>.log`), each a run of entries:
+//!
+//! ```text
+//! {"op":"received","seq":7,"event":"issue_comment","delivery":"…","verified":true,"at":"…","len":1234,"sha256":"…"}\n<1234 body bytes>\n
+//! {"op":"processed","seq":7}\n
+//! ```
+//!
+//! Appends are buffered; [`Inbox::sync`] writes them out with one `fdatasync`, so a caller
+//! that appends every delivery that arrived meanwhile and then syncs once gets group
+//! commit. A receipt is durable — and may be acknowledged — only after the `sync` that
+//! follows its append. Sequence numbers are the journal's own, so deliveries without an
+//! `X-GitHub-Delivery` header never share a key.
+//!
+//! Reading tolerates a torn tail (a crash mid-append before the sync): a segment is read up
+//! to the first entry that is incomplete or whose body does not match its checksum; the
+//! rest is reported as ignored, never a crash. A receipt's `processed` mark is always
+//! written to the same or a later segment, so segments are deleted oldest first, and only
+//! once every receipt in them is processed: a surviving mark never refers to a deleted
+//! receipt's successor.
+//!
+//! This module stores and replays bytes; it does not verify signatures or parse bodies.
+//! Its calls block (file IO, `fdatasync`): the receiver drives it from one writer thread.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::StoreError;
+
+/// A live segment that grows past this is replaced by a new one, so processed deliveries'
+/// files can be deleted while the receiver keeps running.
+const SEGMENT_RETIRE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One verified delivery as the receiver got it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// `X-GitHub-Event` (`unknown` when absent).
+    pub event: String,
+    /// `X-GitHub-Delivery`, when the request carried one.
+    pub delivery_id: Option<String>,
+    /// Whether a signature was checked (`false` only under `allowUnsigned`).
+    pub verified: bool,
+    pub received_at: Timestamp,
+    /// The raw body, exactly as signed.
+    pub body: Bytes,
+}
+
+/// A receipt and its place in the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journalled {
+    /// The journal's sequence number: unique, increasing, never reused within a journal.
+    pub seq: u64,
+    pub receipt: Receipt,
+}
+
+/// A stretch of a segment that could not be read (a torn tail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignored {
+    pub path: PathBuf,
+    /// Where the unreadable part starts.
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// What a journal on disk holds.
+#[derive(Debug, Default)]
+pub struct Contents {
+    /// Receipts with no `processed` mark, oldest first.
+    pub pending: Vec<Journalled>,
+    pub ignored: Vec<Ignored>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Header {
+    Received {
+        seq: u64,
+        event: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delivery: Option<String>,
+        verified: bool,
+        at: Timestamp,
+        len: u64,
+        sha256: String,
+    },
+    Processed {
+        seq: u64,
+    },
+}
+
+/// What one segment held.
+#[derive(Debug, Default)]
+struct SegmentRead {
+    received: Vec<Journalled>,
+    processed: BTreeSet<u64>,
+    ignored: Option<Ignored>,
+}
+
+/// Bookkeeping for one segment file.
+#[derive(Debug, Default)]
+struct Segment {
+    /// Receipts in this segment not yet marked processed.
+    pending: BTreeSet<u64>,
+}
+
+/// The open journal: one writer appends and marks; [`Inbox::sync`] makes it durable.
+#[derive(Debug)]
+pub struct Inbox {
+    dir: PathBuf,
+    /// Segments by their first sequence number; the last is the live one.
+    segments: BTreeMap<u64, Segment>,
+    live: BufWriter<File>,
+    live_id: u64,
+    live_len: u64,
+    next_seq: u64,
+    /// Which segment holds each pending receipt.
+    pending: BTreeMap<u64, u64>,
+}
+
+impl Inbox {
+    /// Opens the journal in `dir` (created when missing), returning what it held. New
+    /// entries go to a fresh segment, never after an old segment's possibly torn tail.
+    pub fn open(dir: &Path) -> Result<(Self, Contents), StoreError> {
+        fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
+        let mut segments = BTreeMap::new();
+        let mut pending_at = BTreeMap::new();
+        let mut contents = Contents::default();
+        let mut next_seq = 0;
+        let mut processed = BTreeSet::new();
+        let mut received = Vec::new();
+        for (id, path) in segment_files(dir)? {
+            let read = read_segment(&path)?;
+            next_seq = next_seq.max(id);
+            for entry in &read.received {
+                next_seq = next_seq.max(entry.seq + 1);
+            }
+            next_seq = next_seq.max(read.processed.last().map_or(0, |seq| seq + 1));
+            processed.extend(read.processed);
+            contents.ignored.extend(read.ignored);
+            received.extend(read.received.into_iter().map(|entry| (id, entry)));
+            segments.insert(id, Segment::default());
+        }
+        for (id, entry) in received {
+            if processed.contains(&entry.seq) {
+                continue;
+            }
+            if let Some(segment) = segments.get_mut(&id) {
+                segment.pending.insert(entry.seq);
+            }
+            pending_at.insert(entry.seq, id);
+            contents.pending.push(entry);
+        }
+        contents.pending.sort_by_key(|entry| entry.seq);
+
+        // Never append after an old segment's (possibly torn) tail.
+        let live_id = next_seq.max(segments.last_key_value().map_or(0, |(id, _)| id + 1));
+        let path = segment_path(dir, live_id);
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(StoreError::io("create", &path))?;
+        let live_len = file.metadata().map_err(StoreError::io("stat", &path))?.len();
+        sync_dir(dir)?;
+        segments.entry(live_id).or_default();
+        let mut inbox = Self {
+            dir: dir.to_owned(),
+            segments,
+            live: BufWriter::with_capacity(256 * 1024, file),
+            live_id,
+            live_len,
+            next_seq,
+            pending: pending_at,
+        };
+        inbox.retire_finished()?;
+        Ok((inbox, contents))
+    }
+
+    /// The sequence number the next receipt will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Appends a receipt (buffered; durable after the next [`Inbox::sync`]).
+    pub fn append(&mut self, receipt: Receipt) -> Result<Journalled, StoreError> {
+        let seq = self.next_seq;
+        let header = Header::Received {
+            seq,
+            event: receipt.event.clone(),
+            delivery: receipt.delivery_id.clone(),
+            verified: receipt.verified,
+            at: receipt.received_at,
+            len: receipt.body.len() as u64,
+            sha256: hex(&Sha256::digest(&receipt.body)),
+        };
+        self.write_entry(&header, Some(&receipt.body))?;
+        self.next_seq += 1;
+        self.pending.insert(seq, self.live_id);
+        self.segments.entry(self.live_id).or_default().pending.insert(seq);
+        Ok(Journalled { seq, receipt })
+    }
+
+    /// Records that receipt `seq` was processed, so it is never replayed (buffered like
+    /// [`Inbox::append`]). Unknown sequence numbers are ignored.
+    pub fn mark_processed(&mut self, seq: u64) -> Result<(), StoreError> {
+        let Some(segment) = self.pending.remove(&seq) else { return Ok(()) };
+        self.write_entry(&Header::Processed { seq }, None)?;
+        if let Some(segment) = self.segments.get_mut(&segment) {
+            segment.pending.remove(&seq);
+        }
+        Ok(())
+    }
+
+    /// Writes every buffered entry and makes it durable with one `fdatasync`, then
+    /// deletes the oldest segments whose receipts are all processed.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        let path = segment_path(&self.dir, self.live_id);
+        self.live.flush().map_err(StoreError::io("append to", &path))?;
+        self.live.get_ref().sync_data().map_err(StoreError::io("fsync", &path))?;
+        self.retire_finished()
+    }
+
+    fn write_entry(&mut self, header: &Header, body: Option<&[u8]>) -> Result<(), StoreError> {
+        let path = || segment_path(&self.dir, self.live_id);
+        let mut line = serde_json::to_vec(header)
+            .map_err(|source| StoreError::Encode { path: path(), source })?;
+        line.push(b'\n');
+        self.live.write_all(&line).map_err(StoreError::io("append to", path()))?;
+        self.live_len += line.len() as u64;
+        if let Some(body) = body {
+            self.live.write_all(body).map_err(StoreError::io("append to", path()))?;
+            self.live.write_all(b"\n").map_err(StoreError::io("append to", path()))?;
+            self.live_len += body.len() as u64 + 1;
+        }
+        Ok(())
+    }
+
+    /// Starts a new live segment when the current one is full, then deletes fully
+    /// processed segments, oldest first, stopping at the first with a pending receipt
+    /// (called after a sync, so nothing buffered is lost).
+    fn retire_finished(&mut self) -> Result<(), StoreError> {
+        if self.live_len >= SEGMENT_RETIRE_BYTES {
+            let id = self.next_seq.max(self.live_id + 1);
+            let path = segment_path(&self.dir, id);
+            let file = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(StoreError::io("create", &path))?;
+            sync_dir(&self.dir)?;
+            self.live = BufWriter::with_capacity(256 * 1024, file);
+            self.live_id = id;
+            self.live_len = 0;
+            self.segments.insert(id, Segment::default());
+        }
+        while let Some((&id, segment)) = self.segments.first_key_value() {
+            if id == self.live_id || !segment.pending.is_empty() {
+                break;
+            }
+            let path = segment_path(&self.dir, id);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(StoreError::io("remove", path)(err)),
+            }
+            self.segments.remove(&id);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the journal in `dir` without opening it for writing: what is pending now.
+/// Safe while a writer appends (a half-written tail reads as ignored).
+pub fn read_pending(dir: &Path) -> Result<Contents, StoreError> {
+    let mut contents = Contents::default();
+    let mut processed = BTreeSet::new();
+    let mut received = Vec::new();
+    if !dir.exists() {
+        return Ok(contents);
+    }
+    for (_, path) in segment_files(dir)? {
+        let read = read_segment(&path)?;
+        processed.extend(read.processed);
+        received.extend(read.received);
+        contents.ignored.extend(read.ignored);
+    }
+    contents.pending = received.into_iter().filter(|e| !processed.contains(&e.seq)).collect();
+    contents.pending.sort_by_key(|entry| entry.seq);
+    Ok(contents)
+}
+
+fn segment_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("journal-{id:020}.log"))
+}
+
+/// The segment files in `dir`, oldest first.
+fn segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).map_err(StoreError::io("list", dir))? {
+        let entry = entry.map_err(StoreError::io("list", dir))?;
+        let name = entry.file_name();
+        let id = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("journal-"))
+            .and_then(|rest| rest.strip_suffix(".log"))
+            .and_then(|digits| digits.parse::<u64>().ok());
+        if let Some(id) = id {
+            found.push((id, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn read_segment(path: &Path) -> Result<SegmentRead, StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(SegmentRead::default()),
+        Err(err) => return Err(StoreError::io("read", path)(err)),
+    };
+    let mut read = SegmentRead::default();
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_entry(&bytes[at..]) {
+            Some((entry, used)) => {
+                match entry {
+                    Entry::Received(journalled) => read.received.push(journalled),
+                    Entry::Processed(seq) => {
+                        read.processed.insert(seq);
+                    }
+                }
+                at += used;
+            }
+            None => {
+                read.ignored = Some(Ignored {
+                    path: path.to_owned(),
+                    offset: at as u64,
+                    bytes: (bytes.len() - at) as u64,
+                });
+                break;
+            }
+        }
+    }
+    Ok(read)
+}
+
+enum Entry {
+    Received(Journalled),
+    Processed(u64),
+}
+
+/// One entry from the start of `bytes` and how many bytes it took; `None` when the
+/// entry is incomplete or damaged.
+fn parse_entry(bytes: &[u8]) -> Option<(Entry, usize)> {
+    let end = bytes.iter().position(|b| *b == b'\n')?;
+    let header: Header = serde_json::from_slice(&bytes[..end]).ok()?;
+    let after_header = end + 1;
+    match header {
+        Header::Processed { seq } => Some((Entry::Processed(seq), after_header)),
+        Header::Received { seq, event, delivery, verified, at, len, sha256 } => {
+            let len = usize::try_from(len).ok()?;
+            let body_end = after_header.checked_add(len)?;
+            let body = bytes.get(after_header..body_end)?;
+            if bytes.get(body_end) != Some(&b'\n') || hex(&Sha256::digest(body)) != sha256 {
+                return None;
+            }
+            let receipt = Receipt {
+                event,
+                delivery_id: delivery,
+                verified,
+                received_at: at,
+                body: Bytes::copy_from_slice(body),
+            };
+            Some((Entry::Received(Journalled { seq, receipt }), body_end + 1))
+        }
+    }
+}
+
+fn hex(digest: &[u8]) -> String {
+    use std::fmt::Write as _;
+    digest.iter().fold(String::with_capacity(64), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+/// Makes a new file's directory entry durable.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(StoreError::io("fsync directory", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(delivery: Option<&str>, body: &str) -> Receipt {
+        Receipt {
+            event: "issue_comment".into(),
+            delivery_id: delivery.map(str::to_owned),
+            verified: true,
+            received_at: Timestamp::UNIX_EPOCH,
+            body: Bytes::copy_from_slice(body.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_synced_receipt_is_pending_after_reopening_until_it_is_marked_processed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
+        assert!(contents.pending.is_empty());
+        let first = inbox.append(receipt(Some("a"), "{\"n\":1}")).unwrap();
+        let second = inbox.append(receipt(None, "{\"n\":2}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+
+        let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
+        assert_eq!(contents.pending, vec![first.clone(), second.clone()]);
+        assert!(inbox.next_seq() > second.seq);
+        inbox.mark_processed(first.seq).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+
+        let (_inbox, contents) = Inbox::open(dir.path()).unwrap();
+        assert_eq!(contents.pending, vec![second]);
+    }
+
+    #[test]
+    fn deliveries_without_an_id_get_distinct_sequence_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let a = inbox.append(receipt(None, "{}")).unwrap();
+        let b = inbox.append(receipt(None, "{}")).unwrap();
+        assert_ne!(a.seq, b.seq);
+    }
+
+    #[test]
+    fn a_torn_tail_is_ignored_and_reported_and_earlier_entries_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let kept = inbox.append(receipt(Some("a"), "{\"kept\":true}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (_, path) = segment_files(dir.path()).unwrap().pop().unwrap();
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"op\":\"received\",\"seq\":9,\"event\":\"x\",\"verified\":true,\"at\":\"2026-01-01T00:00:00Z\",\"len\":50,\"sha256\":\"00\"}\n{\"trunc").unwrap();
+
+        let contents = read_pending(dir.path()).unwrap();
+        assert_eq!(contents.pending, vec![kept.clone()]);
+        assert_eq!(contents.ignored.len(), 1);
+        let (_, contents) = Inbox::open(dir.path()).unwrap();
+        assert_eq!(contents.pending, vec![kept]);
+    }
+
+    #[test]
+    fn a_body_that_does_not_match_its_checksum_is_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        inbox.append(receipt(Some("a"), "{\"v\":1}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (_, path) = segment_files(dir.path()).unwrap().pop().unwrap();
+        let text = fs::read_to_string(&path).unwrap().replace("{\"v\":1}", "{\"v\":2}");
+        fs::write(&path, text).unwrap();
+        let contents = read_pending(dir.path()).unwrap();
+        assert!(contents.pending.is_empty());
+        assert_eq!(contents.ignored.len(), 1);
+    }
+
+    #[test]
+    fn fully_processed_old_segments_are_deleted_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let a = inbox.append(receipt(Some("a"), "{}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
+        assert_eq!(contents.pending.len(), 1);
+        assert_eq!(segment_files(dir.path()).unwrap().len(), 2, "old segment kept while pending");
+        inbox.mark_processed(a.seq).unwrap();
+        inbox.sync().unwrap();
+        assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "only the live segment remains");
+        drop(inbox);
+        let (_, contents) = Inbox::open(dir.path()).unwrap();
+        assert!(contents.pending.is_empty(), "the mark survived with the live segment");
+    }
+
+    #[test]
+    fn a_full_live_segment_is_replaced_and_deleted_once_processed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let body = "x".repeat(1024 * 1024);
+        for _ in 0..5 {
+            let entry = inbox.append(receipt(None, &body)).unwrap();
+            inbox.mark_processed(entry.seq).unwrap();
+        }
+        inbox.sync().unwrap();
+        let files = segment_files(dir.path()).unwrap();
+        assert_eq!(files.len(), 1);
+        assert!(fs::metadata(&files[0].1).unwrap().len() < 1024, "a fresh segment");
+    }
+}

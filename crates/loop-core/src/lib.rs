@@ -22,6 +22,7 @@
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
+//! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
 
 pub mod config;
 pub mod control;
@@ -30,6 +31,7 @@ pub mod excerpt;
 pub mod guards;
 pub mod linkage;
 pub mod login;
+pub mod poll;
 pub mod prompt;
 pub mod record;
 pub mod refs;

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use loop_sessions::{SpawnRequest, Tmux, TmuxSettings, TmuxSocket};
+use loop_sessions::{SessionSite, Tmux, TmuxSettings, TmuxSocket};
 
 const SAMPLES: usize = 200;
 const WARM_UP: usize = 10;
@@ -34,14 +34,13 @@ fn main() {
     let argv =
         vec![stand_in.display().to_string(), "--record".into(), record.display().to_string()];
     let target = "loop-github-octo-bench-1";
-    tmux.spawn(&SpawnRequest {
-        target,
-        cwd: dir.path(),
-        argv: &argv,
+    let site = SessionSite {
+        target: target.to_owned(),
+        cwd: dir.path().to_owned(),
         work_item: None,
         instance: None,
-    })
-    .expect("spawn");
+    };
+    tmux.spawn(&site, &argv).expect("spawn");
     assert!(tmux.await_input_ready(target, Duration::from_secs(10)).expect("probe"));
 
     let text = "A comment from octocat on github:octo/bench#1:\n\nPlease look at `parse()` — \"it fails\" on $(inputs).\n";

@@ -7,9 +7,22 @@
 //!
 //! Layout:
 //! - [`tmux`]: spawn, liveness, paste delivery (control-mode client), settle, attach.
+//! - [`harness`]: Claude Code, Cursor agent and command-template adapters.
+//! - [`session`]: first spawn, respawn with resume fallback, delivery, close retention.
+//! - [`trust`]: Claude Code trust pre-seeding in the user's harness config.
+//! - [`workspace`]: per-endpoint git checkouts (worktree or clone) and their removal.
 
+pub mod harness;
+pub mod session;
 pub mod tmux;
+pub mod trust;
+pub mod workspace;
 
+pub use harness::{
+    ClaudeCode, CommandHarness, ConversationId, CursorAgent, Declared, Harness, HarnessError,
+    Launch, LaunchChoice,
+};
+pub use session::{CloseSettings, Delivered, RespawnSettings, Respawned, SessionError, Settled};
 pub use tmux::{
-    DeliveryError, Liveness, SpawnRequest, Termination, Tmux, TmuxError, TmuxSettings, TmuxSocket,
+    DeliveryError, Liveness, SessionSite, Termination, Tmux, TmuxError, TmuxSettings, TmuxSocket,
 };

@@ -163,19 +163,25 @@ pub enum DeliveryError {
     },
 }
 
-/// A session to create.
-#[derive(Debug, Clone)]
-pub struct SpawnRequest<'a> {
+/// Where a session lives: its tmux name, its directory and what its pane is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSite {
     /// `loop-<slug>` (see [`WorkItemRef::tmux_session`]).
-    pub target: &'a str,
+    pub target: String,
     /// The directory the harness starts in.
-    pub cwd: &'a Path,
-    /// The harness command line, program first.
-    pub argv: &'a [String],
+    pub cwd: PathBuf,
     /// Exported as [`WORK_ITEM_ENV`] when tmux supports `-e`.
-    pub work_item: Option<&'a WorkItemRef>,
+    pub work_item: Option<WorkItemRef>,
     /// Exported as [`INSTANCE_ENV`] when tmux supports `-e`.
-    pub instance: Option<&'a str>,
+    pub instance: Option<String>,
+}
+
+impl SessionSite {
+    /// The site of `work_item`'s session (or of a PR endpoint, named by the PR's ref) in
+    /// `cwd`.
+    pub fn for_work_item(work_item: &WorkItemRef, cwd: PathBuf, instance: Option<String>) -> Self {
+        Self { target: work_item.tmux_session(), cwd, work_item: Some(work_item.clone()), instance }
+    }
 }
 
 /// What [`Tmux::terminate_harness`] found and did.
@@ -242,13 +248,12 @@ impl Tmux {
         })
     }
 
-    /// Waits `delay` (a harness that cannot resume exits within it), then reports
-    /// whether the session may still be live.
+    /// Watches the session for `delay` (a harness that cannot resume exits within it)
+    /// and reports whether it may still be live at the end; `false` as soon as it is
+    /// not. A zero delay is one probe, no waiting.
     pub fn survived(&self, target: &str, delay: Duration) -> Result<bool, TmuxError> {
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
-        }
-        Ok(self.liveness(target)?.may_be_live())
+        check_target(target)?;
+        Ok(!self.await_exit(target, delay)?)
     }
 
     /// Waits until the harness in the session reads its terminal raw (canonical mode
@@ -276,20 +281,20 @@ impl Tmux {
         }
     }
 
-    /// Creates a detached session running `request.argv`, after clearing a dead pane of
-    /// the same name. Refuses to replace a live session.
-    pub fn spawn(&self, request: &SpawnRequest<'_>) -> Result<(), TmuxError> {
-        check_target(request.target)?;
-        if let Some(arg) = request.argv.iter().find(|arg| arg.ends_with(';')) {
+    /// Creates a detached session running `argv` (program first) at `site`, after
+    /// clearing a dead pane of the same name. Refuses to replace a live session.
+    pub fn spawn(&self, site: &SessionSite, argv: &[String]) -> Result<(), TmuxError> {
+        check_target(&site.target)?;
+        if let Some(arg) = argv.iter().find(|arg| arg.ends_with(';')) {
             return Err(TmuxError::SeparatorInArgv { arg: arg.clone() });
         }
-        self.clear_target(request.target, false)?;
-        match self.new_session(request) {
+        self.clear_target(&site.target, false)?;
+        match self.new_session(site, argv) {
             Err(TmuxError::Failed { message, .. })
                 if message.to_ascii_lowercase().contains("duplicate session") =>
             {
-                self.clear_target(request.target, true)?;
-                self.new_session(request)
+                self.clear_target(&site.target, true)?;
+                self.new_session(site, argv)
             }
             other => other,
         }
@@ -499,17 +504,17 @@ impl Tmux {
         }
     }
 
-    fn new_session(&self, request: &SpawnRequest<'_>) -> Result<(), TmuxError> {
+    fn new_session(&self, site: &SessionSite, argv: &[String]) -> Result<(), TmuxError> {
         let mut args: Vec<OsString> =
-            ["new-session", "-d", "-s", request.target, "-c"].map(OsString::from).to_vec();
-        args.push(request.cwd.as_os_str().to_owned());
-        args.extend(self.env_args(request));
+            ["new-session", "-d", "-s", &site.target, "-c"].map(OsString::from).to_vec();
+        args.push(site.cwd.as_os_str().to_owned());
+        args.extend(self.env_args(site));
         args.push("--".into());
-        args.extend(request.argv.iter().map(OsString::from));
+        args.extend(argv.iter().map(OsString::from));
         if self.settings.remain_on_exit {
             // In the same command list, so the option is set before tmux can notice a
             // harness that exits at once.
-            let window = format!("={}:", request.target);
+            let window = format!("={}:", site.target);
             args.extend(
                 [";", "set-option", "-w", "-t", &window, "remain-on-exit", "on"]
                     .map(OsString::from),
@@ -521,19 +526,19 @@ impl Tmux {
             // The session was created but the option could not be set: keep it.
             Err(TmuxError::Failed { message, .. })
                 if !message.to_ascii_lowercase().contains("duplicate session")
-                    && self.liveness(request.target)? != Liveness::Absent =>
+                    && self.liveness(&site.target)? != Liveness::Absent =>
             {
-                tracing::warn!(target = request.target, %message, "remain-on-exit could not be set");
+                tracing::warn!(target = %site.target, %message, "remain-on-exit could not be set");
                 Ok(())
             }
             Err(err) => Err(err),
         }
     }
 
-    fn env_args(&self, request: &SpawnRequest<'_>) -> Vec<OsString> {
+    fn env_args(&self, site: &SessionSite) -> Vec<OsString> {
         let pairs: Vec<(&str, String)> = [
-            request.work_item.map(|item| (WORK_ITEM_ENV, item.to_string())),
-            request.instance.map(|name| (INSTANCE_ENV, name.to_owned())),
+            site.work_item.as_ref().map(|item| (WORK_ITEM_ENV, item.to_string())),
+            site.instance.as_ref().map(|name| (INSTANCE_ENV, name.clone())),
         ]
         .into_iter()
         .flatten()

@@ -4,5 +4,8 @@
 //! and HOME-like directories; nothing touches the developer's own tmux server. Tests
 //! wait for observable state with bounded polls, never with sleeps as synchronisation.
 
+mod session;
 mod support;
 mod tmux;
+mod trust;
+mod workspace;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use loop_core::WorkItemRef;
-use loop_sessions::{DeliveryError, Liveness, SpawnRequest, Termination, TmuxError};
+use loop_sessions::{DeliveryError, Liveness, SessionSite, Termination, TmuxError};
 
 use crate::support::{Lab, wait_for};
 
@@ -14,18 +14,19 @@ fn item() -> WorkItemRef {
     "github:octo/app#15".parse().expect("a valid ref")
 }
 
+/// The site `target` in the lab's temp dir, serving [`item`] for instance `laptop`.
+fn site(lab: &Lab, target: &str) -> SessionSite {
+    SessionSite {
+        target: target.to_owned(),
+        cwd: lab.dir.path().to_owned(),
+        work_item: Some(item()),
+        instance: Some("laptop".to_owned()),
+    }
+}
+
 /// Spawns `argv` as `target` in the lab's temp dir and waits until it reads raw input.
 fn spawn_ready(lab: &Lab, target: &str, argv: &[String]) {
-    let item = item();
-    lab.tmux
-        .spawn(&SpawnRequest {
-            target,
-            cwd: lab.dir.path(),
-            argv,
-            work_item: Some(&item),
-            instance: Some("laptop"),
-        })
-        .expect("spawn succeeds");
+    lab.tmux.spawn(&site(lab, target), argv).expect("spawn succeeds");
     assert!(lab.tmux.await_input_ready(target, READY).expect("probe"), "harness never got ready");
 }
 
@@ -135,18 +136,9 @@ fn a_name_that_prefixes_a_live_session_is_still_absent() {
 #[test]
 fn a_harness_that_exits_at_once_leaves_a_dead_pane_thanks_to_remain_on_exit() {
     let lab = Lab::new();
-    let item = item();
     let argv = lab.stand_in_argv(&["--exit-on-start", "3"]);
     let target = "loop-github-octo-app-15";
-    lab.tmux
-        .spawn(&SpawnRequest {
-            target,
-            cwd: lab.dir.path(),
-            argv: &argv,
-            work_item: Some(&item),
-            instance: None,
-        })
-        .expect("spawned");
+    lab.tmux.spawn(&site(&lab, target), &argv).expect("spawned");
     wait_for("the pane to die", || {
         (lab.tmux.liveness(target).ok() == Some(Liveness::Dead)).then_some(())
     });
@@ -184,16 +176,7 @@ fn spawn_refuses_to_replace_a_live_session() {
     let target = "loop-github-octo-app-15";
     spawn_stand_in(&lab, target);
     let argv = lab.stand_in_argv(&[]);
-    let err = lab
-        .tmux
-        .spawn(&SpawnRequest {
-            target,
-            cwd: lab.dir.path(),
-            argv: &argv,
-            work_item: None,
-            instance: None,
-        })
-        .expect_err("occupied");
+    let err = lab.tmux.spawn(&site(&lab, target), &argv).expect_err("occupied");
     assert!(matches!(err, TmuxError::SessionLive { .. }), "{err}");
     assert_eq!(lab.launches().len(), 1, "no second harness was started");
 }

@@ -1,0 +1,499 @@
+//! Harness adapters: how to launch an agent CLI in a fresh conversation or resume one.
+//!
+//! One trait, [`Harness`], three adapters: Claude Code (`claude --session-id <uuid>` /
+//! `--resume <id>`), Cursor agent (`cursor-agent create-chat` mints the chat id, then
+//! `cursor-agent --resume <id>` runs it), and a [`CommandHarness`] built from argv
+//! templates with a `{session_id}` placeholder, so any terminal agent — or the stand-in
+//! harness — can be hosted.
+//!
+//! Argv shape: program, the conversation pair, the operator's `routing.harnessArgs`, then
+//! `--model`/`--effort` when the work item chose values the operator declared. No prompt
+//! is ever part of an argv (SPEC §8): the first prompt is pasted once the harness reads
+//! its terminal. A conversation id is validated ([`ConversationId`]) so a recorded id can
+//! never be read as a flag.
+
+use std::fmt;
+use std::process::{Command, Stdio};
+
+/// The longest conversation id accepted.
+const CONVERSATION_ID_MAX: usize = 128;
+
+/// The placeholder a [`CommandHarness`] template replaces with the conversation id.
+pub const SESSION_ID_PLACEHOLDER: &str = "{session_id}";
+
+/// Why a harness could not be launched as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error(
+        "`{id}` is not a resumable conversation id (expected 1-128 of letters, digits, `.`, `_`, `-`, not starting with `-` or `.`)"
+    )]
+    ConversationId { id: String },
+    #[error("harness `{harness}` cannot resume a conversation: {why}")]
+    NoResume { harness: String, why: String },
+    #[error("harness `{harness}` has an empty `{template}` command template")]
+    EmptyTemplate { harness: String, template: &'static str },
+    #[error(
+        "could not ask `{program}` for a new chat id\nhint: is `{program}` installed and logged in?"
+    )]
+    NewChat {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{program} create-chat` failed ({status}): {output}")]
+    NewChatFailed { program: String, status: String, output: String },
+}
+
+/// A harness conversation id: `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, so it can never start
+/// a flag or a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConversationId(String);
+
+impl ConversationId {
+    pub fn parse(id: &str) -> Result<Self, HarnessError> {
+        let mut bytes = id.bytes();
+        let ok = id.len() <= CONVERSATION_ID_MAX
+            && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if ok {
+            Ok(Self(id.to_owned()))
+        } else {
+            Err(HarnessError::ConversationId { id: id.to_owned() })
+        }
+    }
+
+    /// A new random (v4) UUID.
+    pub fn new_uuid() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ConversationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a work item asked to run on (its frozen selection), before the operator's
+/// declarations filter it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LaunchChoice {
+    pub model: Option<String>,
+    pub effort: Option<String>,
+}
+
+/// A harness command line and the handles the session record keeps about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// Program first; never contains a prompt.
+    pub argv: Vec<String>,
+    pub conversation: ConversationId,
+    /// Whether this launch resumes an existing conversation.
+    pub resumed: bool,
+    /// The model actually passed (a declared one), if any.
+    pub model: Option<String>,
+    /// The effort actually passed (a declared one), if any.
+    pub effort: Option<String>,
+    /// The operator's arguments as launched.
+    pub harness_args: Vec<String>,
+}
+
+/// An agent CLI the-loop can host in tmux.
+pub trait Harness: fmt::Debug + Send + Sync {
+    /// The name recorded in the session record (`claude`, `cursor`, or the configured
+    /// name of a command harness).
+    fn name(&self) -> &str;
+
+    /// Mints the id of a new conversation.
+    fn new_conversation(&self) -> Result<ConversationId, HarnessError>;
+
+    /// The command line starting the (new) conversation `conversation`.
+    fn fresh(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError>;
+
+    /// The command line resuming `conversation`.
+    fn resume(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError>;
+}
+
+/// The models and efforts the operator declared for a harness; anything else a work item
+/// asks for is dropped (the session launches on the operator's own arguments).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declared {
+    pub models: Vec<String>,
+    pub efforts: Vec<String>,
+}
+
+impl Declared {
+    fn model(&self, choice: &LaunchChoice) -> Option<String> {
+        pick(&self.models, choice.model.as_deref())
+    }
+
+    fn effort(&self, choice: &LaunchChoice) -> Option<String> {
+        pick(&self.efforts, choice.effort.as_deref())
+    }
+}
+
+fn pick(declared: &[String], wanted: Option<&str>) -> Option<String> {
+    let wanted = wanted?;
+    let found = declared.iter().find(|value| value.as_str() == wanted).cloned();
+    if found.is_none() {
+        tracing::warn!(value = wanted, "not declared by the operator; launching without it");
+    }
+    found
+}
+
+/// Claude Code.
+#[derive(Debug, Clone)]
+pub struct ClaudeCode {
+    /// The executable (`claude`).
+    pub program: String,
+    /// `routing.harnessArgs.claude`.
+    pub args: Vec<String>,
+    pub declared: Declared,
+}
+
+impl ClaudeCode {
+    pub fn new(args: Vec<String>, declared: Declared) -> Self {
+        Self { program: "claude".to_owned(), args, declared }
+    }
+
+    fn launch(
+        &self,
+        flag: &str,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+        resumed: bool,
+    ) -> Launch {
+        let model = self.declared.model(choice);
+        let effort = self.declared.effort(choice);
+        let mut argv = vec![self.program.clone(), flag.to_owned(), conversation.to_string()];
+        argv.extend(self.args.iter().cloned());
+        push_pair(&mut argv, "--model", model.as_deref());
+        push_pair(&mut argv, "--effort", effort.as_deref());
+        Launch {
+            argv,
+            conversation: conversation.clone(),
+            resumed,
+            model,
+            effort,
+            harness_args: self.args.clone(),
+        }
+    }
+}
+
+impl Harness for ClaudeCode {
+    fn name(&self) -> &str {
+        "claude"
+    }
+
+    fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
+        Ok(ConversationId::new_uuid())
+    }
+
+    fn fresh(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        Ok(self.launch("--session-id", conversation, choice, false))
+    }
+
+    fn resume(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        Ok(self.launch("--resume", conversation, choice, true))
+    }
+}
+
+/// Cursor agent. Its interactive mode cannot be given a new id, so a chat is created
+/// first (`cursor-agent create-chat` prints its id) and then opened with `--resume`.
+#[derive(Debug, Clone)]
+pub struct CursorAgent {
+    /// The executable (`cursor-agent`).
+    pub program: String,
+    /// `routing.harnessArgs.cursor`.
+    pub args: Vec<String>,
+    /// Cursor takes a model (`--model`); it has no effort setting.
+    pub declared: Declared,
+}
+
+impl CursorAgent {
+    pub fn new(args: Vec<String>, declared: Declared) -> Self {
+        Self { program: "cursor-agent".to_owned(), args, declared }
+    }
+
+    fn launch(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+        resumed: bool,
+    ) -> Launch {
+        let model = self.declared.model(choice);
+        let mut argv = vec![self.program.clone(), "--resume".to_owned(), conversation.to_string()];
+        argv.extend(self.args.iter().cloned());
+        push_pair(&mut argv, "--model", model.as_deref());
+        Launch {
+            argv,
+            conversation: conversation.clone(),
+            resumed,
+            model,
+            effort: None,
+            harness_args: self.args.clone(),
+        }
+    }
+}
+
+impl Harness for CursorAgent {
+    fn name(&self) -> &str {
+        "cursor"
+    }
+
+    fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
+        let output =
+            Command::new(&self.program).arg("create-chat").stdin(Stdio::null()).output().map_err(
+                |source| HarnessError::NewChat { program: self.program.clone(), source },
+            )?;
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            return Err(HarnessError::NewChatFailed {
+                program: self.program.clone(),
+                status: output.status.to_string(),
+                output: if stderr.is_empty() { stdout } else { stderr },
+            });
+        }
+        ConversationId::parse(&stdout)
+    }
+
+    fn fresh(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        Ok(self.launch(conversation, choice, false))
+    }
+
+    fn resume(
+        &self,
+        conversation: &ConversationId,
+        choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        Ok(self.launch(conversation, choice, true))
+    }
+}
+
+/// Any terminal agent, described by argv templates. Every `{session_id}` in an element
+/// is replaced by the conversation id (a fresh UUID for a new conversation).
+#[derive(Debug, Clone)]
+pub struct CommandHarness {
+    pub name: String,
+    /// Starts a new conversation.
+    pub fresh: Vec<String>,
+    /// Resumes one; `None`: the agent cannot resume (a respawn starts fresh).
+    pub resume: Option<Vec<String>>,
+}
+
+impl CommandHarness {
+    fn launch(
+        &self,
+        template: &[String],
+        which: &'static str,
+        conversation: &ConversationId,
+        resumed: bool,
+    ) -> Result<Launch, HarnessError> {
+        if template.is_empty() {
+            return Err(HarnessError::EmptyTemplate {
+                harness: self.name.clone(),
+                template: which,
+            });
+        }
+        let argv = template
+            .iter()
+            .map(|element| element.replace(SESSION_ID_PLACEHOLDER, conversation.as_str()))
+            .collect();
+        Ok(Launch {
+            argv,
+            conversation: conversation.clone(),
+            resumed,
+            model: None,
+            effort: None,
+            harness_args: Vec::new(),
+        })
+    }
+}
+
+impl Harness for CommandHarness {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
+        Ok(ConversationId::new_uuid())
+    }
+
+    fn fresh(
+        &self,
+        conversation: &ConversationId,
+        _choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        self.launch(&self.fresh, "fresh", conversation, false)
+    }
+
+    fn resume(
+        &self,
+        conversation: &ConversationId,
+        _choice: &LaunchChoice,
+    ) -> Result<Launch, HarnessError> {
+        match &self.resume {
+            Some(template) => self.launch(template, "resume", conversation, true),
+            None => Err(HarnessError::NoResume {
+                harness: self.name.clone(),
+                why: "no resume command is configured".to_owned(),
+            }),
+        }
+    }
+}
+
+fn push_pair(argv: &mut Vec<String>, flag: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        argv.extend([flag.to_owned(), value.to_owned()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> ConversationId {
+        ConversationId::parse(s).unwrap()
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn conversation_ids_can_never_be_flags_or_paths() {
+        for ok in ["a", "0b6e7c1e-1d2f-4c55-9a0e-8f1f5d1c2b3a", "chat_1.x-y"] {
+            assert!(ConversationId::parse(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(129);
+        for bad in ["", "-x", "--resume", ".hidden", "a/b", "../x", "a b", "a;b", long.as_str()] {
+            assert!(ConversationId::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(ConversationId::parse(ConversationId::new_uuid().as_str()).is_ok());
+    }
+
+    #[test]
+    fn claude_fresh_and_resume_put_operator_args_after_the_id_pair() {
+        let claude =
+            ClaudeCode::new(strings(&["--permission-mode", "acceptEdits"]), Declared::default());
+        let fresh = claude.fresh(&id("u-1"), &LaunchChoice::default()).unwrap();
+        assert_eq!(
+            fresh.argv,
+            strings(&["claude", "--session-id", "u-1", "--permission-mode", "acceptEdits"])
+        );
+        assert!(!fresh.resumed);
+        let resume = claude.resume(&id("u-1"), &LaunchChoice::default()).unwrap();
+        assert_eq!(
+            resume.argv,
+            strings(&["claude", "--resume", "u-1", "--permission-mode", "acceptEdits"])
+        );
+        assert!(resume.resumed);
+        assert_eq!(resume.harness_args, strings(&["--permission-mode", "acceptEdits"]));
+    }
+
+    #[test]
+    fn model_and_effort_are_passed_only_when_the_operator_declared_them() {
+        let declared = Declared { models: strings(&["opus"]), efforts: strings(&["high"]) };
+        let claude = ClaudeCode::new(Vec::new(), declared);
+        let chosen = LaunchChoice { model: Some("opus".into()), effort: Some("high".into()) };
+        let launch = claude.fresh(&id("u"), &chosen).unwrap();
+        assert_eq!(
+            launch.argv,
+            strings(&["claude", "--session-id", "u", "--model", "opus", "--effort", "high"])
+        );
+        assert_eq!(
+            (launch.model.as_deref(), launch.effort.as_deref()),
+            (Some("opus"), Some("high"))
+        );
+        let undeclared = LaunchChoice { model: Some("--evil".into()), effort: Some("max".into()) };
+        let launch = claude.resume(&id("u"), &undeclared).unwrap();
+        assert_eq!(launch.argv, strings(&["claude", "--resume", "u"]));
+        assert_eq!((launch.model, launch.effort), (None, None));
+    }
+
+    #[test]
+    fn cursor_opens_a_created_chat_with_resume_and_has_no_effort() {
+        let cursor = CursorAgent::new(
+            strings(&["--force"]),
+            Declared { models: strings(&["gpt-5"]), efforts: strings(&["high"]) },
+        );
+        let chosen = LaunchChoice { model: Some("gpt-5".into()), effort: Some("high".into()) };
+        let launch = cursor.fresh(&id("chat-9"), &chosen).unwrap();
+        assert_eq!(
+            launch.argv,
+            strings(&["cursor-agent", "--resume", "chat-9", "--force", "--model", "gpt-5"])
+        );
+        assert_eq!(launch.effort, None);
+    }
+
+    /// A `cursor-agent` stand-in whose `create-chat` prints `chat`.
+    fn fake_cursor(dir: &std::path::Path, chat: &str) -> CursorAgent {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join(format!("cursor-agent-{}", chat.len()));
+        std::fs::write(&script, format!("#!/bin/sh\n[ \"$1\" = create-chat ] && echo '{chat}'\n"))
+            .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cursor = CursorAgent::new(Vec::new(), Declared::default());
+        cursor.program = script.display().to_string();
+        cursor
+    }
+
+    #[test]
+    fn cursor_reads_the_new_chat_id_from_create_chat_and_validates_it() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(fake_cursor(dir.path(), "chat-42").new_conversation().unwrap(), id("chat-42"));
+        let flag = fake_cursor(dir.path(), "--oops-flag");
+        assert!(matches!(flag.new_conversation(), Err(HarnessError::ConversationId { .. })));
+        let mut missing = CursorAgent::new(Vec::new(), Declared::default());
+        missing.program = dir.path().join("absent").display().to_string();
+        assert!(matches!(missing.new_conversation(), Err(HarnessError::NewChat { .. })));
+    }
+
+    #[test]
+    fn a_command_harness_fills_the_session_id_into_its_templates() {
+        let harness = CommandHarness {
+            name: "stand-in".into(),
+            fresh: strings(&[
+                "agent",
+                "--session-id",
+                "{session_id}",
+                "--log=/tmp/{session_id}.log",
+            ]),
+            resume: Some(strings(&["agent", "--resume", "{session_id}"])),
+        };
+        let fresh = harness.fresh(&id("abc"), &LaunchChoice::default()).unwrap();
+        assert_eq!(fresh.argv, strings(&["agent", "--session-id", "abc", "--log=/tmp/abc.log"]));
+        let resume = harness.resume(&id("abc"), &LaunchChoice::default()).unwrap();
+        assert_eq!(resume.argv, strings(&["agent", "--resume", "abc"]));
+        let no_resume = CommandHarness { resume: None, ..harness };
+        assert!(matches!(
+            no_resume.resume(&id("abc"), &LaunchChoice::default()),
+            Err(HarnessError::NoResume { .. })
+        ));
+    }
+}

@@ -1,0 +1,207 @@
+//! Session lifecycles built from the runner and a harness: first spawn, respawn of a dead
+//! session (resume the recorded conversation, verify it survived the probe delay, else
+//! start fresh), delivery with respawn, and settling a session on close.
+//!
+//! These are effects only. Whether to spawn, respawn or close, and what to write in the
+//! local session record afterwards, is the caller's decision: every function returns the
+//! [`Launch`] (conversation id, model, effort, arguments) the record should keep.
+
+use std::time::Duration;
+
+use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
+use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
+
+/// Why a lifecycle step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Tmux(#[from] TmuxError),
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+    #[error(
+        "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted\nhint: look at it with `tmux attach -r -t {target}`"
+    )]
+    NotReady { target: String, within: Duration },
+}
+
+/// How spawns and respawns behave; from `routing.tmux`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RespawnSettings {
+    /// `resumeOnRespawn`: try the recorded conversation first.
+    pub resume: bool,
+    /// `resumeProbeSeconds`: how long a resumed harness must stay up to count.
+    pub probe: Duration,
+    /// How long a new harness may take to start reading input before its first prompt.
+    pub ready_within: Duration,
+}
+
+impl Default for RespawnSettings {
+    fn default() -> Self {
+        Self { resume: true, probe: Duration::from_secs(2), ready_within: Duration::from_secs(60) }
+    }
+}
+
+/// A respawn's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Respawned {
+    pub launch: Launch,
+    /// Why resuming was not possible or did not hold, when the launch is fresh after a
+    /// resume was wanted (for `session.resume_failed`).
+    pub resume_failure: Option<String>,
+}
+
+/// What [`deliver_or_respawn`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    /// Pasted into the live session.
+    Pasted,
+    /// The session was dead or absent: respawned, and the text pasted as its first prompt.
+    Respawned(Respawned),
+}
+
+/// Starts a new conversation at `site`, then pastes `prompt` once the harness reads input.
+pub fn spawn_fresh(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    site: &SessionSite,
+    choice: &LaunchChoice,
+    prompt: &str,
+    settings: &RespawnSettings,
+) -> Result<Launch, SessionError> {
+    let launch = harness.fresh(&harness.new_conversation()?, choice)?;
+    tmux.spawn(site, &launch.argv)?;
+    paste_first_prompt(tmux, site, prompt, settings)?;
+    Ok(launch)
+}
+
+/// Brings a dead or absent session back: resumes `recorded` when allowed, valid and
+/// supported, and keeps that launch only if the harness survives the probe; otherwise
+/// starts a fresh conversation. Then pastes `prompt` as the first prompt.
+pub fn respawn(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    site: &SessionSite,
+    recorded: Option<&str>,
+    choice: &LaunchChoice,
+    prompt: &str,
+    settings: &RespawnSettings,
+) -> Result<Respawned, SessionError> {
+    let mut resume_failure = None;
+    if settings.resume {
+        match try_resume(tmux, harness, site, recorded, choice, settings.probe) {
+            Ok(launch) => {
+                paste_first_prompt(tmux, site, prompt, settings)?;
+                return Ok(Respawned { launch, resume_failure: None });
+            }
+            // A live occupant is not ours to replace: say so, the caller delivers into it.
+            Err(SessionError::Tmux(err @ TmuxError::SessionLive { .. })) => return Err(err.into()),
+            Err(err) => resume_failure = Some(err.to_string()),
+        }
+    }
+    let launch = harness.fresh(&harness.new_conversation()?, choice)?;
+    tmux.spawn(site, &launch.argv)?;
+    paste_first_prompt(tmux, site, prompt, settings)?;
+    Ok(Respawned { launch, resume_failure })
+}
+
+fn try_resume(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    site: &SessionSite,
+    recorded: Option<&str>,
+    choice: &LaunchChoice,
+    probe: Duration,
+) -> Result<Launch, SessionError> {
+    let recorded = recorded.ok_or_else(|| HarnessError::NoResume {
+        harness: harness.name().to_owned(),
+        why: "no conversation id is recorded".to_owned(),
+    })?;
+    let launch = harness.resume(&ConversationId::parse(recorded)?, choice)?;
+    tmux.spawn(site, &launch.argv)?;
+    if tmux.survived(&site.target, probe)? {
+        Ok(launch)
+    } else {
+        Err(HarnessError::NoResume {
+            harness: harness.name().to_owned(),
+            why: format!("the resumed harness exited within {probe:?}"),
+        }
+        .into())
+    }
+}
+
+/// Pastes `text` into the session; when nothing runs there, respawns it (see
+/// [`respawn`]) with `text` as the new harness's first prompt.
+pub fn deliver_or_respawn(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    site: &SessionSite,
+    recorded: Option<&str>,
+    choice: &LaunchChoice,
+    text: &str,
+    settings: &RespawnSettings,
+) -> Result<Delivered, SessionError> {
+    match tmux.deliver(&site.target, text) {
+        Ok(()) => Ok(Delivered::Pasted),
+        Err(DeliveryError::SessionMissing { .. }) => {
+            respawn(tmux, harness, site, recorded, choice, text, settings).map(Delivered::Respawned)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn paste_first_prompt(
+    tmux: &Tmux,
+    site: &SessionSite,
+    prompt: &str,
+    settings: &RespawnSettings,
+) -> Result<(), SessionError> {
+    if !tmux.await_input_ready(&site.target, settings.ready_within)? {
+        return Err(SessionError::NotReady {
+            target: site.target.clone(),
+            within: settings.ready_within,
+        });
+    }
+    tmux.deliver(&site.target, prompt)?;
+    Ok(())
+}
+
+/// What closing does to the tmux session; from `routing.tmux`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloseSettings {
+    /// `keepSessionOnClose`: keep the session (and its scrollback) attachable.
+    pub keep_session: bool,
+    /// `killHarnessOnClose`: end the harness inside a kept session.
+    pub kill_harness: bool,
+    /// `harnessKillGraceSeconds`: SIGTERM to SIGKILL.
+    pub grace: Duration,
+}
+
+impl Default for CloseSettings {
+    fn default() -> Self {
+        Self { keep_session: true, kill_harness: true, grace: Duration::from_secs(5) }
+    }
+}
+
+/// What settling a session did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The session was kept; the harness was ended (`Some`) or left running (`None`).
+    Kept { termination: Option<Termination> },
+    /// The session was killed (`existed: false`: it was already gone).
+    Killed { existed: bool },
+}
+
+/// Applies the retention rules to a closing session.
+pub fn settle(tmux: &Tmux, target: &str, settings: &CloseSettings) -> Result<Settled, TmuxError> {
+    if !settings.keep_session {
+        return Ok(Settled::Killed { existed: tmux.kill_session(target)? });
+    }
+    let termination = if settings.kill_harness {
+        Some(tmux.terminate_harness(target, settings.grace)?)
+    } else {
+        None
+    };
+    Ok(Settled::Kept { termination })
+}

@@ -1,0 +1,277 @@
+//! Session lifecycles (spawn, respawn with resume and fallback, close retention) with the
+//! stand-in hosted through a command harness, on real tmux.
+
+use std::time::Duration;
+
+use loop_core::WorkItemRef;
+use loop_sessions::{
+    CloseSettings, CommandHarness, Delivered, LaunchChoice, Liveness, RespawnSettings,
+    SessionError, SessionSite, Settled, Termination, TmuxError, session,
+};
+
+use crate::support::{Lab, wait_for};
+
+fn site(lab: &Lab) -> SessionSite {
+    let item: WorkItemRef = "github:octo/app#15".parse().expect("a valid ref");
+    SessionSite::for_work_item(&item, lab.dir.path().to_owned(), None)
+}
+
+/// The stand-in as a command harness; `resume_extra` is added to the resume template.
+fn stand_in_harness(lab: &Lab, resume_extra: &[&str]) -> CommandHarness {
+    let mut resume = lab.stand_in_argv(&["--resume", "{session_id}"]);
+    resume.extend(resume_extra.iter().map(|s| s.to_string()));
+    CommandHarness {
+        name: "stand-in".into(),
+        fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
+        resume: Some(resume),
+    }
+}
+
+fn settings() -> RespawnSettings {
+    RespawnSettings {
+        resume: true,
+        probe: Duration::from_millis(500),
+        ready_within: Duration::from_secs(10),
+    }
+}
+
+/// Kills the harness process in the pane (the pane stays, dead).
+fn kill_harness(lab: &Lab, site: &SessionSite) {
+    let output =
+        lab.tmux_raw(&["list-panes", "-t", &format!("={}", site.target), "-F", "#{pane_pid}"]);
+    let pid = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(
+        std::process::Command::new("kill").args(["-9", &pid]).status().expect("kill").success()
+    );
+    wait_for("the pane to die", || {
+        (lab.tmux.liveness(&site.target).ok() == Some(Liveness::Dead)).then_some(())
+    });
+}
+
+fn argv_of(launch: &serde_json::Value) -> Vec<String> {
+    launch["argv"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|a| a.as_str().expect("str").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_fresh_spawn_pastes_the_first_prompt_once_the_harness_reads_input() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    let launch = session::spawn_fresh(
+        &lab.tmux,
+        &harness,
+        &site,
+        &LaunchChoice::default(),
+        "boot\nprompt",
+        &settings(),
+    )
+    .expect("spawned");
+    assert!(!launch.resumed);
+    let messages = wait_for("the boot prompt", || Some(lab.messages()).filter(|m| !m.is_empty()));
+    assert_eq!(messages, ["boot\nprompt"]);
+    let launches = lab.launches();
+    let argv = argv_of(&launches[0]);
+    assert_eq!(
+        argv[argv.len() - 2..],
+        ["--session-id".to_owned(), launch.conversation.to_string()]
+    );
+    assert!(!argv.iter().any(|a| a.contains("boot")), "the prompt is never an argument");
+}
+
+#[test]
+fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    let first = session::spawn_fresh(
+        &lab.tmux,
+        &harness,
+        &site,
+        &LaunchChoice::default(),
+        "boot",
+        &settings(),
+    )
+    .expect("spawned");
+    wait_for("the boot prompt", || Some(lab.messages()).filter(|m| m.len() == 1));
+    kill_harness(&lab, &site);
+    let recorded = first.conversation.to_string();
+    let outcome = session::deliver_or_respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some(&recorded),
+        &LaunchChoice::default(),
+        "the next event",
+        &settings(),
+    )
+    .expect("respawned");
+    let Delivered::Respawned(respawned) = outcome else {
+        panic!("expected a respawn, got {outcome:?}")
+    };
+    assert!(respawned.launch.resumed);
+    assert_eq!(respawned.launch.conversation, first.conversation, "the conversation id is kept");
+    assert_eq!(respawned.resume_failure, None);
+    let messages = wait_for("the event", || Some(lab.messages()).filter(|m| m.len() == 2));
+    assert_eq!(messages[1], "the next event");
+    let launches = lab.launches();
+    assert_eq!(launches.len(), 2);
+    assert_eq!(
+        argv_of(&launches[1])[argv_of(&launches[1]).len() - 2..],
+        ["--resume".to_owned(), recorded]
+    );
+    let again = session::deliver_or_respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some(first.conversation.as_str()),
+        &LaunchChoice::default(),
+        "and another",
+        &settings(),
+    )
+    .expect("delivered");
+    assert_eq!(again, Delivered::Pasted);
+    wait_for("the third message", || Some(lab.messages()).filter(|m| m.len() == 3));
+}
+
+#[test]
+fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &["--fail-resume"]);
+    let site = site(&lab);
+    let respawned = session::respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some("lost-conversation"),
+        &LaunchChoice::default(),
+        "event",
+        &settings(),
+    )
+    .expect("respawned fresh");
+    assert!(!respawned.launch.resumed);
+    assert_ne!(respawned.launch.conversation.as_str(), "lost-conversation");
+    assert!(respawned.resume_failure.expect("a reason").contains("exited within"));
+    let launches = lab.launches();
+    assert_eq!(launches.len(), 2, "one resume attempt, then one fresh start");
+    assert!(argv_of(&launches[0]).contains(&"--resume".to_owned()));
+    assert!(argv_of(&launches[1]).contains(&"--session-id".to_owned()));
+    wait_for("the event", || Some(lab.messages()).filter(|m| m == &["event"]));
+}
+
+#[test]
+fn a_flag_shaped_recorded_id_is_never_passed_to_the_harness() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    let respawned = session::respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some("--dangerously-skip-permissions"),
+        &LaunchChoice::default(),
+        "event",
+        &settings(),
+    )
+    .expect("respawned fresh");
+    assert!(!respawned.launch.resumed);
+    assert!(
+        respawned.resume_failure.expect("a reason").contains("not a resumable conversation id")
+    );
+    let launches = lab.launches();
+    assert_eq!(launches.len(), 1, "no resume was attempted");
+    assert!(!argv_of(&launches[0]).iter().any(|a| a.contains("dangerously")));
+}
+
+#[test]
+fn resume_on_respawn_off_starts_fresh_without_trying() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    let settings = RespawnSettings { resume: false, ..settings() };
+    let respawned = session::respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some("abc"),
+        &LaunchChoice::default(),
+        "e",
+        &settings,
+    )
+    .expect("respawned");
+    assert!(!respawned.launch.resumed);
+    assert_eq!(respawned.resume_failure, None);
+    assert_eq!(lab.launches().len(), 1);
+}
+
+#[test]
+fn respawn_refuses_to_replace_a_live_occupant() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+    let err = session::respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some("abc"),
+        &LaunchChoice::default(),
+        "e",
+        &settings(),
+    )
+    .expect_err("occupied");
+    assert!(matches!(err, SessionError::Tmux(TmuxError::SessionLive { .. })), "{err}");
+    assert_eq!(lab.launches().len(), 1);
+}
+
+#[test]
+fn closing_by_default_keeps_the_session_and_ends_the_harness() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+    let settled =
+        session::settle(&lab.tmux, &site.target, &CloseSettings::default()).expect("settled");
+    assert_eq!(settled, Settled::Kept { termination: Some(Termination::Terminated) });
+    assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Dead);
+}
+
+#[test]
+fn closing_with_kill_harness_off_leaves_the_harness_running() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+    let close = CloseSettings { kill_harness: false, ..CloseSettings::default() };
+    assert_eq!(
+        session::settle(&lab.tmux, &site.target, &close).expect("settled"),
+        Settled::Kept { termination: None }
+    );
+    assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Live);
+}
+
+#[test]
+fn closing_with_keep_session_off_kills_the_session() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+    let close = CloseSettings { keep_session: false, ..CloseSettings::default() };
+    assert_eq!(
+        session::settle(&lab.tmux, &site.target, &close).expect("settled"),
+        Settled::Killed { existed: true }
+    );
+    assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Absent);
+    assert_eq!(
+        session::settle(&lab.tmux, &site.target, &close).expect("settled"),
+        Settled::Killed { existed: false }
+    );
+}

@@ -412,7 +412,11 @@ impl GithubClient {
         };
         let body = json!({ "content": reaction.as_str() });
         let answer = self.transport.post(&url, &body, Resource::Core, false).await?;
-        let _reaction: RawReaction = decode_bytes(&url, &answer.body)?;
+        let added: RawReaction = decode_bytes(&url, &answer.body)?;
+        if added.content != reaction.as_str() {
+            let reason = format!("asked for `{}`, got `{}`", reaction.as_str(), added.content);
+            return Err(malformed(&url, &reason));
+        }
         Ok(())
     }
 
@@ -540,6 +544,15 @@ impl<'a> LinkedIssuesQuery<'a> {
         host: Option<&str>,
     ) -> Result<BTreeMap<WorkItemRef, Vec<WorkItemRef>>, GithubError> {
         if let Some(errors) = response.get("errors").and_then(Value::as_array) {
+            let error_type = |e: &Value| e.get("type").and_then(Value::as_str).map(str::to_owned);
+            if errors.iter().any(|e| error_type(e).as_deref() == Some("RATE_LIMITED")) {
+                return Err(GithubError::Transient {
+                    method: "POST".to_owned(),
+                    url: url.to_owned(),
+                    attempts: 1,
+                    reason: "the GraphQL rate limit is spent".to_owned(),
+                });
+            }
             let doubtful: Vec<&str> = errors
                 .iter()
                 .filter(|e| e.get("type").and_then(Value::as_str) != Some("NOT_FOUND"))
@@ -700,7 +713,6 @@ struct RawReviewComment {
 
 #[derive(Debug, Deserialize)]
 struct RawReaction {
-    #[allow(dead_code, reason = "decoded only to prove the answer is a reaction")]
     content: String,
 }
 

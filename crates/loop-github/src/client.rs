@@ -68,6 +68,9 @@ pub struct GithubSettings {
     pub retry_backoff: Duration,
     /// How many URLs' `ETag`s and bodies are remembered for conditional requests.
     pub etag_cache_entries: usize,
+    /// How many requests may be in flight at once (GitHub's secondary limits punish
+    /// bursts of concurrent requests).
+    pub max_concurrent_requests: usize,
 }
 
 impl GithubSettings {
@@ -81,6 +84,7 @@ impl GithubSettings {
             max_retries: 3,
             retry_backoff: Duration::from_secs(1),
             etag_cache_entries: 4096,
+            max_concurrent_requests: 8,
         }
     }
 }
@@ -214,13 +218,15 @@ struct Shared {
 /// The HTTP side of a GitHub client for one host. Cheap to clone; clones share the token,
 /// the ETag cache and the rate-limit view.
 #[derive(Debug, Clone)]
-pub struct Transport {
+pub(crate) struct Transport {
     settings: Arc<GithubSettings>,
     endpoints: ApiEndpoints,
     http: reqwest::Client,
     tokens: Arc<TokenSource>,
     clock: Arc<dyn Clock>,
     shared: Arc<Shared>,
+    /// One permit per request in flight; every clone of the client draws from it.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 /// The outcome of one HTTP attempt, before retries are decided.
@@ -242,7 +248,7 @@ enum Attempt {
 }
 
 impl Transport {
-    pub fn new(
+    pub(crate) fn new(
         settings: GithubSettings,
         tokens: TokenSource,
         clock: Arc<dyn Clock>,
@@ -264,7 +270,10 @@ impl Transport {
             }),
             ..Shared::default()
         };
+        let in_flight =
+            Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_requests.max(1)));
         Ok(Self {
+            in_flight,
             settings: Arc::new(settings),
             endpoints,
             http,
@@ -274,11 +283,11 @@ impl Transport {
         })
     }
 
-    pub fn host(&self) -> &str {
+    pub(crate) fn host(&self) -> &str {
         &self.settings.host
     }
 
-    pub fn endpoints(&self) -> &ApiEndpoints {
+    pub(crate) fn endpoints(&self) -> &ApiEndpoints {
         &self.endpoints
     }
 
@@ -291,12 +300,12 @@ impl Transport {
     }
 
     /// The last reported state of each rate-limit bucket.
-    pub fn rate_limits(&self) -> BTreeMap<Resource, RateLimit> {
+    pub(crate) fn rate_limits(&self) -> BTreeMap<Resource, RateLimit> {
         lock(&self.shared.rate_limits).clone()
     }
 
     /// How many answers of each HTTP status this client has received (304s included).
-    pub fn answers_by_status(&self) -> BTreeMap<u16, u64> {
+    pub(crate) fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         lock(&self.shared.statuses).clone()
     }
 
@@ -482,6 +491,8 @@ impl Transport {
             request =
                 request.header(header::CONTENT_TYPE, "application/json").body(body.to_string());
         }
+        // Held until the body is read. The semaphore is never closed, so this only waits.
+        let _permit = self.in_flight.acquire().await.ok();
         let response = match request.send().await {
             Ok(response) => response,
             Err(err) => {

@@ -20,6 +20,10 @@ pub struct RequestRecord {
     /// The path as requested (with `/api/v3` for the Enterprise layout).
     pub path: String,
     pub status: u16,
+    /// The `X-GitHub-Api-Version` the request asked for, if any.
+    pub api_version: Option<String>,
+    /// The `Accept` header, if any.
+    pub accept: Option<String>,
 }
 
 /// The requests answered so far (or since the log was last cleared).
@@ -80,6 +84,8 @@ mod tests {
             endpoint: endpoint.into(),
             path: String::new(),
             status,
+            api_version: None,
+            accept: None,
         };
         let log = RequestLog {
             records: vec![

@@ -37,6 +37,10 @@ use crate::shapes::{self, Urls};
 use crate::webhook::{self, Delivery, WebhookTarget};
 use crate::world::{Action, InlineDraft, Outcome, ReactionSubject, ReviewState, World, WorldError};
 
+/// The `X-GitHub-Api-Version`s GitHub accepts; any other is refused with 400, as GitHub
+/// does.
+const API_VERSIONS: [&str; 2] = ["2022-11-28", "2026-03-10"];
+
 /// How the simulated GitHub presents itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimSettings {
@@ -597,11 +601,15 @@ async fn github(State(state): State<Arc<SimState>>, request: Request) -> Respons
     let routed = route(&method, &path);
     let endpoint = routed.as_ref().map_or(path.clone(), |r| r.endpoint.to_owned());
     let response = answer(&state, &parts.headers, &method, &path, &query, &body, routed).await;
+    let header =
+        |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     lock(&state.log).records.push(RequestRecord {
         method: method.to_string(),
         endpoint,
         path,
         status: response.status().as_u16(),
+        api_version: header("x-github-api-version"),
+        accept: header("accept"),
     });
     response
 }
@@ -625,6 +633,11 @@ async fn answer(
             ),
             false,
         );
+    }
+    let version = headers.get("x-github-api-version").and_then(|v| v.to_str().ok());
+    if version.is_some_and(|v| !API_VERSIONS.contains(&v)) {
+        let message = format!("Invalid API version: {}", version.unwrap_or_default());
+        return finish(state, None, Reply::error(StatusCode::BAD_REQUEST, &message), false);
     }
     let Some(route) = routed else {
         return finish(state, None, Reply::error(StatusCode::NOT_FOUND, "Not Found"), false);

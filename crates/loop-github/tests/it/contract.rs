@@ -104,6 +104,14 @@ async fn every_rest_operation_the_client_calls_is_in_githubs_description_and_no_
         .filter(|r| r.endpoint != "/graphql")
         .map(|r| (r.method.to_ascii_lowercase(), r.endpoint.clone()))
         .collect();
+    for record in sim.requests().records {
+        assert_eq!(
+            record.api_version.as_deref(),
+            Some(loop_github::client::API_VERSION),
+            "{record:?}"
+        );
+        assert_eq!(record.accept.as_deref(), Some("application/vnd.github+json"), "{record:?}");
+    }
     let doc = description();
     let described: BTreeSet<(String, String)> = doc["paths"]
         .as_object()

@@ -15,13 +15,20 @@ async fn requests_need_a_user_agent_and_a_token_like_on_github() {
     assert_eq!(no_token.status(), 401);
     let fine = github(&http, Method::GET, &url).send().await.unwrap();
     assert_eq!(fine.status(), 200);
+    let bad_version = github(&http, Method::GET, &url)
+        .header("X-GitHub-Api-Version", "1999-01-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_version.status(), 400, "an unknown API version is refused");
     let unknown = github(&http, Method::GET, &format!("{}/repos/octo/app/milestones", sim.url()))
         .send()
         .await
         .unwrap();
     assert_eq!(unknown.status(), 404);
     let counts = sim.requests().counts();
-    assert_eq!(counts["GET /repos/{owner}/{repo}/issues"].values().sum::<u64>(), 3);
+    assert_eq!(counts["GET /repos/{owner}/{repo}/issues"].values().sum::<u64>(), 4);
+    assert_eq!(counts["GET /repos/{owner}/{repo}/issues"][&400], 1);
     assert_eq!(
         counts["GET /repos/octo/app/milestones"][&404], 1,
         "unrouted paths are logged as requested"

@@ -7,12 +7,16 @@
 //!
 //! Layout:
 //! - [`tmux`]: spawn, liveness, paste delivery (control-mode client), settle, attach.
+//! - [`cleanup`]: the local teardown of a work item (sessions, checkouts, record).
 //! - [`harness`]: Claude Code, Cursor agent and command-template adapters.
+//! - [`registry`]: the rules of the local session record (statuses, PR endpoints, routing).
 //! - [`session`]: first spawn, respawn with resume fallback, delivery, close retention.
 //! - [`trust`]: Claude Code trust pre-seeding in the user's harness config.
 //! - [`workspace`]: per-endpoint git checkouts (worktree or clone) and their removal.
 
+pub mod cleanup;
 pub mod harness;
+pub mod registry;
 pub mod session;
 pub mod tmux;
 pub mod trust;

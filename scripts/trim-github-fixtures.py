@@ -9,10 +9,14 @@ writes only what the-loop uses:
   (OPERATIONS below), with every component they reference, descriptions and examples
   dropped;
 - crates/loop-sim/fixtures/webhook-examples.json: one example per (event, action) the
-  simulator emits (WEBHOOKS below).
+  simulator emits (WEBHOOKS below);
+- crates/loop-github/tests/fixtures/github-graphql-schema.json: the GraphQL types and
+  fields the client asks for and the simulator answers (GRAPHQL_FIELDS below), from
+  `@octokit/graphql-schema`'s introspection result.
 
-Both packages are MIT-licensed; their licence text is written beside the fixtures.
+All three packages are MIT-licensed; their licence text is written beside the fixtures.
 Usage: scripts/trim-github-fixtures.py [--openapi-version V] [--webhooks-version V]
+                                      [--graphql-version V]
 Keep OPERATIONS in step with crates/loop-github/src/api.rs (a test checks it).
 """
 import argparse
@@ -25,6 +29,18 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OPENAPI_OUT = ROOT / "crates/loop-github/tests/fixtures/github-openapi.json"
 WEBHOOKS_OUT = ROOT / "crates/loop-sim/fixtures/webhook-examples.json"
+GRAPHQL_OUT = ROOT / "crates/loop-github/tests/fixtures/github-graphql-schema.json"
+
+# Keep in step with crates/loop-sim/src/graphql.rs (what the simulator resolves).
+GRAPHQL_FIELDS = {
+    "Query": ["repository"],
+    "Repository": ["id", "name", "nameWithOwner", "owner", "pullRequest", "issue"],
+    "RepositoryOwner": ["login"],
+    "PullRequest": ["id", "number", "title", "url", "state", "repository", "closingIssuesReferences"],
+    "Issue": ["id", "number", "title", "url", "state", "repository"],
+    "IssueConnection": ["nodes", "totalCount"],
+}
+GRAPHQL_ENUMS = ["IssueState", "PullRequestState"]
 
 OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/issues"),
@@ -102,8 +118,7 @@ def trim_openapi(doc):
         node = strip(doc["components"][kind][name])
         components.setdefault(kind, {})[name] = node
         refs_in(node, pending)
-    for kind in components:
-        components[kind] = dict(sorted(components[kind].items()))
+    components = {kind: dict(sorted(named.items())) for kind, named in sorted(components.items())}
     return {
         "openapi": doc["openapi"],
         "info": {"title": doc["info"]["title"], "version": doc["info"]["version"]},
@@ -112,10 +127,37 @@ def trim_openapi(doc):
     }
 
 
+def strip_type(t):
+    return {k: strip_type(v) if k == "ofType" and v else v for k, v in t.items() if k in ("kind", "name", "ofType")}
+
+
+def trim_graphql(schema):
+    types = {t["name"]: t for t in schema["types"]}
+    out = []
+    for name, fields in GRAPHQL_FIELDS.items():
+        t = types[name]
+        kept = []
+        for field in t["fields"]:
+            if field["name"] in fields:
+                kept.append({
+                    "name": field["name"],
+                    "args": [{"name": a["name"], "type": strip_type(a["type"])} for a in field["args"]],
+                    "type": strip_type(field["type"]),
+                })
+        missing = set(fields) - {f["name"] for f in kept}
+        if missing:
+            raise SystemExit(f"GitHub's schema lost {name}.{sorted(missing)}")
+        out.append({"kind": t["kind"], "name": name, "fields": kept})
+    for name in GRAPHQL_ENUMS:
+        out.append({"kind": "ENUM", "name": name, "enumValues": [{"name": v["name"]} for v in types[name]["enumValues"]]})
+    return {"queryType": schema["queryType"], "types": out}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--openapi-version", default="")
     parser.add_argument("--webhooks-version", default="")
+    parser.add_argument("--graphql-version", default="")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
@@ -127,6 +169,15 @@ def main():
         (OPENAPI_OUT.parent / "github-openapi.LICENSE").write_text(
             f"Trimmed from @octokit/openapi@{openapi_version} (https://github.com/octokit/openapi).\n\n"
             + (openapi / "LICENSE").read_text())
+
+        graphql, graphql_version = npm_pack("@octokit/graphql-schema", args.graphql_version, tmp)
+        schema = json.loads((graphql / "schema.json").read_text())["__schema"]
+        trimmed_schema = {"__schema": trim_graphql(schema),
+                          "x-trimmed-from": f"@octokit/graphql-schema@{graphql_version} schema.json by scripts/trim-github-fixtures.py"}
+        GRAPHQL_OUT.write_text(json.dumps(trimmed_schema, indent=1) + "\n")
+        (GRAPHQL_OUT.parent / "github-graphql-schema.LICENSE").write_text(
+            f"Trimmed from @octokit/graphql-schema@{graphql_version} (https://github.com/octokit/graphql-schema).\n\n"
+            + (graphql / "LICENSE.md").read_text())
 
         hooks, hooks_version = npm_pack("@octokit/webhooks-examples", args.webhooks_version, tmp)
         events = {e["name"]: e for e in json.loads((hooks / "api.github.com/index.json").read_text())}

@@ -13,16 +13,18 @@ use serde_json::{Map, Value, json};
 use crate::shapes::Urls;
 use crate::world::{Item, Repo, World, node_id};
 
+/// A field of a query: `alias: name(args) { selection }`.
 #[derive(Debug, Clone, PartialEq)]
-struct Field {
-    alias: String,
-    name: String,
-    args: Vec<(String, Arg)>,
-    selection: Vec<Field>,
+pub struct Field {
+    pub alias: String,
+    pub name: String,
+    pub args: Vec<(String, Arg)>,
+    pub selection: Vec<Field>,
 }
 
+/// An argument value: a literal or a `$variable`.
 #[derive(Debug, Clone, PartialEq)]
-enum Arg {
+pub enum Arg {
     Int(i64),
     Str(String),
     Var(String),
@@ -180,13 +182,19 @@ impl Parser {
     }
 }
 
+/// Parses a query document into its top-level fields (the contract tests walk them
+/// against GitHub's schema).
+pub fn parse(query: &str) -> Result<Vec<Field>, String> {
+    tokenize(query).and_then(|tokens| Parser { tokens, at: 0 }.document())
+}
+
 /// Answers a GraphQL request body (`{"query": …, "variables": …}`) like GitHub would.
 pub fn answer(world: &World, urls: &Urls, request: &Value) -> Value {
     let Some(query) = request.get("query").and_then(Value::as_str) else {
         return json!({ "errors": [{ "message": "A query attribute must be specified and must be a string." }] });
     };
     let variables = request.get("variables").cloned().unwrap_or(Value::Null);
-    let fields = match tokenize(query).and_then(|tokens| Parser { tokens, at: 0 }.document()) {
+    let fields = match parse(query) {
         Ok(fields) => fields,
         Err(reason) => {
             return json!({ "errors": [{ "message": format!("Parse error: {reason}") }] });

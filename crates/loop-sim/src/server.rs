@@ -117,6 +117,8 @@ struct SimState {
     base: String,
     world: Mutex<World>,
     log: Mutex<RequestLog>,
+    /// The bodies of GraphQL requests, in order.
+    graphql_requests: Mutex<Vec<Value>>,
     faults: Mutex<VecDeque<Fault>>,
     /// Rate-limit buckets, `core` and `graphql`.
     buckets: Mutex<BTreeMap<&'static str, Bucket>>,
@@ -199,6 +201,7 @@ impl Sim {
             base: format!("http://{addr}"),
             world: Mutex::new(World::new(now)),
             log: Mutex::default(),
+            graphql_requests: Mutex::default(),
             faults: Mutex::default(),
             buckets: Mutex::new(BTreeMap::from([
                 ("core", Bucket::fresh(settings.rate_limit, now)),
@@ -408,6 +411,11 @@ impl Sim {
     /// The requests answered since start or the last [`Sim::clear_requests`].
     pub fn requests(&self) -> RequestLog {
         lock(&self.state.log).clone()
+    }
+
+    /// The bodies (`{"query", "variables"}`) of the GraphQL requests answered so far.
+    pub fn graphql_requests(&self) -> Vec<Value> {
+        lock(&self.state.graphql_requests).clone()
     }
 
     pub fn clear_requests(&self) {
@@ -714,6 +722,7 @@ async fn answer(
     let reply = if route.resource == "graphql" {
         match serde_json::from_slice::<Value>(body) {
             Ok(request) => {
+                lock(&state.graphql_requests).push(request.clone());
                 let world = lock(&state.world);
                 Reply::ok(graphql::answer(&world, &state.urls(""), &request))
             }

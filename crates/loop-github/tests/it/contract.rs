@@ -5,16 +5,20 @@
 //!    operation in the trimmed description is one the client calls (so it stays trimmed).
 //! 2. The simulator's answers for those operations validate against the description's
 //!    response schemas.
+//! 3. The GraphQL query the client sends asks only for fields and arguments GitHub's
+//!    GraphQL schema has (a trimmed copy of `@octokit/graphql-schema`), and the simulator's
+//!    answer has the schema's types and nullability.
 //!
 //! OpenAPI 3.0 is not JSON Schema: `nullable: true` is its own keyword. Before validating,
 //! every schema carrying `nullable: true` is rewritten to
 //! `{"anyOf": [<the schema without nullable>, {"type": "null"}]}`, and the component
 //! schemas are placed under the root so `#/components/schemas/…` references resolve.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use loop_github::{Reaction, ReactionTarget};
 use loop_sim::ReviewState;
+use loop_sim::graphql::Field;
 use serde_json::{Value, json};
 
 use crate::support::{LABEL, REPO, RecordingClock, client, item, repo, sim};
@@ -178,4 +182,162 @@ async fn the_simulators_answers_validate_against_githubs_response_schemas() {
         checked += 1;
     }
     assert!(checked >= 10, "checked {checked} answers");
+}
+
+/// GitHub's GraphQL types as trimmed from `@octokit/graphql-schema` (introspection shape).
+struct GraphqlSchema {
+    types: BTreeMap<String, Value>,
+}
+
+impl GraphqlSchema {
+    fn load() -> Self {
+        let text = include_str!("../fixtures/github-graphql-schema.json");
+        let doc: Value = serde_json::from_str(text).unwrap();
+        let types = doc["__schema"]["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["name"].as_str().unwrap().to_owned(), t.clone()))
+            .collect();
+        Self { types }
+    }
+
+    /// Checks `fields` (and the answer for them) against object type `on`.
+    fn check_selection(
+        &self,
+        on: &str,
+        fields: &[Field],
+        answer: &Value,
+        path: &str,
+        problems: &mut Vec<String>,
+    ) {
+        let Some(definition) = self.types.get(on) else {
+            return problems.push(format!("{path}: type `{on}` is not in the schema"));
+        };
+        if let Value::Object(map) = answer {
+            for key in map.keys().filter(|k| !fields.iter().any(|f| &f.alias == *k)) {
+                problems.push(format!("{path}.{key}: answered but not asked"));
+            }
+        }
+        for field in fields {
+            let here = format!("{path}.{}", field.alias);
+            let Some(def) = definition["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["name"] == field.name.as_str())
+            else {
+                problems.push(format!("{here}: `{on}.{}` is not in GitHub's schema", field.name));
+                continue;
+            };
+            let args = def["args"].as_array().unwrap();
+            for (arg, _) in &field.args {
+                if !args.iter().any(|a| a["name"] == arg.as_str()) {
+                    problems
+                        .push(format!("{here}: `{on}.{}` takes no argument `{arg}`", field.name));
+                }
+            }
+            for required in args.iter().filter(|a| a["type"]["kind"] == "NON_NULL") {
+                if !field.args.iter().any(|(name, _)| required["name"] == name.as_str()) {
+                    let name = required["name"].as_str().unwrap_or_default();
+                    problems.push(format!("{here}: required argument `{name}` missing"));
+                }
+            }
+            self.check_value(
+                &def["type"],
+                field,
+                answer.get(&field.alias).unwrap_or(&Value::Null),
+                &here,
+                problems,
+            );
+        }
+    }
+
+    fn check_value(
+        &self,
+        ty: &Value,
+        field: &Field,
+        value: &Value,
+        path: &str,
+        problems: &mut Vec<String>,
+    ) {
+        let kind = ty["kind"].as_str().unwrap();
+        if kind == "NON_NULL" {
+            if value.is_null() {
+                problems.push(format!("{path}: null where the schema says non-null"));
+            }
+            return self.check_value(&ty["ofType"], field, value, path, problems);
+        }
+        if value.is_null() {
+            return;
+        }
+        let name = ty["name"].as_str().unwrap_or_default();
+        match kind {
+            "LIST" => match value.as_array() {
+                Some(items) => items
+                    .iter()
+                    .for_each(|item| self.check_value(&ty["ofType"], field, item, path, problems)),
+                None => problems.push(format!("{path}: expected a list")),
+            },
+            "SCALAR" => {
+                let ok = match name {
+                    "Int" => value.is_i64(),
+                    "Boolean" => value.is_boolean(),
+                    _ => value.is_string(),
+                };
+                if !ok {
+                    problems.push(format!("{path}: {value} is not a {name}"));
+                }
+            }
+            "ENUM" => {
+                let values =
+                    self.types.get(name).map(|t| t["enumValues"].clone()).unwrap_or_default();
+                if !values.as_array().is_some_and(|vs| vs.iter().any(|v| v["name"] == *value)) {
+                    problems.push(format!("{path}: {value} is not a {name}"));
+                }
+            }
+            _ => self.check_selection(name, &field.selection, value, path, problems),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_graphql_query_and_the_simulators_answer_fit_githubs_schema() {
+    let sim = exercise_every_operation().await;
+    let schema = GraphqlSchema::load();
+    let requests = sim.graphql_requests();
+    assert_eq!(requests.len(), 1);
+    let http = reqwest::Client::new();
+    let answer = http
+        .post(format!("{}/graphql", sim.url()))
+        .header("User-Agent", "contract-test")
+        .bearer_auth("t")
+        .body(requests[0].to_string())
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+    assert!(answer.get("errors").is_none(), "{answer}");
+    let fields = loop_sim::graphql::parse(requests[0]["query"].as_str().unwrap()).unwrap();
+    let mut problems = Vec::new();
+    schema.check_selection("Query", &fields, &answer["data"], "data", &mut problems);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The check has teeth: a field GitHub does not have, or a wrong type, is caught.
+    let mut wrong = Vec::new();
+    let bogus = loop_sim::graphql::parse("{ repository(owner: \"o\") { stars } }").unwrap();
+    schema.check_selection(
+        "Query",
+        &bogus,
+        &json!({ "repository": { "stars": "many" } }),
+        "data",
+        &mut wrong,
+    );
+    assert_eq!(
+        wrong,
+        vec![
+            "data.repository: required argument `name` missing".to_owned(),
+            "data.repository.stars: `Repository.stars` is not in GitHub's schema".to_owned(),
+        ]
+    );
 }

@@ -77,9 +77,9 @@ fn gh_hostname_hint(host: &str) -> String {
 pub struct TokenSource {
     host: String,
     env_names: Vec<String>,
-    /// The values of `env_names` captured when the source was built; names that were unset
-    /// are absent.
-    env: BTreeMap<String, String>,
+    /// The values of `env_names` captured when the source was built (as [`Token`]s, so
+    /// `Debug` redacts them); names that were unset are absent.
+    env: BTreeMap<String, Token>,
     gh_program: OsString,
 }
 
@@ -96,7 +96,11 @@ impl TokenSource {
         } else {
             env_names.to_vec()
         };
-        let env = env.into_iter().filter(|(name, _)| env_names.contains(name)).collect();
+        let env = env
+            .into_iter()
+            .filter(|(name, _)| env_names.contains(name))
+            .map(|(name, value)| (name, Token::new(&value)))
+            .collect();
         Self { host: host.to_owned(), env_names, env, gh_program: OsString::from("gh") }
     }
 
@@ -129,8 +133,8 @@ impl TokenSource {
     /// The first non-empty configured environment variable, else `gh auth token`.
     pub async fn token(&self) -> Result<Token, TokenError> {
         for name in &self.env_names {
-            if let Some(value) = self.env.get(name).filter(|v| !v.trim().is_empty()) {
-                return Ok(Token::new(value));
+            if let Some(token) = self.env.get(name).filter(|t| !t.expose().is_empty()) {
+                return Ok(token.clone());
             }
         }
         match self.ask_gh().await {
@@ -186,6 +190,8 @@ mod tests {
         let token = Token::new(" ghp_secret\n");
         assert_eq!(token.expose(), "ghp_secret");
         assert!(!format!("{token:?} {token}").contains("ghp_secret"));
+        let source = TokenSource::new("github.com", &[], env(&[("GH_TOKEN", "ghp_secret")]));
+        assert!(!format!("{source:?}").contains("ghp_secret"));
     }
 
     #[tokio::test]

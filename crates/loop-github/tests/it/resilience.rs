@@ -44,6 +44,7 @@ async fn an_unchanged_listing_is_a_free_304_served_from_the_cache() {
     assert_eq!(sim.requests().with_status(304), 1);
     assert_eq!(sim.rate_limit_remaining(), remaining, "a 304 costs no rate limit");
     assert_eq!(gh.answers_by_status().get(&304), Some(&1));
+    assert!(!format!("{gh:?}").contains("sim-token"), "the client's Debug redacts the token");
 
     sim.comment(REPO, first, "bob", "news").unwrap();
     let after = gh.list_labelled_open_items(&repo(), LABEL).await.unwrap();

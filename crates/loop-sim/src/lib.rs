@@ -16,7 +16,7 @@
 //! - [`server`]: the HTTP server and [`Sim`], the handle tests hold.
 //! - [`webhook`]: signed deliveries to a receiver.
 //! - [`request_log`]: requests by endpoint and status.
-//! - [`bench`]: counting the requests a scenario makes.
+//! - [`bench`](mod@bench): counting the requests a scenario makes.
 //! - [`stand_in`]: a stand-in agent harness for session tests.
 
 // `serde_json::json!` recurses once per key; GitHub's repository object has ~80.

@@ -96,6 +96,16 @@ async fn faults_injected_over_http_hit_only_matching_paths_the_given_number_of_t
     for expected in [503, 503, 200] {
         assert_eq!(github(&http, Method::GET, &item).send().await.unwrap().status(), expected);
     }
+    sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::Latency { millis: 1 },
+        times: 1,
+        path_contains: None,
+    });
+    assert_eq!(
+        github(&http, Method::GET, &item).send().await.unwrap().status(),
+        200,
+        "latency delays, then answers"
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,12 @@
 //! The service: webhook receiver, poller, dispatcher runtime and metrics.
 //!
-//! Filled by the receiver, dispatcher and poller issues.
+//! Layout:
+//! - [`config_source`]: the config file, fingerprinted and hot-reloaded.
+//! - [`receiver`]: the webhook receiver — verify, journal, 202, then judge and hand on.
+//! - [`shutdown`]: the shutdown signal and completion guards every task holds.
+//!
+//! The poller and the dispatcher are filled by their issues.
 
 pub mod config_source;
+pub mod receiver;
+pub mod shutdown;

@@ -1,0 +1,481 @@
+//! The GitHub webhook receiver: verify, journal, answer 202, then process.
+//!
+//! HTTP surface (reference §1.2 as amended by SPEC §1): `POST {webhooks.ghWebhook.path}`
+//! takes deliveries; `GET /health` and `/healthz` answer 200. A delivery's
+//! `X-Hub-Signature-256` is checked over the raw body in constant time before a byte of it
+//! is parsed (401 when missing or wrong); the body must be a UTF-8 JSON object (400
+//! otherwise) of at most the body cap (413). A verified delivery is journalled under
+//! `<root>/local/inbox/` and answered 202 once the journal is synced (group commit, see
+//! [`journal`]); the [`processor`] then judges it through the [`pipeline`] and hands it to
+//! a [`Dispatch`]. Unknown paths are 404, other methods 405; every answer is JSON.
+//!
+//! The receiver takes a bound listener (tests bind port 0) and a shutdown future. On
+//! shutdown it stops accepting, finishes the requests in flight, lets the processor finish
+//! the delivery in flight, syncs the journal and returns — within [`GRACE`].
+//!
+//! It does not decide anything about events (loop-core does), execute decisions (the
+//! dispatcher does) or read the environment (the caller passes the secret in).
+
+mod journal;
+pub mod pipeline;
+mod processor;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header::{CONTENT_TYPE, SERVER};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jiff::Timestamp;
+use loop_core::config::Config;
+use loop_core::route::KnownExistence;
+use loop_store::inbox::{Inbox, Receipt};
+use loop_store::{Event as LogEvent, EventLog, StateLayout, StateStore, StoreError};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config_source::ConfigSource;
+use crate::shutdown::Trigger;
+use journal::JournalRequest;
+pub use pipeline::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
+use processor::Processor;
+
+/// GitHub's payload cap is 25 MB; the default cap is 25 MiB, never smaller (reference §1.4).
+pub const DEFAULT_BODY_LIMIT: usize = 25 * 1024 * 1024;
+
+/// How long shutdown may take in all (SPEC §1: every process exits within 5 s).
+pub const GRACE: Duration = Duration::from_millis(4500);
+
+/// How long the HTTP server may spend finishing requests in flight on shutdown.
+const HTTP_GRACE: Duration = Duration::from_secs(3);
+
+/// Requests waiting for the journal writer.
+const JOURNAL_QUEUE: usize = 4096;
+
+/// Durable deliveries waiting for the processor; beyond this they wait in the journal only.
+const PROCESS_QUEUE: usize = 256;
+
+/// The `Server` header of every answer.
+const SERVER_NAME: &str = concat!("the-loop-gh-webhook/", env!("CARGO_PKG_VERSION"));
+
+/// Why the receiver cannot start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverError {
+    #[error(
+        "the webhook secret is unset: the environment variable `{env}` is empty or missing\nhint: export `{env}` with the secret configured on GitHub, or set `webhooks.ghWebhook.allowUnsigned: true` to accept unsigned deliveries"
+    )]
+    UnsetSecret { env: String },
+
+    #[error(
+        "`webhooks.ghWebhook.path` is `{path}`: it must start with `/`, contain no `{{`, `}}` or `*`, and not be `/health` or `/healthz`"
+    )]
+    Path { path: String },
+
+    #[error("cannot open the inbox journal")]
+    Inbox(#[source] StoreError),
+
+    #[error("cannot start the inbox journal writer")]
+    Writer(#[source] std::io::Error),
+
+    #[error("the listener failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// The HMAC secret (the value of the env var `secretEnv` names). Never printed.
+#[derive(Clone)]
+pub struct Secret(Arc<[u8]>);
+
+impl Secret {
+    /// `None` for an unset or empty value: no secret.
+    pub fn from_value(value: Option<&str>) -> Option<Self> {
+        value.filter(|v| !v.is_empty()).map(|v| Self(Arc::from(v.as_bytes())))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A receiver ready to run: config checked, journal opened.
+#[derive(Debug)]
+pub struct Receiver {
+    config: ConfigSource,
+    store: StateStore,
+    events: EventLog,
+    secret: Option<Secret>,
+    inbox: Inbox,
+    backlog: Vec<loop_store::inbox::Journalled>,
+    dispatch: Arc<dyn Dispatch>,
+    existence: Arc<dyn ExistenceAnswers>,
+    hold_processing: bool,
+    body_limit: usize,
+    warnings: Vec<String>,
+}
+
+impl Receiver {
+    /// Checks the start-time settings (path, secret) and opens the inbox journal,
+    /// reading what it still holds. The event log goes where `layout` says unless
+    /// `eventLog.enabled` is off.
+    pub fn new(
+        config: ConfigSource,
+        layout: StateLayout,
+        secret: Option<Secret>,
+    ) -> Result<Self, ReceiverError> {
+        let current = Arc::clone(config.current());
+        let gh = &current.webhooks.gh_webhook;
+        let path = gh.path.as_str();
+        let path_ok = path.starts_with('/')
+            && !path.contains(['{', '}', '*'])
+            && !["/health", "/healthz"].contains(&path.trim_end_matches('/'));
+        if !path_ok {
+            return Err(ReceiverError::Path { path: gh.path.clone() });
+        }
+        if secret.is_none() && !gh.allow_unsigned {
+            return Err(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
+        }
+        let events = if current.event_log.enabled {
+            EventLog::new(layout.event_log(), "gh-webhook")
+        } else {
+            EventLog::disabled()
+        };
+        let (inbox, contents) = Inbox::open(&layout.inbox_dir()).map_err(ReceiverError::Inbox)?;
+        for torn in &contents.ignored {
+            events.emit(
+                LogEvent::warning("inbox.torn_tail")
+                    .field("path", &torn.path)
+                    .field("offset", torn.offset)
+                    .field("bytes", torn.bytes),
+            );
+        }
+        let mut warnings = Vec::new();
+        if secret.is_none() {
+            warnings.push(format!(
+                "`{}` is unset and `allowUnsigned` is on: signatures will NOT be verified; anyone who can reach the receiver can inject events",
+                gh.secret_env
+            ));
+        }
+        if current.routing.authorized_users.is_empty() {
+            warnings.push(
+                "`routing.authorizedUsers` is empty: the receiver acts on NO human-authored events"
+                    .to_owned(),
+            );
+        }
+        warnings.extend(filter_warning(&current));
+        if current.repositories.is_empty() {
+            warnings.push(
+                "`repositories` is empty: deliveries from every repository are routed".to_owned(),
+            );
+        }
+        let store = StateStore::new(layout, events.clone());
+        Ok(Self {
+            dispatch: Arc::new(RecordDecision::new(events.clone())),
+            existence: Arc::new(KnownExistence::default()),
+            config,
+            store,
+            events,
+            secret,
+            inbox,
+            backlog: contents.pending,
+            hold_processing: false,
+            body_limit: DEFAULT_BODY_LIMIT,
+            warnings,
+        })
+    }
+
+    /// Who executes judged events (default: [`RecordDecision`]).
+    pub fn with_dispatch(mut self, dispatch: Arc<dyn Dispatch>) -> Self {
+        self.dispatch = dispatch;
+        self
+    }
+
+    /// Where definite existence answers for branch-only refs come from (default: none
+    /// known, so every such ref is kept).
+    pub fn with_existence(mut self, existence: Arc<dyn ExistenceAnswers>) -> Self {
+        self.existence = existence;
+        self
+    }
+
+    /// Journals and acknowledges deliveries but processes none, not even the backlog:
+    /// they wait in the journal for a start without this. For crash tests and for
+    /// taking deliveries while the rest of the service is being repaired.
+    pub fn hold_processing(mut self, hold: bool) -> Self {
+        self.hold_processing = hold;
+        self
+    }
+
+    /// The largest body accepted (default [`DEFAULT_BODY_LIMIT`]).
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// What an operator should know before it runs (unsigned deliveries, no authorized
+    /// users, a narrowed event filter, no repository bound).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// How many journalled deliveries will be replayed at start.
+    pub fn backlog(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Serves `listener` until `shutdown` completes, then stops within [`GRACE`].
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ReceiverError> {
+        let Self {
+            config,
+            store,
+            events,
+            secret,
+            inbox,
+            backlog,
+            dispatch,
+            existence,
+            hold_processing,
+            body_limit,
+            warnings,
+        } = self;
+        for warning in &warnings {
+            tracing::warn!("{warning}");
+        }
+        let current = Arc::clone(config.current());
+        let trigger = Trigger::new();
+        let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE);
+        let (process_tx, process_rx) = mpsc::channel(PROCESS_QUEUE);
+        let next_seq = inbox.next_seq();
+        let (_, writer_guard) = trigger.task();
+        journal::spawn_writer(inbox, journal_rx, process_tx, events.clone(), writer_guard)
+            .map_err(ReceiverError::Writer)?;
+        if !hold_processing {
+            let processor = Processor {
+                pipeline: Arc::new(Mutex::new(pipeline::Pipeline::new(
+                    config,
+                    store.clone(),
+                    events.clone(),
+                    dispatch,
+                    existence,
+                ))),
+                backlog,
+                next_seq,
+                deliveries: process_rx,
+                journal: journal_tx.clone(),
+                inbox_dir: store.layout().inbox_dir(),
+                events: events.clone(),
+            };
+            let (shutdown, guard) = trigger.task();
+            tokio::spawn(processor.run(shutdown, guard));
+        }
+
+        let local = listener.local_addr().map_err(ReceiverError::Serve)?;
+        let gh = &current.webhooks.gh_webhook;
+        events.emit(
+            LogEvent::info("server.started")
+                .field("host", local.ip().to_string())
+                .field("port", local.port())
+                .field("path", &gh.path)
+                .field("routing", current.routing.enabled)
+                .field("verifying_signatures", secret.is_some())
+                .field("held", hold_processing),
+        );
+        let state = Arc::new(Door { journal: journal_tx, secret, events: events.clone() });
+        let app = router(&gh.path, body_limit, state);
+        let (stop_http, http_stopped) = oneshot::channel::<()>();
+        let mut server = tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = http_stopped.await;
+                })
+                .into_future(),
+        );
+        let served = tokio::select! {
+            () = shutdown => None,
+            served = &mut server => Some(served),
+        };
+        let result = match served {
+            Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(err))) => Err(ReceiverError::Serve(err)),
+            Some(Err(join)) => Err(ReceiverError::Serve(std::io::Error::other(join))),
+            None => {
+                let _ = stop_http.send(());
+                if tokio::time::timeout(HTTP_GRACE, &mut server).await.is_err() {
+                    tracing::warn!("requests still in flight after {HTTP_GRACE:?}; closing them");
+                    server.abort();
+                }
+                Ok(())
+            }
+        };
+        // The server's state (and its journal sender) is gone; the processor finishes the
+        // delivery in flight; the writer syncs what is left and stops.
+        let remaining = GRACE.saturating_sub(HTTP_GRACE);
+        if tokio::time::timeout(remaining, trigger.stop_and_wait()).await.is_err() {
+            tracing::warn!("the processor or the journal writer did not stop in time");
+        }
+        events.emit(
+            LogEvent::info("server.stopped")
+                .field("host", local.ip().to_string())
+                .field("port", local.port()),
+        );
+        result
+    }
+}
+
+/// The start-up (and reload) warning for an event filter without `issues` or
+/// `pull_request` (reference §1.6).
+pub(crate) fn filter_warning(config: &Config) -> Option<String> {
+    let events = &config.webhooks.gh_webhook.events;
+    let missing: Vec<&str> = ["issues", "pull_request"]
+        .into_iter()
+        .filter(|name| !events.iter().any(|e| e == name))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "`webhooks.ghWebhook.events` lacks {}: those events are acknowledged and dropped",
+            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(" and ")
+        )
+    })
+}
+
+/// What every request handler shares.
+#[derive(Debug)]
+struct Door {
+    /// To the journal writer thread, which holds the receiving end; when the server
+    /// drops this (its last request done), the writer may finish.
+    journal: mpsc::Sender<JournalRequest>,
+    secret: Option<Secret>,
+    events: EventLog,
+}
+
+fn router(path: &str, body_limit: usize, door: Arc<Door>) -> Router {
+    Router::new()
+        .route(path, post(deliver))
+        .route("/health", get(health))
+        .route("/healthz", get(health))
+        .route("/health/", get(health))
+        .route("/healthz/", get(health))
+        .fallback(|| async { answer(StatusCode::NOT_FOUND, NOT_FOUND) })
+        .method_not_allowed_fallback(|| async {
+            answer(StatusCode::METHOD_NOT_ALLOWED, METHOD_NOT_ALLOWED)
+        })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_response(|mut response: Response| async move {
+            response.headers_mut().insert(SERVER, HeaderValue::from_static(SERVER_NAME));
+            response
+        }))
+        .with_state(door)
+}
+
+/// A JSON answer; `json` is one of the `{"status": …}` bodies below.
+fn answer(status: StatusCode, json: &'static str) -> Response {
+    (status, [(CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response()
+}
+
+const OK: &str = r#"{"status":"ok"}"#;
+const ACCEPTED: &str = r#"{"status":"accepted"}"#;
+const NOT_FOUND: &str = r#"{"status":"not found"}"#;
+const METHOD_NOT_ALLOWED: &str = r#"{"status":"method not allowed"}"#;
+const INVALID_SIGNATURE: &str = r#"{"status":"invalid signature"}"#;
+const INVALID_PAYLOAD: &str = r#"{"status":"invalid payload"}"#;
+const TOO_LARGE: &str = r#"{"status":"payload too large"}"#;
+const UNAVAILABLE: &str = r#"{"status":"unavailable"}"#;
+
+async fn health() -> Response {
+    answer(StatusCode::OK, OK)
+}
+
+/// One delivery: verify, check the body's shape, journal, answer.
+async fn deliver(
+    State(door): State<Arc<Door>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let gh_event = text("x-github-event").filter(|v| !v.is_empty()).unwrap_or("unknown");
+    let delivery_id = text("x-github-delivery").filter(|v| !v.is_empty());
+    let reject = |reason: &'static str, level: fn(&'static str) -> LogEvent| {
+        let line = level("webhook.rejected")
+            .field("reason", reason)
+            .field("gh_event", gh_event)
+            .field("delivery_id", delivery_id);
+        let events = door.events.clone();
+        tokio::task::spawn_blocking(move || events.emit(line));
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            reject("payload-too-large", LogEvent::warning);
+            return answer(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE);
+        }
+        Err(_) => {
+            reject("invalid-payload", LogEvent::error);
+            return answer(StatusCode::BAD_REQUEST, INVALID_PAYLOAD);
+        }
+    };
+    let verified = match &door.secret {
+        Some(secret) => {
+            let signature = text(loop_github::signature::SIGNATURE_HEADER);
+            if loop_github::verify_signature(&secret.0, &body, signature).is_err() {
+                reject("invalid-signature", LogEvent::warning);
+                return answer(StatusCode::UNAUTHORIZED, INVALID_SIGNATURE);
+            }
+            true
+        }
+        None => false,
+    };
+    if !is_json_object(&body) {
+        reject("invalid-payload", LogEvent::error);
+        return answer(StatusCode::BAD_REQUEST, INVALID_PAYLOAD);
+    }
+    let receipt = Receipt {
+        event: gh_event.to_owned(),
+        delivery_id: delivery_id.map(str::to_owned),
+        verified,
+        received_at: Timestamp::now(),
+        body,
+    };
+    let (ack, journalled) = oneshot::channel();
+    if door.journal.send(JournalRequest::Receive { receipt, ack }).await.is_err() {
+        return answer(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE);
+    }
+    match journalled.await {
+        Ok(Ok(_seq)) => answer(StatusCode::ACCEPTED, ACCEPTED),
+        Ok(Err(())) | Err(_) => answer(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE),
+    }
+}
+
+/// Whether `body` is UTF-8 text holding exactly one JSON object. Validates without
+/// building a value.
+pub fn is_json_object(body: &[u8]) -> bool {
+    struct ObjectOnly;
+    impl<'de> Visitor<'de> for ObjectOnly {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+    }
+    let Ok(text) = std::str::from_utf8(body) else { return false };
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_any(ObjectOnly).is_ok() && de.end().is_ok()
+}
+
+/// The address a receiver bound to, as `http://host:port{path}` (for operators and tests).
+pub fn url(addr: SocketAddr, path: &str) -> String {
+    format!("http://{addr}{path}")
+}

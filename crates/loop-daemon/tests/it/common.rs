@@ -1,0 +1,219 @@
+//! A receiver under test: its own temp state root and config file, a port-0 listener, a
+//! [`Dispatch`] that hands every judged event to the test, and a plain HTTP/1.1 client.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loop_daemon::config_source::ConfigSource;
+use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
+use loop_store::StateLayout;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a test waits for something that should happen at once before failing (a
+/// hang guard, not a timing assertion).
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+pub const SECRET: &str = "test-secret";
+
+/// Hands judged events to the test.
+#[derive(Debug)]
+pub struct ToTest(pub mpsc::UnboundedSender<Judged>);
+
+impl Dispatch for ToTest {
+    fn dispatch(&self, judged: Judged) {
+        let _ = self.0.send(judged);
+    }
+}
+
+/// A temp directory with a config file and a state root.
+#[derive(Debug)]
+pub struct Site {
+    pub dir: tempfile::TempDir,
+}
+
+impl Site {
+    /// `extra` is YAML appended to a config that sets the state root and authorizes `octocat`.
+    pub fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let site = Self { dir };
+        site.write_config(extra);
+        site
+    }
+
+    pub fn write_config(&self, extra: &str) {
+        let text = format!(
+            "state:\n  root: {root}\nrouting:\n  authorizedUsers: [octocat]\n{extra}",
+            root = self.root().display()
+        );
+        std::fs::write(self.config_path(), text).expect("the config file");
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("cli-config.yaml")
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn layout(&self) -> StateLayout {
+        StateLayout::new(self.root())
+    }
+
+    /// A receiver over this site, not yet running.
+    pub fn receiver(
+        &self,
+        secret: Option<&str>,
+    ) -> Result<Receiver, loop_daemon::receiver::ReceiverError> {
+        let (config, _) = ConfigSource::open(self.config_path()).expect("the config loads");
+        Receiver::new(config, self.layout(), Secret::from_value(secret))
+    }
+
+    /// Every event-log line, parsed.
+    pub fn events(&self) -> Vec<Value> {
+        let Ok(text) = std::fs::read_to_string(self.layout().event_log()) else {
+            return Vec::new();
+        };
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+
+    /// The lines named `name`.
+    pub fn events_named(&self, name: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["event"] == name).collect()
+    }
+
+    pub fn inbox_dir(&self) -> PathBuf {
+        self.layout().inbox_dir()
+    }
+}
+
+/// A running receiver.
+#[derive(Debug)]
+pub struct Running {
+    pub addr: SocketAddr,
+    pub judged: mpsc::UnboundedReceiver<Judged>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), loop_daemon::receiver::ReceiverError>>,
+}
+
+impl Running {
+    /// Starts `receiver` on port 0 with judged events handed to the test.
+    pub async fn start(receiver: Receiver) -> Self {
+        let (tx, judged) = mpsc::unbounded_channel();
+        let receiver = receiver.with_dispatch(Arc::new(ToTest(tx)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
+        let addr = listener.local_addr().expect("a bound address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(receiver.run(listener, async move {
+            let _ = stopped.await;
+        }));
+        Self { addr, judged, stop: Some(stop), task }
+    }
+
+    /// The next judged event.
+    pub async fn next_judged(&mut self) -> Judged {
+        tokio::time::timeout(PATIENCE, self.judged.recv())
+            .await
+            .expect("a judged event in time")
+            .expect("the receiver is running")
+    }
+
+    /// Stops the receiver and waits for it to return.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(PATIENCE, &mut self.task).await.expect("it stops");
+        result.expect("the task ran").expect("a clean stop");
+    }
+
+    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        request(self.addr, "POST", path, headers, body).await
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        request(self.addr, "GET", path, &[], b"").await
+    }
+
+    /// POSTs a delivery signed with [`SECRET`].
+    pub async fn deliver(&self, event: &str, id: Option<&str>, body: &str) -> Answer {
+        let signature = loop_sim::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        let mut headers =
+            vec![("X-GitHub-Event", event), ("X-Hub-Signature-256", signature.as_str())];
+        if let Some(id) = id {
+            headers.push(("X-GitHub-Delivery", id));
+        }
+        self.post("/gh-webhook", &headers, body.as_bytes()).await
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// One HTTP/1.1 request with `Connection: close`, read to the end.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let method = method.to_owned();
+    let path = path.to_owned();
+    let headers: Vec<(String, String)> =
+        headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let body = body.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(addr).expect("connect to the receiver");
+        stream.set_read_timeout(Some(PATIENCE)).expect("a read timeout");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in &headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).expect("send the head");
+        // A receiver may answer 413 before reading the whole body and close.
+        let _ = stream.write_all(&body);
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        Answer { status, head: head.to_owned(), body: body.to_owned() }
+    })
+    .await
+    .expect("the request thread")
+}
+
+/// An `issue_comment` payload on `octo/app#number` by `author`.
+pub fn issue_comment(repo: &str, number: u64, author: &str, body: &str) -> String {
+    serde_json::json!({
+        "action": "created",
+        "repository": {"full_name": repo, "html_url": format!("https://github.com/{repo}")},
+        "issue": {"number": number, "title": "A bug", "state": "open", "labels": [],
+                  "html_url": format!("https://github.com/{repo}/issues/{number}"),
+                  "user": {"login": author}},
+        "comment": {"id": 1001, "node_id": "IC_kwDO1001", "body": body,
+                    "user": {"login": author},
+                    "html_url": format!("https://github.com/{repo}/issues/{number}#issuecomment-1001")},
+        "sender": {"login": author}
+    })
+    .to_string()
+}
+
+/// Whether `dir` holds a journal with deliveries still pending.
+pub fn pending_in(dir: &Path) -> usize {
+    loop_store::inbox::read_pending(dir).expect("the journal reads").pending.len()
+}

@@ -1,0 +1,9 @@
+//! Integration tests of loop-daemon: one test binary, a module per area.
+//!
+//! Every test runs the real receiver on `127.0.0.1:0` with its own state root and config
+//! file in a temp directory, and talks to it over real HTTP.
+
+mod common;
+mod receiver;
+mod replay;
+mod simulator;

@@ -1,0 +1,77 @@
+//! Durable acknowledgement: a 202 means the delivery is in the journal; what was not
+//! processed is replayed at the next start, exactly once.
+
+use crate::common::{Running, SECRET, Site, issue_comment, pending_in};
+
+#[tokio::test]
+async fn a_held_delivery_is_replayed_once_at_the_next_start_and_never_again() {
+    let site = Site::new("");
+    let held = site.receiver(Some(SECRET)).unwrap().hold_processing(true);
+    let running = Running::start(held).await;
+    let body = issue_comment("octo/app", 7, "octocat", "hi");
+    assert_eq!(running.deliver("issue_comment", Some("r-1"), &body).await.status, 202);
+    assert_eq!(pending_in(&site.inbox_dir()), 1, "journalled before the 202");
+    running.stop().await;
+    assert!(site.events_named("webhook.received").is_empty(), "nothing processed while held");
+
+    let receiver = site.receiver(Some(SECRET)).unwrap();
+    assert_eq!(receiver.backlog(), 1);
+    let mut running = Running::start(receiver).await;
+    let judged = running.next_judged().await;
+    assert_eq!(judged.delivery.delivery_id.as_deref(), Some("r-1"));
+    running.stop().await;
+    assert_eq!(pending_in(&site.inbox_dir()), 0, "marked processed");
+
+    let receiver = site.receiver(Some(SECRET)).unwrap();
+    assert_eq!(receiver.backlog(), 0, "never replayed twice");
+    let mut running = Running::start(receiver).await;
+    running.deliver("issue_comment", Some("r-2"), &body).await;
+    assert_eq!(running.next_judged().await.delivery.delivery_id.as_deref(), Some("r-2"));
+    running.stop().await;
+    let received: Vec<_> = site
+        .events_named("webhook.received")
+        .into_iter()
+        .map(|e| e["delivery_id"].clone())
+        .collect();
+    assert_eq!(received, ["r-1", "r-2"]);
+}
+
+#[tokio::test]
+async fn many_concurrent_deliveries_are_all_acknowledged_and_each_judged_once() {
+    let site = Site::new("");
+    let mut running = Running::start(site.receiver(Some(SECRET)).unwrap()).await;
+    let body = issue_comment("octo/app", 7, "octocat", "hi");
+    // 8 clients, 75 deliveries each: concurrent enough that syncs cover several.
+    let mut clients = Vec::new();
+    for client in 0..8 {
+        let addr = running.addr;
+        let body = body.clone();
+        clients.push(tokio::spawn(async move {
+            let signature = loop_sim::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+            let mut statuses = Vec::new();
+            for n in 0..75 {
+                let id = format!("c-{client}-{n}");
+                let headers = [
+                    ("X-GitHub-Event", "issue_comment"),
+                    ("X-GitHub-Delivery", id.as_str()),
+                    ("X-Hub-Signature-256", signature.as_str()),
+                ];
+                let answer =
+                    crate::common::request(addr, "POST", "/gh-webhook", &headers, body.as_bytes())
+                        .await;
+                statuses.push(answer.status);
+            }
+            statuses
+        }));
+    }
+    for client in clients {
+        assert!(client.await.unwrap().iter().all(|status| *status == 202));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 600 {
+        let judged = running.next_judged().await;
+        assert!(seen.insert(judged.delivery.seq), "judged twice: {:?}", judged.delivery);
+    }
+    running.stop().await;
+    assert_eq!(pending_in(&site.inbox_dir()), 0);
+}

@@ -29,6 +29,9 @@ use crate::token::{Token, TokenSource};
 /// How many times in a row a spent primary rate limit is waited out before giving up.
 const MAX_RATE_LIMIT_WAITS: u32 = 3;
 
+/// The longest single wait a header can ask for: GitHub's rate-limit windows are an hour.
+const MAX_WAIT: Duration = Duration::from_secs(3660);
+
 /// The REST API version every request asks for.
 pub const API_VERSION: &str = "2022-11-28";
 
@@ -458,10 +461,11 @@ impl Transport {
         }
     }
 
-    /// Time from now until `epoch` plus one second of slack; zero when it has passed.
+    /// Time from now until `epoch` plus one second of slack; zero when it has passed, and
+    /// never more than [`MAX_WAIT`] (the header is outside input).
     fn until_epoch(&self, epoch: u64) -> Duration {
         let now = self.clock.now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Duration::from_secs(epoch + 1).saturating_sub(now)
+        Duration::from_secs(epoch.saturating_add(1)).saturating_sub(now).min(MAX_WAIT)
     }
 
     fn backoff(&self, retries_so_far: u32) -> Duration {
@@ -574,7 +578,7 @@ impl Transport {
     /// message names a secondary rate limit.
     fn secondary_limit_wait(&self, headers: &HeaderMap, message: &str) -> Option<Duration> {
         if let Some(seconds) = header_u64(headers, header::RETRY_AFTER.as_str()) {
-            return Some(Duration::from_secs(seconds));
+            return Some(Duration::from_secs(seconds).min(MAX_WAIT));
         }
         let lower = message.to_ascii_lowercase();
         (lower.contains("secondary rate limit") || lower.contains("abuse detection"))
@@ -689,5 +693,21 @@ mod tests {
         }
         assert!(cache.get("a").is_none());
         assert!(cache.get("b").is_some() && cache.get("c").is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_link_header_parses_without_panicking(link in ".{0,200}") {
+            let mut headers = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_str(&link) {
+                headers.insert(header::LINK, value);
+            }
+            let _ = next_link(&headers);
+        }
+
+        #[test]
+        fn any_error_body_yields_a_message_without_panicking(body in proptest::collection::vec(0u8.., 0..300)) {
+            let _ = error_message(&body);
+        }
     }
 }

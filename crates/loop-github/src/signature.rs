@@ -81,4 +81,11 @@ mod tests {
         let upper = SIGNATURE.to_uppercase().replace("SHA256=", "sha256=");
         assert_eq!(verify_signature(SECRET, BODY, Some(&upper)), Ok(()));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_header_is_refused_or_accepted_without_panicking(header in ".{0,80}", body in proptest::collection::vec(0u8.., 0..64)) {
+            let _ = verify_signature(SECRET, &body, Some(&header));
+        }
+    }
 }

@@ -187,6 +187,20 @@ impl GithubClient {
         Self::with_clock(settings, tokens, Arc::new(SystemClock))
     }
 
+    /// The client for `host` as `integrations.github` configures it: `api.baseUrl` (applies
+    /// to every host; tests point it at a simulator), the token from the variables named by
+    /// `api.tokenEnv` in this process's environment, else `<cli.binary> auth token`.
+    pub fn from_config(
+        host: &str,
+        github: &loop_core::config::GithubIntegration,
+    ) -> Result<Self, GithubError> {
+        let mut settings = GithubSettings::for_host(host);
+        settings.base_url = github.api.base_url.clone();
+        let tokens = TokenSource::from_process_env(&settings.host, &github.api.token_env)
+            .with_gh_program(&github.cli.binary);
+        Self::new(settings, tokens)
+    }
+
     /// A client whose waits (back-off, rate-limit resets) go through `clock`.
     pub fn with_clock(
         settings: GithubSettings,
@@ -737,4 +751,31 @@ struct RawLinkedIssue {
 struct RawRepository {
     name: String,
     owner: RawUser,
+}
+
+#[cfg(test)]
+mod tests {
+    use loop_core::config::{CliBinary, GithubApi, GithubIntegration, Transport};
+
+    use super::*;
+
+    #[test]
+    fn the_configured_base_url_applies_and_hosts_are_kept() {
+        let github = |base_url: Option<&str>| GithubIntegration {
+            cli: CliBinary { binary: "gh".to_owned() },
+            transport: Transport::default(),
+            api: GithubApi {
+                token_env: vec!["MY_TOKEN".to_owned()],
+                base_url: base_url.map(str::to_owned),
+            },
+        };
+        let sim =
+            GithubClient::from_config("github.com", &github(Some("http://127.0.0.1:1"))).unwrap();
+        assert_eq!(sim.endpoints().rest.as_str(), "http://127.0.0.1:1/");
+        let ghe = GithubClient::from_config("GHE.example.com", &github(None)).unwrap();
+        assert_eq!(
+            (ghe.host(), ghe.endpoints().rest.as_str()),
+            ("ghe.example.com", "https://ghe.example.com/api/v3")
+        );
+    }
 }

@@ -8,5 +8,6 @@
 //! The poller and the dispatcher are filled by their issues.
 
 pub mod config_source;
+pub mod poller;
 pub mod receiver;
 pub mod shutdown;

@@ -4,6 +4,9 @@
 //! file in a temp directory, and talks to it over real HTTP.
 
 mod common;
+mod poll;
+mod poll_closure;
+mod poll_support;
 mod receiver;
 mod replay;
 mod simulator;

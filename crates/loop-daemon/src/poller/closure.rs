@@ -1,0 +1,158 @@
+//! Closure reconciliation (reference §3, seeds 000 and 001): after a complete,
+//! uninterrupted listing, ask GitHub about the records the listing no longer carries.
+//!
+//! The tracked set — session records of any status, and portable records carrying
+//! `control`, `graph` or `collaborators` — is asked every cycle it is absent, with no
+//! window and no cap. The ledger-only set — records carrying only `poll` — is asked
+//! lazily: due after 60 × `intervalSeconds` on the local clocks, at most 20 per cycle,
+//! longest-absent first ([`loop_core::poll::ledger_checks`]). Listed, unowned, stamped
+//! and degraded refs are never asked. Closed or merged → the dispatcher's close path,
+//! then the poll ledger is forgotten; open or unanswerable → for a ledger-only record only
+//! `closureCheckedAt` is written. Nothing is ever closed on doubt.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::config::Config;
+use loop_core::poll::{self, ClosureClass, RecordFacts, Skip};
+use loop_github::{ItemKind, ItemState};
+use loop_store::Event;
+
+use super::events::close_event;
+use super::ledgers::Ledgers;
+use super::scope::{self, Scope};
+use super::seam::Dispatch;
+use super::{CycleReport, Facts, Poller};
+
+/// What reconciliation reads from the cycle.
+#[derive(Debug)]
+pub(super) struct Reconcile<'a> {
+    pub config: &'a Config,
+    pub scopes: &'a [Scope],
+    pub facts: &'a Facts,
+    /// Every ref of every listed item, linked refs included.
+    pub open: &'a BTreeSet<WorkItemRef>,
+    /// Scopes whose listing failed this cycle.
+    pub degraded: &'a [String],
+    pub now: Timestamp,
+}
+
+impl Reconcile<'_> {
+    fn skip(&self, item: &WorkItemRef) -> Option<Skip> {
+        if self.open.contains(item) {
+            Some(Skip::Listed)
+        } else if !scope::owns(self.scopes, item) {
+            Some(Skip::Unowned)
+        } else if self.degraded.iter().any(|d| *d == item.repo().to_string().to_ascii_lowercase()) {
+            Some(Skip::Degraded)
+        } else {
+            None
+        }
+    }
+
+    fn record_facts(&self, item: &WorkItemRef) -> RecordFacts {
+        let has = |section| self.facts.has_section(item, section);
+        RecordFacts {
+            session: self.facts.session_records.contains(item),
+            control: has("control"),
+            graph: has("graph"),
+            collaborators: has("collaborators"),
+            poll: has("poll"),
+            ended: has("ended"),
+        }
+    }
+}
+
+impl<D: Dispatch> Poller<D> {
+    pub(super) async fn reconcile(
+        &mut self,
+        cx: &Reconcile<'_>,
+        ledgers: &mut Ledgers,
+        report: &mut CycleReport,
+    ) {
+        let known: BTreeSet<&WorkItemRef> =
+            cx.facts.session_records.iter().chain(cx.facts.sections.keys()).collect();
+        let mut ledger_only = BTreeMap::new();
+        for item in known {
+            match poll::closure_class(cx.record_facts(item)) {
+                ClosureClass::Tracked if cx.skip(item).is_none() => {
+                    self.ask(item, false, cx.now, ledgers, report).await;
+                }
+                ClosureClass::LedgerOnly => {
+                    ledger_only.insert(item.clone(), ledgers.clock(item));
+                }
+                ClosureClass::Tracked | ClosureClass::Untracked => {}
+            }
+        }
+        let interval = cx.config.polling.interval_seconds;
+        for item in poll::ledger_checks(&ledger_only, cx.now, interval, |r| cx.skip(r)) {
+            report.ledger_checks += 1;
+            self.ask(&item, true, cx.now, ledgers, report).await;
+        }
+    }
+
+    /// Asks GitHub whether `item` ended and acts on a definite answer only.
+    async fn ask(
+        &mut self,
+        item: &WorkItemRef,
+        ledger_only: bool,
+        now: Timestamp,
+        ledgers: &mut Ledgers,
+        report: &mut CycleReport,
+    ) {
+        let answer = match self.github.for_repo(item.repo()) {
+            Some(client) => client.read_item(item).await.map_err(|e| e.to_string()),
+            None => {
+                Err(format!("no GitHub client is configured for host `{}`", item.repo().host()))
+            }
+        };
+        let status = match answer {
+            Ok(status) if status.state == ItemState::Closed => status,
+            Ok(_) => {
+                if ledger_only {
+                    ledgers.closure_checked(item, now);
+                }
+                return;
+            }
+            Err(error) => {
+                report.errors.push(format!("{item}: {error}"));
+                self.store.events().emit(
+                    Event::warning("poll.item_error")
+                        .work_item(item)
+                        .field("error", &error)
+                        .field("will_retry", true),
+                );
+                if ledger_only {
+                    ledgers.closure_checked(item, now);
+                }
+                return;
+            }
+        };
+        let state = if status.merged { "merged" } else { "closed" };
+        let kind = match status.kind {
+            ItemKind::Issue => "issue",
+            ItemKind::PullRequest => "pull-request",
+        };
+        self.store.events().emit(
+            Event::info("poll.closure_detected")
+                .work_item(item)
+                .field("state", state)
+                .field("kind", kind),
+        );
+        if let Err(error) = self.dispatch.close(close_event(&status)).await {
+            report.errors.push(format!("{item}: {error}"));
+            self.store.events().emit(
+                Event::warning("poll.item_error")
+                    .work_item(item)
+                    .field("error", &error)
+                    .field("will_retry", true),
+            );
+            return;
+        }
+        match ledgers.forget(item) {
+            Ok(()) => report.closures += 1,
+            Err(err) => report.errors.push(format!("{item}: {err}")),
+        }
+    }
+}

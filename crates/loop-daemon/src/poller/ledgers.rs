@@ -1,0 +1,157 @@
+//! The poller's ledgers on disk: the `poll` section of portable records and the
+//! machine's poll clocks (seed 001).
+//!
+//! Records are read lazily, once per cycle, and remembered as read; a record is written
+//! back only when its clock-free body differs from what was read, so a quiet cycle leaves
+//! `portable/` untouched. The clocks (`lastPolledAt`, `closureCheckedAt`) live in
+//! `local/poll-clocks.json`; changes are collected during a cycle and written in one
+//! read-modify-write. A clock an older version left inside a record is read only when the
+//! local file has none for the ref, and disappears the next time the record is written
+//! (the typed section has no such key).
+//!
+//! Decisions are not made here: this is load, compare and store.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::poll::parse_stamp;
+use loop_core::record::{PollClock, PollClocks, PollLedger};
+use loop_store::{StateStore, StoreError};
+
+/// A record's poll section as read, and as the cycle has changed it.
+#[derive(Debug)]
+struct Loaded {
+    stored: Option<PollLedger>,
+    current: Option<PollLedger>,
+}
+
+/// One cycle's view of the poll ledgers and clocks.
+#[derive(Debug)]
+pub struct Ledgers {
+    store: StateStore,
+    loaded: HashMap<WorkItemRef, Loaded>,
+    clocks: PollClocks,
+    /// Clock changes of this cycle, written by [`Ledgers::save_clocks`]; `None` forgets.
+    clock_changes: BTreeMap<WorkItemRef, Option<PollClock>>,
+}
+
+impl Ledgers {
+    /// Reads the clock file (best-effort: unreadable is empty).
+    pub fn open(store: &StateStore) -> Self {
+        Self {
+            store: store.clone(),
+            loaded: HashMap::new(),
+            clocks: store.poll_clocks(),
+            clock_changes: BTreeMap::new(),
+        }
+    }
+
+    /// The poll section of `owner`'s record (`None`: never polled, forgotten or
+    /// quarantined — first sight).
+    pub fn ledger(&mut self, owner: &WorkItemRef) -> Result<Option<&PollLedger>, StoreError> {
+        Ok(self.load(owner)?.current.as_ref())
+    }
+
+    /// Replaces the poll section of `owner`'s record in memory.
+    pub fn put(&mut self, owner: &WorkItemRef, ledger: PollLedger) -> Result<(), StoreError> {
+        self.load(owner)?.current = Some(ledger);
+        Ok(())
+    }
+
+    fn load(&mut self, owner: &WorkItemRef) -> Result<&mut Loaded, StoreError> {
+        if !self.loaded.contains_key(owner) {
+            let stored = self.store.read_section::<PollLedger>(owner)?.into_value();
+            self.loaded.insert(owner.clone(), Loaded { current: stored.clone(), stored });
+        }
+        Ok(self.loaded.get_mut(owner).expect("inserted just above when absent"))
+    }
+
+    /// Writes `owner`'s record when its body changed since it was read. Returns whether
+    /// it wrote.
+    pub fn flush(&mut self, owner: &WorkItemRef) -> Result<bool, StoreError> {
+        let Some(loaded) = self.loaded.get_mut(owner) else { return Ok(false) };
+        if loaded.current == loaded.stored {
+            return Ok(false);
+        }
+        self.store.write_section(owner, loaded.current.as_ref())?;
+        loaded.stored = loaded.current.clone();
+        Ok(true)
+    }
+
+    /// Drops `owner`'s poll section (written through at once) and the clocks of it and of
+    /// the pull requests nested in it.
+    pub fn forget(&mut self, owner: &WorkItemRef) -> Result<(), StoreError> {
+        let nested: Vec<WorkItemRef> = self
+            .ledger(owner)?
+            .map(|l| l.pull_requests.keys().cloned().collect())
+            .unwrap_or_default();
+        self.store.write_section::<PollLedger>(owner, None)?;
+        self.loaded.insert(owner.clone(), Loaded { stored: None, current: None });
+        for item in nested.iter().chain([owner]) {
+            self.clock_changes.insert(item.clone(), None);
+        }
+        Ok(())
+    }
+
+    /// The clocks of `item`: the local file's, else (an older version's record) the ones
+    /// still inside the record. An unparsable stamp reads as none.
+    pub fn clock(&self, item: &WorkItemRef) -> PollClock {
+        if let Some(change) = self.clock_changes.get(item) {
+            return change.unwrap_or_default();
+        }
+        if let Some(clock) = self.clocks.clocks.get(item) {
+            return *clock;
+        }
+        self.stale_clock(item)
+    }
+
+    fn stale_clock(&self, item: &WorkItemRef) -> PollClock {
+        let Ok(Some(record)) = self.store.load_portable_record(item) else {
+            return PollClock::default();
+        };
+        let poll = record.get("poll");
+        let stamp = |key: &str| poll?.get(key)?.as_str().and_then(parse_stamp);
+        PollClock {
+            last_polled_at: stamp("lastPolledAt"),
+            closure_checked_at: stamp("closureCheckedAt"),
+        }
+    }
+
+    /// `item` was listed at `now`.
+    pub fn polled(&mut self, item: &WorkItemRef, now: Timestamp) {
+        let mut clock = self.clock(item);
+        clock.last_polled_at = Some(now);
+        self.clock_changes.insert(item.clone(), Some(clock));
+    }
+
+    /// `item` was asked about at `now` and not found closed.
+    pub fn closure_checked(&mut self, item: &WorkItemRef, now: Timestamp) {
+        let mut clock = self.clock(item);
+        clock.closure_checked_at = Some(now);
+        self.clock_changes.insert(item.clone(), Some(clock));
+    }
+
+    /// Writes this cycle's clock changes in one read-modify-write (skipped when none).
+    pub fn save_clocks(&mut self) -> Result<(), StoreError> {
+        if self.clock_changes.is_empty() {
+            return Ok(());
+        }
+        let changes = std::mem::take(&mut self.clock_changes);
+        self.store.update_poll_clocks(|clocks| {
+            for (item, change) in &changes {
+                match change {
+                    Some(clock) => clocks.clocks.insert(item.clone(), *clock),
+                    None => clocks.clocks.remove(item),
+                };
+            }
+        })?;
+        for (item, change) in changes {
+            match change {
+                Some(clock) => self.clocks.clocks.insert(item, clock),
+                None => self.clocks.clocks.remove(&item),
+            };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,618 @@
+//! The poller: the no-public-URL ingress (reference poller-provider, seeds 000, 001, 004).
+//!
+//! Each cycle lists every scope's labelled open items with one conditional request per
+//! repository (a 304 costs no rate limit), reads the comment surfaces only of items whose
+//! `updated_at` moved, that are new to this process, or on the periodic full sweep, asks
+//! for the linked issues of changed pull requests in one batched GraphQL request per host,
+//! and walks each item through the ledger rules of [`loop_core::poll`], handing comments,
+//! presences and closures to the pipeline both ingresses share ([`seam::Dispatch`]).
+//! After a complete, uninterrupted walk it reconciles closures ([`closure`]). Every item's
+//! ledger is on disk before the next item starts, so a `kill -9` anywhere loses at most
+//! the attempt in flight, which the dispatcher's status answers on the next cycle.
+//!
+//! It decides nothing an event means (the dispatcher does) and never closes on doubt.
+//! The process around it — pidfile lock, hot reload, signals — belongs to the caller:
+//! [`Poller::lock`] takes the lock, [`run`] loops until the shutdown flag is set, and
+//! [`Poller::release_attempts`] gives back the attempts the dispatcher abandoned.
+//!
+//! Store calls are small file reads and writes made inline: the poller is one sequential
+//! task, so nothing else waits on its executor thread.
+
+pub mod closure;
+pub mod events;
+mod item;
+pub mod ledgers;
+pub mod notice;
+pub mod scope;
+pub mod seam;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use loop_core::config::Config;
+use loop_core::{RepoRef, WorkItemRef};
+use loop_github::{GithubClient, ItemKind, ListedItem, ThreadComment};
+use loop_store::heartbeat::{CycleSummary, Heartbeat};
+use loop_store::index::PortableIndex;
+use loop_store::{Event, PidLock, StateStore, StoreError};
+use tokio::sync::watch;
+
+use crate::shutdown::Shutdown;
+
+use self::ledgers::Ledgers;
+use self::scope::Scope;
+use self::seam::Dispatch;
+
+/// Every this many cycles the comment surfaces of every listed item are read again
+/// (conditionally), so a change `updated_at` did not reveal is still seen.
+pub const FULL_SWEEP_EVERY_CYCLES: u64 = 60;
+
+/// Why the poller cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum PollerError {
+    #[error(
+        "another poller holds `{}` (pid {})\nhint: stop it with `the-loop stop`, or wait for its cycle to end",
+        path.display(),
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    )]
+    Blocked { path: std::path::PathBuf, pid: Option<u32> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One GitHub client per host.
+#[derive(Debug, Clone, Default)]
+pub struct GithubClients {
+    by_host: BTreeMap<String, GithubClient>,
+}
+
+impl GithubClients {
+    pub fn new(clients: impl IntoIterator<Item = GithubClient>) -> Self {
+        Self { by_host: clients.into_iter().map(|c| (c.host().to_ascii_lowercase(), c)).collect() }
+    }
+
+    fn for_repo(&self, repo: &RepoRef) -> Option<&GithubClient> {
+        self.by_host.get(&repo.host().to_ascii_lowercase())
+    }
+
+    /// Requests answered so far, and how many of them were 304 Not Modified.
+    fn answers(&self) -> (u64, u64) {
+        self.by_host.values().fold((0, 0), |(all, not_modified), client| {
+            let statuses = client.answers_by_status();
+            (
+                all + statuses.values().sum::<u64>(),
+                not_modified + statuses.get(&304).copied().unwrap_or(0),
+            )
+        })
+    }
+}
+
+/// What one cycle did (the `poll.cycle` event and the heartbeat).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CycleReport {
+    pub items_seen: u32,
+    pub spawns: u32,
+    pub comments_forwarded: u32,
+    pub closures: u32,
+    /// Give-ups (comment or spawn).
+    pub failures: u32,
+    /// Ledger-only records asked whether they ended (seed 000).
+    pub ledger_checks: u32,
+    /// `"<scope|ref|provider>: <message>"` per error.
+    pub errors: Vec<String>,
+    /// A stop request cut the walk short; nothing was reconciled.
+    pub interrupted: bool,
+    pub scopes_polled: u32,
+    /// Scopes whose listing failed this cycle.
+    pub scopes_degraded: Vec<String>,
+    /// GitHub requests made, and how many were answered 304 (free).
+    pub requests: u64,
+    pub not_modified: u64,
+}
+
+/// What this process remembers between cycles (lost on restart, which only costs one
+/// full read).
+#[derive(Debug, Default)]
+struct Memory {
+    cycles: u64,
+    /// Each item's thread as last read, with the `updated_at` it was read at.
+    threads: HashMap<WorkItemRef, (String, Vec<ThreadComment>)>,
+    /// Each pull request's linked issues, with the description they were read for.
+    linkage: HashMap<WorkItemRef, (String, Vec<WorkItemRef>)>,
+    /// Deliveries this process spent an attempt on, by dedup key (released at shutdown).
+    attempted: HashMap<String, Attempted>,
+    /// Items already checked for comments abandoned by another version.
+    rearm_checked: HashSet<WorkItemRef>,
+    /// Scopes whose last listing failed (for `poll.scope_recovered`).
+    failing_scopes: HashSet<String>,
+}
+
+/// A delivery this process spent an attempt on.
+#[derive(Debug, Clone)]
+enum Attempted {
+    Comment { owner: WorkItemRef, item: WorkItemRef, id: u64 },
+    Presence { owner: WorkItemRef },
+}
+
+/// The poller over a state root, GitHub and the dispatcher seam.
+#[derive(Debug)]
+pub struct Poller<D> {
+    store: StateStore,
+    github: GithubClients,
+    dispatch: D,
+    /// The running version, stamped on give-ups (issue-146).
+    version: String,
+    started_at: Timestamp,
+    memory: Memory,
+}
+
+/// The local facts a cycle reads once: sessions and the portable index.
+#[derive(Debug, Default)]
+struct Facts {
+    /// Endpoint refs with a live (active or paused) session.
+    live: BTreeSet<WorkItemRef>,
+    /// Endpoint ref → the work item whose session record holds it (any status).
+    binding: BTreeMap<WorkItemRef, WorkItemRef>,
+    /// Work items with a session record of any status.
+    session_records: BTreeSet<WorkItemRef>,
+    /// Portable records by ref: their sections.
+    sections: BTreeMap<WorkItemRef, Vec<String>>,
+    /// Pull request → the record whose poll ledger nests it.
+    nested: BTreeMap<WorkItemRef, WorkItemRef>,
+}
+
+impl Facts {
+    fn load(store: &StateStore) -> Result<Self, StoreError> {
+        let mut facts = Facts::default();
+        for record in store.list_local_records()? {
+            for (endpoint_ref, endpoint) in &record.endpoints {
+                if endpoint.is_live() {
+                    facts.live.insert(endpoint_ref.clone());
+                }
+                facts.binding.insert(endpoint_ref.clone(), record.work_item.clone());
+            }
+            facts.session_records.insert(record.work_item);
+        }
+        let path = store.layout().portable_index();
+        let index: PortableIndex = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+                tracing::warn!(path = %path.display(), error = %err, "portable/index.json does not parse; reconciling nothing from it this cycle");
+                PortableIndex::default()
+            }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => PortableIndex::default(),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "cannot read portable/index.json");
+                PortableIndex::default()
+            }
+        };
+        for entry in index.work_items.into_iter().filter(|e| !e.sealed) {
+            let Ok(item) = entry.work_item.parse::<WorkItemRef>() else {
+                tracing::debug!(work_item = %entry.work_item, "index entry with an unparsable ref skipped");
+                continue;
+            };
+            for pr in entry.pull_requests.iter().filter_map(|p| p.parse().ok()) {
+                facts.nested.insert(pr, item.clone());
+            }
+            facts.sections.insert(item, entry.sections);
+        }
+        Ok(facts)
+    }
+
+    fn has_section(&self, item: &WorkItemRef, section: &str) -> bool {
+        self.sections.get(item).is_some_and(|s| s.iter().any(|k| k == section))
+    }
+}
+
+impl<D: Dispatch> Poller<D> {
+    pub fn new(store: StateStore, github: GithubClients, dispatch: D, version: &str) -> Self {
+        Self {
+            store,
+            github,
+            dispatch,
+            version: version.to_owned(),
+            started_at: Timestamp::now(),
+            memory: Memory::default(),
+        }
+    }
+
+    /// The dispatcher seam (tests inspect their stand-in through it).
+    pub fn dispatch(&self) -> &D {
+        &self.dispatch
+    }
+
+    /// Takes the single-instance lock, `poll.pid`. A second poller is refused naming the
+    /// holder (`poller.blocked`).
+    pub fn lock(&self) -> Result<PidLock, PollerError> {
+        let path = self.store.layout().poll_pidfile();
+        match PidLock::acquire(&path) {
+            Ok(lock) => Ok(lock),
+            Err(StoreError::PidfileHeld { path, pid }) => {
+                self.store.events().emit(
+                    Event::error("poller.blocked")
+                        .field("pidfile", path.display().to_string())
+                        .field("holder", pid),
+                );
+                Err(PollerError::Blocked { path, pid })
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Says the poller started: `poller.started` and a heartbeat with no cycle yet.
+    pub fn announce_start(&self, config: &Config, once: bool) {
+        let sources: Vec<String> = scope::scopes(config).iter().map(Scope::name).collect();
+        self.store.events().emit(
+            Event::info("poller.started")
+                .field("interval_seconds", config.polling.interval_seconds)
+                .field("sources", sources)
+                .field("once", once),
+        );
+        if config.routing.authorized_users.is_empty() {
+            tracing::warn!(
+                "routing.authorizedUsers is empty: the poller will act on NO items or comments"
+            );
+        }
+        self.write_heartbeat(config, None);
+    }
+
+    /// Says the poller stopped (`poller.stopped`).
+    pub fn announce_stop(&self) {
+        self.store.events().emit(Event::info("poller.stopped"));
+    }
+
+    /// One poll cycle. `stop` is checked before each scope and each item: the item in
+    /// flight finishes and is on disk, nothing after it starts, and the cycle is
+    /// `interrupted` (and reconciles nothing).
+    pub async fn cycle(&mut self, config: &Config, stop: &mut Shutdown) -> CycleReport {
+        let now = Timestamp::now();
+        let (requests_before, not_modified_before) = self.github.answers();
+        let scopes = scope::scopes(config);
+        let sweep = self.memory.cycles.is_multiple_of(FULL_SWEEP_EVERY_CYCLES);
+        self.memory.cycles += 1;
+        let mut report = CycleReport::default();
+
+        let mut listed: Vec<(ListedItem, String)> = Vec::new();
+        for scope in &scopes {
+            if stop.signalled() {
+                report.interrupted = true;
+                break;
+            }
+            match self.list(scope, &mut report).await {
+                Some(items) => {
+                    for item in items {
+                        if !listed.iter().any(|(l, _)| l.item == item.item) {
+                            listed.push((item, scope.label.clone()));
+                        }
+                    }
+                }
+                None => report.scopes_degraded.push(scope.name()),
+            }
+        }
+        if !report.interrupted {
+            self.refresh_linkage(&listed, sweep, &mut report).await;
+        }
+
+        let mut ledgers = Ledgers::open(&self.store);
+        let facts = match Facts::load(&self.store) {
+            Ok(facts) => Some(facts),
+            Err(err) => {
+                report.errors.push(format!("state: {err}"));
+                self.store.events().emit(
+                    Event::error("poll.provider_error")
+                        .field("provider", "state")
+                        .field("error", err.to_string())
+                        .field("will_retry", true),
+                );
+                None
+            }
+        };
+        if let Some(facts) = &facts {
+            for (item, label) in &listed {
+                if report.interrupted || stop.signalled() {
+                    report.interrupted = true;
+                    break;
+                }
+                report.items_seen += 1;
+                let walk = item::Walk { config, facts, label, now, sweep };
+                self.process_item(&walk, item, &mut ledgers, &mut report).await;
+            }
+            if !report.interrupted {
+                let open: BTreeSet<WorkItemRef> =
+                    listed.iter().flat_map(|(item, _)| self.refs(item)).collect();
+                let reconcile = closure::Reconcile {
+                    config,
+                    scopes: &scopes,
+                    facts,
+                    open: &open,
+                    degraded: &report.scopes_degraded.clone(),
+                    now,
+                };
+                self.reconcile(&reconcile, &mut ledgers, &mut report).await;
+            }
+        }
+        if let Err(err) = ledgers.save_clocks() {
+            tracing::warn!(error = %err, "could not write the poll clocks; they are only a schedule");
+        }
+        let (requests, not_modified) = self.github.answers();
+        report.requests = requests - requests_before;
+        report.not_modified = not_modified - not_modified_before;
+        self.summarize(config, &report);
+        report
+    }
+
+    /// The refs an item maps to: its linked issues, then itself.
+    fn refs(&self, item: &ListedItem) -> Vec<WorkItemRef> {
+        let mut refs: Vec<WorkItemRef> = self
+            .memory
+            .linkage
+            .get(&item.item)
+            .map(|(_, linked)| linked.clone())
+            .unwrap_or_default();
+        if !refs.contains(&item.item) {
+            refs.push(item.item.clone());
+        }
+        refs
+    }
+
+    fn linked(&self, item: &WorkItemRef) -> Vec<WorkItemRef> {
+        self.memory.linkage.get(item).map(|(_, linked)| linked.clone()).unwrap_or_default()
+    }
+
+    /// One scope's labelled open items (monitors applied); `None` when the listing failed.
+    async fn list(&mut self, scope: &Scope, report: &mut CycleReport) -> Option<Vec<ListedItem>> {
+        let name = scope.name();
+        let answer = match self.github.for_repo(&scope.repo) {
+            Some(client) => client
+                .list_labelled_open_items(&scope.repo, &scope.label)
+                .await
+                .map_err(|err| err.to_string()),
+            None => Err(format!("no GitHub client is configured for host `{}`", scope.repo.host())),
+        };
+        match answer {
+            Ok(listing) => {
+                report.scopes_polled += 1;
+                if self.memory.failing_scopes.remove(&name) {
+                    self.store.events().emit(
+                        Event::info("poll.scope_recovered")
+                            .field("provider", "github")
+                            .field("scope", &name),
+                    );
+                }
+                Some(
+                    listing
+                        .items
+                        .into_iter()
+                        .filter(|i| match i.kind {
+                            ItemKind::Issue => scope.issues,
+                            ItemKind::PullRequest => scope.pull_requests,
+                        })
+                        .collect(),
+                )
+            }
+            Err(error) => {
+                report.errors.push(format!("{name}: {error}"));
+                self.memory.failing_scopes.insert(name.clone());
+                self.store.events().emit(
+                    Event::error("poll.scope_error")
+                        .field("provider", "github")
+                        .field("scope", &name)
+                        .field("error", &error)
+                        .field("will_retry", true),
+                );
+                None
+            }
+        }
+    }
+
+    /// Asks for the linked issues of pull requests that are new to this process or whose
+    /// description changed (every one on a sweep): one GraphQL request per host.
+    async fn refresh_linkage(
+        &mut self,
+        listed: &[(ListedItem, String)],
+        sweep: bool,
+        report: &mut CycleReport,
+    ) {
+        let mut by_host: BTreeMap<String, Vec<&ListedItem>> = BTreeMap::new();
+        for (item, _) in listed.iter().filter(|(i, _)| i.kind == ItemKind::PullRequest) {
+            let known =
+                self.memory.linkage.get(&item.item).is_some_and(|(body, _)| *body == item.body);
+            if sweep || !known {
+                by_host.entry(item.item.repo().host().to_ascii_lowercase()).or_default().push(item);
+            }
+        }
+        for (host, prs) in by_host {
+            let Some(client) = self.github.by_host.get(&host) else { continue };
+            let refs: Vec<WorkItemRef> = prs.iter().map(|p| p.item.clone()).collect();
+            match client.linked_issues(&refs).await {
+                Ok(mut linked) => {
+                    for pr in prs {
+                        let issues = linked.remove(&pr.item).unwrap_or_default();
+                        self.memory.linkage.insert(pr.item.clone(), (pr.body.clone(), issues));
+                    }
+                }
+                Err(err) => {
+                    report.errors.push(format!("github: {err}"));
+                    self.store.events().emit(
+                        Event::error("poll.provider_error")
+                            .field("provider", "github")
+                            .field("error", err.to_string())
+                            .field("will_retry", true),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The item's thread: the remembered one when `updated_at` has not moved (and this is
+    /// no sweep), else read from GitHub.
+    async fn thread(
+        &mut self,
+        item: &ListedItem,
+        sweep: bool,
+    ) -> Result<Vec<ThreadComment>, String> {
+        if !sweep
+            && let Some((updated_at, thread)) = self.memory.threads.get(&item.item)
+            && *updated_at == item.updated_at
+        {
+            return Ok(thread.clone());
+        }
+        let Some(client) = self.github.for_repo(item.item.repo()) else {
+            return Err(format!(
+                "no GitHub client is configured for host `{}`",
+                item.item.repo().host()
+            ));
+        };
+        let thread = match item.kind {
+            ItemKind::Issue => client.conversation_comments(&item.item).await,
+            ItemKind::PullRequest => client.pull_request_thread(&item.item).await,
+        }
+        .map_err(|err| err.to_string())?;
+        self.memory.threads.insert(item.item.clone(), (item.updated_at.clone(), thread.clone()));
+        Ok(thread)
+    }
+
+    /// Gives back the attempts this process spent on deliveries the dispatcher abandoned
+    /// at shutdown (still queued): counts go down, nothing is baselined. Deliveries that
+    /// resolved are no longer releasable. Emits `poll.attempts_released`.
+    pub fn release_attempts(&mut self, abandoned: &[String]) -> Result<u32, StoreError> {
+        let mut ledgers = Ledgers::open(&self.store);
+        let mut owners = BTreeSet::new();
+        let mut released = 0;
+        for key in abandoned {
+            let Some(attempted) = self.memory.attempted.remove(key) else { continue };
+            match attempted {
+                Attempted::Comment { owner, item, id } => {
+                    let Some(mut ledger) = ledgers.ledger(&owner)?.cloned() else { continue };
+                    let comments = loop_core::poll::comment_ledger_mut(&owner, &mut ledger, &item);
+                    if loop_core::poll::release_attempt(comments, id) {
+                        released += 1;
+                        ledgers.put(&owner, ledger)?;
+                        owners.insert(owner);
+                    }
+                }
+                Attempted::Presence { owner } => {
+                    let Some(mut ledger) = ledgers.ledger(&owner)?.cloned() else { continue };
+                    let Some(spawn) =
+                        ledger.spawn.as_mut().filter(|s| s.delivery_id.as_deref() == Some(key))
+                    else {
+                        continue;
+                    };
+                    loop_core::poll::release_spawn(spawn);
+                    released += 1;
+                    ledgers.put(&owner, ledger)?;
+                    owners.insert(owner);
+                }
+            }
+        }
+        for owner in &owners {
+            ledgers.flush(owner)?;
+        }
+        if released > 0 {
+            self.store
+                .events()
+                .emit(Event::info("poll.attempts_released").field("released", released));
+        }
+        Ok(released)
+    }
+
+    /// The `poll.cycle` event, a log line and the heartbeat.
+    fn summarize(&self, config: &Config, report: &CycleReport) {
+        let mut event = Event::info("poll.cycle")
+            .field("items_seen", report.items_seen)
+            .field("spawns", report.spawns)
+            .field("comments_forwarded", report.comments_forwarded)
+            .field("requests", report.requests)
+            .field("not_modified", report.not_modified);
+        let counters = [
+            ("closures", report.closures),
+            ("failures", report.failures),
+            ("ledger_checks", report.ledger_checks),
+            ("scopes_polled", report.scopes_polled),
+        ];
+        for (key, value) in counters.into_iter().filter(|(_, v)| *v > 0) {
+            event = event.field(key, value);
+        }
+        if !report.errors.is_empty() {
+            event = event.field("errors", &report.errors);
+        }
+        if !report.scopes_degraded.is_empty() {
+            event = event.field("scopes_degraded", &report.scopes_degraded);
+        }
+        if report.interrupted {
+            event = event.field("interrupted", true);
+        }
+        self.store.events().emit(event);
+        tracing::info!(
+            items = report.items_seen,
+            spawns = report.spawns,
+            forwarded = report.comments_forwarded,
+            closures = report.closures,
+            failures = report.failures,
+            errors = report.errors.len(),
+            degraded = report.scopes_degraded.len(),
+            interrupted = report.interrupted,
+            requests = report.requests,
+            not_modified = report.not_modified,
+            "poll cycle"
+        );
+        self.write_heartbeat(config, Some(report));
+    }
+
+    fn write_heartbeat(&self, config: &Config, report: Option<&CycleReport>) {
+        let heartbeat = Heartbeat {
+            started_at: self.started_at,
+            last_cycle_at: report.map(|_| Timestamp::now()),
+            interval_seconds: config.polling.interval_seconds.max(1),
+            last_cycle: report.map(|r| CycleSummary {
+                items_seen: r.items_seen,
+                spawns: r.spawns,
+                comments_forwarded: r.comments_forwarded,
+                closures: r.closures,
+                failures: r.failures,
+                errors: u32::try_from(r.errors.len()).unwrap_or(u32::MAX),
+                interrupted: r.interrupted,
+            }),
+        };
+        if let Err(err) = self.store.write_heartbeat(&heartbeat) {
+            tracing::warn!(error = %err, "could not write the poll heartbeat");
+        }
+    }
+}
+
+/// Polls until `shutdown` is signalled: a cycle with the config current at its start, then a
+/// wait of `polling.intervalSeconds` (at least 1 s) that a shutdown cuts short. A config
+/// change between cycles is picked up (`config.reloaded`). The caller holds the lock and,
+/// once this returns and the dispatcher drained, calls [`Poller::release_attempts`].
+pub async fn run<D: Dispatch>(
+    poller: &mut Poller<D>,
+    mut config: watch::Receiver<Arc<Config>>,
+    mut shutdown: Shutdown,
+) {
+    let mut current = config.borrow_and_update().clone();
+    poller.announce_start(&current, false);
+    loop {
+        if shutdown.signalled() {
+            break;
+        }
+        if config.has_changed().unwrap_or(false) {
+            current = config.borrow_and_update().clone();
+            poller.store.events().emit(Event::info("config.reloaded").field(
+                "detail",
+                format!(
+                    "polling: {} scope(s), interval={}s",
+                    scope::scopes(&current).len(),
+                    current.polling.interval_seconds.max(1)
+                ),
+            ));
+        }
+        poller.cycle(&current, &mut shutdown).await;
+        let wait = Duration::from_secs(current.polling.interval_seconds.max(1));
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.recv() => {}
+        }
+    }
+    poller.announce_stop();
+}

@@ -1,0 +1,42 @@
+//! The narrow seam between the poller and the dispatcher.
+//!
+//! The poller never decides what an event means: it hands each polled comment, presence
+//! and closure to the same pipeline the webhook receiver feeds, and reads back, locally,
+//! what became of each delivery (keyed by the event's cross-ingress dedup key). This trait
+//! is all the poller needs from that pipeline; the daemon implements it over the
+//! dispatcher, and tests over an in-memory stand-in.
+//!
+//! Nothing here talks to GitHub or touches the state root.
+
+use std::future::Future;
+
+use loop_core::event::Event;
+use loop_core::poll::DeliveryStatus;
+
+/// What the dispatcher did with an event when it was handed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dispatched {
+    /// Accepted for delivery; its outcome is read on a later cycle through
+    /// [`Dispatch::status`].
+    Enqueued,
+    /// Finished on purpose at once (`awaiting-start`, `control-executed`, …): no attempt
+    /// is spent and nothing will be retried.
+    Settled(String),
+    /// Could not be accepted; the key was released and the attempt is spent.
+    Failed(String),
+}
+
+/// The dispatcher as the poller sees it.
+pub trait Dispatch: Send + Sync {
+    /// Hands a polled event to the pipeline both ingresses share.
+    fn dispatch(&self, event: Event) -> impl Future<Output = Dispatched> + Send;
+
+    /// What the pipeline knows about the delivery whose dedup key is `key` (the text of
+    /// [`DedupKey`](loop_core::event::DedupKey)): done, settled, in flight or unknown. Local only; never a GitHub call.
+    fn status(&self, key: &str) -> DeliveryStatus;
+
+    /// The synchronous close path for a closure the poller confirmed: closes the live
+    /// session if any, stamps `ended`, clears `control` and `collaborators`. Returns once
+    /// the stamp is durable; an error leaves the poll ledger in place (asked again).
+    fn close(&self, event: Event) -> impl Future<Output = Result<(), String>> + Send;
+}

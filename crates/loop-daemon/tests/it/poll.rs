@@ -1,0 +1,339 @@
+//! The poller against the simulated GitHub and an in-memory dispatcher: reading,
+//! first sight (seed 004), forwarding, retries and give-ups, clocks (seed 001), frugality.
+
+use loop_core::record::{Control, PollLedger};
+use loop_daemon::poller::PollerError;
+use loop_sim::ReviewState;
+
+use crate::poll_support::{Bench, LABEL, Mode};
+
+const REPO: &str = "octo/app";
+
+fn poll_ledger(bench: &Bench, number: u64) -> Option<PollLedger> {
+    bench.store.read_section::<PollLedger>(&bench.item(REPO, number)).unwrap().into_value()
+}
+
+#[tokio::test]
+async fn first_sight_spawns_once_baselines_the_thread_and_forwards_nothing() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    requireStartCommand: false\n").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "ann", "some context").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!((report.items_seen, report.spawns, report.comments_forwarded), (1, 1, 0));
+    assert_eq!(bench.stand_in.presences(), 1);
+    assert!(bench.stand_in.comment_bodies().is_empty());
+    assert_eq!(poll_ledger(&bench, n).unwrap().comments.seen_comments.len(), 1);
+    let again = bench.cycle().await;
+    assert_eq!((again.spawns, again.comments_forwarded), (0, 0));
+}
+
+#[tokio::test]
+async fn a_start_posted_before_first_sight_starts_the_item() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "ann", "chatter first").unwrap();
+    bench.sim.comment(REPO, n, "ann", "the-loop start").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["the-loop start"]);
+    assert_eq!(bench.stand_in.spawned(), [bench.item(REPO, n)]);
+    assert_eq!(report.spawns, 0, "no presence is offered while a start is pending");
+    assert_eq!(bench.stand_in.presences(), 0);
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies().len(), 1, "nothing is forwarded twice");
+    let ledger = poll_ledger(&bench, n).unwrap();
+    assert_eq!(ledger.comments.seen_comments.len(), 2, "the start resolves once it is done");
+}
+
+#[tokio::test]
+async fn pending_commands_are_forwarded_in_thread_order_so_start_then_stop_ends_stopped() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "ann", "the-loop start").unwrap();
+    bench.sim.comment(REPO, n, "ann", "the-loop stop").unwrap();
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["the-loop start", "the-loop stop"]);
+    let control = bench.store.read_section::<Control>(&bench.item(REPO, n)).unwrap().into_value();
+    assert_eq!(control.unwrap().command, loop_core::control::Command::Stop);
+}
+
+#[tokio::test]
+async fn first_sight_baselines_strangers_self_marked_and_ambiguous_commands() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "eve", "the-loop start").unwrap();
+    let marked = loop_core::guards::mark_self_authored("the-loop start");
+    bench.sim.comment(REPO, n, "ann", &marked).unwrap();
+    bench.sim.comment(REPO, n, "ann", "the-loop start or the-loop stop?").unwrap();
+    bench.cycle().await;
+    assert!(bench.stand_in.comment_bodies().is_empty());
+    assert_eq!(poll_ledger(&bench, n).unwrap().comments.seen_comments.len(), 3);
+}
+
+#[tokio::test]
+async fn first_sight_with_a_control_record_replays_nothing() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "ann", "the-loop stop").unwrap();
+    let control = Control {
+        command: loop_core::control::Command::Start,
+        source: loop_core::record::ControlSource::Cli,
+        actor: Some("ann".parse().unwrap()),
+        requested_at: jiff::Timestamp::now(),
+        note: None,
+        instance: None,
+    };
+    bench.store.write_section(&bench.item(REPO, n), Some(&control)).unwrap();
+    bench.cycle().await;
+    assert!(bench.stand_in.comment_bodies().is_empty(), "the old stop is not replayed");
+    assert_eq!(bench.stand_in.presences(), 1, "the recorded start arms the presence");
+}
+
+#[tokio::test]
+async fn an_authorized_comment_on_a_strangers_item_is_forwarded_but_never_spawns_by_itself() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    requireStartCommand: false\n").await;
+    let n = bench.open_issue(REPO, "eve");
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.presences(), 0);
+    assert_eq!(bench.events("poll.unauthorized").len(), 1);
+    bench.sim.comment(REPO, n, "ann", "please look").unwrap();
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["please look"]);
+    assert_eq!(bench.stand_in.presences(), 0, "the item's author gates only presence");
+}
+
+#[tokio::test]
+async fn a_new_comment_on_a_known_item_is_forwarded_once_with_the_webhooks_dedup_key() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let id = bench.sim.comment(REPO, n, "ann", "next step please").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!(report.comments_forwarded, 1);
+    let (key, event) = bench.stand_in.dispatched().pop().unwrap();
+    assert!(key.starts_with("issue_comment:IC_") && key.ends_with(":created"), "{key}");
+    assert_eq!(event.comment.unwrap().id, Some(id.to_string()));
+    assert_eq!(bench.cycle().await.comments_forwarded, 0);
+    assert_eq!(bench.events("poll.comment_forwarded").len(), 1);
+}
+
+#[tokio::test]
+async fn a_comment_the_webhook_already_delivered_is_resolved_without_forwarding() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let id = bench.sim.comment(REPO, n, "ann", "pushed and polled").unwrap();
+    let node = loop_sim::world::node_id("IC", id);
+    bench.stand_in.mark_done(&format!("issue_comment:{node}:created"));
+    let report = bench.cycle().await;
+    assert_eq!(report.comments_forwarded, 0);
+    assert!(bench.stand_in.comment_bodies().is_empty());
+    assert!(poll_ledger(&bench, n).unwrap().comments.seen_comments.contains(&id));
+}
+
+#[tokio::test]
+async fn a_failing_comment_is_retried_to_max_retries_then_given_up_with_one_notice() {
+    let mut bench = Bench::new(&[REPO], "polling:\n  maxRetries: 2\n").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.stand_in.set_mode(Mode::Fail);
+    let id = bench.sim.comment(REPO, n, "ann", "SECRET-INSTRUCTION do it").unwrap();
+    for _ in 0..4 {
+        bench.cycle().await;
+    }
+    assert_eq!(bench.stand_in.comment_bodies().len(), 2, "two attempts, then no more");
+    let ledger = poll_ledger(&bench, n).unwrap();
+    assert!(ledger.comments.seen_comments.contains(&id));
+    assert_eq!(ledger.comments.gave_up.unwrap().comments, [id]);
+    assert_eq!(bench.events("poll.comment_failed").len(), 1);
+    assert_eq!(bench.events("poll.giveup_reported").len(), 1);
+    let notices = bench.sim.comments_by(REPO, n, bench.sim.viewer());
+    assert_eq!(notices.len(), 1);
+    assert!(notices[0].contains(&id.to_string()) && !notices[0].contains("SECRET-INSTRUCTION"));
+    assert!(loop_core::guards::is_self_authored(&notices[0]));
+}
+
+#[tokio::test]
+async fn an_in_flight_comment_is_never_re_forwarded_nor_counted() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.stand_in.set_mode(Mode::Hang);
+    let id = bench.sim.comment(REPO, n, "ann", "a long one").unwrap();
+    for _ in 0..5 {
+        bench.cycle().await;
+    }
+    assert_eq!(bench.stand_in.comment_bodies().len(), 1);
+    assert_eq!(poll_ledger(&bench, n).unwrap().comments.comment_attempts[&id], 1);
+    assert!(bench.events("poll.comment_failed").is_empty());
+}
+
+#[tokio::test]
+async fn a_settled_comment_is_resolved_without_an_attempt_or_a_failure() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.stand_in.set_mode(Mode::Settle("session-paused".into()));
+    let id = bench.sim.comment(REPO, n, "ann", "while paused").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!((report.comments_forwarded, report.failures), (0, 0));
+    let ledger = poll_ledger(&bench, n).unwrap();
+    assert!(ledger.comments.seen_comments.contains(&id) && ledger.comments.gave_up.is_none());
+    let settled = bench.events("poll.comment_settled");
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].0["outcome"], "session-paused");
+}
+
+#[tokio::test]
+async fn a_pr_review_and_inline_comment_are_forwarded_as_their_webhook_events() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench
+        .sim
+        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
+        .unwrap();
+    bench.cycle().await;
+    bench
+        .sim
+        .review(REPO, pr, "ann", ReviewState::Commented, "looks odd", &[("src/a.rs", 3, "here")])
+        .unwrap();
+    bench.cycle().await;
+    let kinds: Vec<String> = bench
+        .stand_in
+        .dispatched()
+        .iter()
+        .filter(|(_, e)| e.comment.is_some())
+        .map(|(k, _)| k.split(':').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["pull_request_review", "pull_request_review_comment"]);
+    let (_, event) = bench.stand_in.dispatched().pop().unwrap();
+    assert_eq!(event.entity.unwrap().closing_issues, [bench.item(REPO, issue)]);
+}
+
+#[tokio::test]
+async fn clocks_live_in_the_local_file_and_a_quiet_cycle_rewrites_no_portable_record() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let path = bench.store.layout().portable_record(&bench.item(REPO, n));
+    let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("lastPolledAt") && !text.contains("closureCheckedAt"), "{text}");
+    let clock = bench.store.poll_clock(&bench.item(REPO, n));
+    assert!(clock.last_polled_at.is_some());
+    bench.cycle().await;
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+}
+
+#[tokio::test]
+async fn a_stale_clock_in_an_old_record_is_read_and_dropped_on_the_next_write() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let path = bench.store.layout().portable_record(&bench.item(REPO, n));
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    record["poll"]["lastPolledAt"] = "2026-01-01T00:00:00Z".into();
+    std::fs::write(&path, record.to_string()).unwrap();
+    bench.sim.comment(REPO, n, "ann", "learn something").unwrap();
+    bench.cycle().await;
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("lastPolledAt"));
+}
+
+#[tokio::test]
+async fn a_second_poller_is_refused_naming_the_holder() {
+    let bench = Bench::new(&[REPO], "").await;
+    let _held = bench.poller.lock().unwrap();
+    let other = loop_daemon::poller::Poller::new(
+        bench.store.clone(),
+        crate::poll_support::clients(&bench.sim),
+        bench.stand_in.clone(),
+        "x",
+    );
+    match other.lock() {
+        Err(PollerError::Blocked { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(bench.events("poller.blocked").len(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_scope_is_degraded_and_isolated() {
+    let mut bench = Bench::new(&[REPO, "octo/gone"], "").await;
+    bench.open_issue(REPO, "ann");
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some("octo/gone".into()),
+    });
+    let report = bench.cycle().await;
+    assert_eq!(report.scopes_degraded, ["octo/gone"]);
+    assert_eq!((report.scopes_polled, report.items_seen), (1, 1));
+    assert_eq!(bench.events("poll.scope_error").len(), 1);
+    let next = bench.cycle().await;
+    assert!(next.scopes_degraded.is_empty());
+    assert_eq!(bench.events("poll.scope_recovered").len(), 1);
+}
+
+#[tokio::test]
+async fn a_stop_is_honoured_after_the_item_in_flight_and_the_cycle_reconciles_nothing() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    requireStartCommand: false\n").await;
+    let first = bench.open_issue(REPO, "ann");
+    let second = bench.open_issue(REPO, "ann");
+    // The listing is newest first: the second issue is walked first.
+    bench.stand_in.stop_on(second);
+    let report = bench.cycle().await;
+    assert!(report.interrupted);
+    assert_eq!(report.items_seen, 1);
+    assert!(poll_ledger(&bench, second).is_some(), "the item in flight is on disk");
+    assert!(poll_ledger(&bench, first).is_none(), "nothing after it started");
+    assert_eq!(report.ledger_checks, 0);
+}
+
+#[tokio::test]
+async fn a_restarted_poller_re_forwards_nothing_already_delivered() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.sim.comment(REPO, n, "ann", "one").unwrap();
+    bench.cycle().await;
+    bench.restart();
+    bench.cycle().await;
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["one"]);
+}
+
+#[tokio::test]
+async fn a_quiet_cycle_makes_one_request_per_repository_all_not_modified() {
+    let repos = ["octo/a", "octo/b", "octo/c"];
+    let mut bench = Bench::new(&repos, "").await;
+    for i in 0..10 {
+        bench.open_issue(repos[i % 3], "ann");
+    }
+    for i in 0..4 {
+        let repo = repos[i % 3];
+        bench.sim.open_pull_request(repo, "ann", "PR", "", &format!("b{i}"), &[LABEL]).unwrap();
+    }
+    bench.cycle().await;
+    bench.sim.clear_requests();
+    let quiet = bench.cycle().await;
+    let log = bench.sim.requests();
+    assert_eq!((log.total(), log.with_status(304)), (3, 3), "{log}");
+    assert_eq!((quiet.requests, quiet.not_modified), (3, 3));
+    let pr = bench
+        .sim
+        .world()
+        .repo("octo/a")
+        .unwrap()
+        .items
+        .values()
+        .find(|i| i.pull.is_some())
+        .unwrap()
+        .number;
+    bench.sim.comment("octo/a", pr, "ann", "one new comment").unwrap();
+    bench.sim.clear_requests();
+    let busy = bench.cycle().await;
+    let log = bench.sim.requests();
+    assert!(log.total() <= 3 + 3, "{log}");
+    assert_eq!(busy.comments_forwarded, 1);
+}

@@ -56,6 +56,9 @@ pub enum Command {
     /// Run a simulated GitHub in the foreground and print its URL (for trying the-loop
     /// without credentials; Ctrl-C to stop)
     Sim(SimArgs),
+
+    /// Bring up every enabled ingress (today: the webhook receiver) in one service process
+    Start(StartArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,6 +133,18 @@ pub struct SimArgs {
     pub viewer: String,
 }
 
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Run in this process until TERM or INT (for systemd, containers and tests)
+    #[arg(long)]
+    pub foreground: bool,
+
+    /// Journal and acknowledge deliveries without processing them; they are processed at
+    /// the next start without this flag (crash and recovery testing)
+    #[arg(long, hide = true)]
+    pub hold_processing: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +195,16 @@ mod tests {
     #[test]
     fn verbose_and_quiet_conflict() {
         assert!(Cli::try_parse_from(["the-loop", "-v", "-q", "events"]).is_err());
+    }
+
+    #[test]
+    fn start_takes_foreground_and_the_hidden_hold_flag() {
+        let cli = Cli::try_parse_from(["the-loop", "start", "--foreground"]).unwrap();
+        let Command::Start(args) = cli.command else { panic!("not start") };
+        assert!(args.foreground && !args.hold_processing);
+        let cli = Cli::try_parse_from(["the-loop", "start", "--foreground", "--hold-processing"])
+            .unwrap();
+        let Command::Start(args) = cli.command else { panic!("not start") };
+        assert!(args.hold_processing);
     }
 }

@@ -69,9 +69,7 @@ const SERVER_NAME: &str = concat!("the-loop-gh-webhook/", env!("CARGO_PKG_VERSIO
 /// Why the receiver cannot start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReceiverError {
-    #[error(
-        "the webhook secret is unset: the environment variable `{env}` is empty or missing\nhint: export `{env}` with the secret configured on GitHub, or set `webhooks.ghWebhook.allowUnsigned: true` to accept unsigned deliveries"
-    )]
+    #[error("the webhook secret is unset: the environment variable `{env}` is empty or missing")]
     UnsetSecret { env: String },
 
     #[error(
@@ -87,6 +85,21 @@ pub enum ReceiverError {
 
     #[error("the listener failed")]
     Serve(#[source] std::io::Error),
+}
+
+impl ReceiverError {
+    /// What the operator can do about it, when there is something.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::UnsetSecret { env } => Some(format!(
+                "export `{env}` with the secret configured on GitHub, or set `webhooks.ghWebhook.allowUnsigned: true` to accept unsigned deliveries"
+            )),
+            Self::Path { .. } => Some(
+                "set `webhooks.ghWebhook.path` to a plain path such as `/gh-webhook`".to_owned(),
+            ),
+            Self::Inbox(_) | Self::Writer(_) | Self::Serve(_) => None,
+        }
+    }
 }
 
 /// The HMAC secret (the value of the env var `secretEnv` names). Never printed.
@@ -247,11 +260,8 @@ impl Receiver {
             existence,
             hold_processing,
             body_limit,
-            warnings,
+            warnings: _,
         } = self;
-        for warning in &warnings {
-            tracing::warn!("{warning}");
-        }
         let current = Arc::clone(config.current());
         let trigger = Trigger::new();
         let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE);

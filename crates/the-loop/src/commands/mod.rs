@@ -3,6 +3,7 @@
 mod config;
 mod events;
 mod sim;
+mod start;
 
 use crate::ExitStatus;
 use crate::cli::{Cli, Command};
@@ -13,5 +14,6 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Config(command) => config::run(command, &cli.global, printer),
         Command::Events(args) => events::run(args, &cli.global, printer),
         Command::Sim(args) => sim::run(args, &cli.global, printer),
+        Command::Start(args) => start::run(args, &cli.global, printer),
     }
 }

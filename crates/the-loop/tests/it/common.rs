@@ -69,8 +69,24 @@ impl Cli {
     {
         let args: Vec<String> =
             args.into_iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+        let output = self.command(&args).output().expect("the built the-loop binary runs");
+        Run {
+            args,
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// `the-loop ARGS…` in the working directory with this environment, not yet started
+    /// (for long-running verbs a test spawns and signals).
+    pub fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut command = Command::new(env!("CARGO_BIN_EXE_the-loop"));
-        command.args(&args).current_dir(&self.cwd);
+        command.args(args).current_dir(&self.cwd);
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("THE_LOOP_") {
                 command.env_remove(&name);
@@ -78,13 +94,7 @@ impl Cli {
         }
         command.env("HOME", &self.home);
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        let output = command.output().expect("the built the-loop binary runs");
-        Run {
-            args,
-            code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        command
     }
 }
 

@@ -7,3 +7,4 @@ mod common;
 mod config;
 mod events;
 mod sim;
+mod start;

@@ -207,6 +207,14 @@ pub mod rules {
         true
     }
 
+    /// Whether an attach must be read-only: always for a closed session (nothing may be
+    /// typed into a conversation the-loop has ended), as asked otherwise — a paused
+    /// session stays writable (reference quirk §9.3, decided for the documented
+    /// behaviour).
+    pub fn attach_read_only(status: EndpointStatus, requested: bool) -> bool {
+        requested || status == EndpointStatus::Closed
+    }
+
     /// Which endpoint of `record` an event on `target` goes to. A closed record routes
     /// nowhere. With `split` (a PR session of its own is wanted) a live endpoint serving
     /// `target` is used; otherwise, or when that endpoint is missing or closed, the work
@@ -507,6 +515,22 @@ mod tests {
         assert_eq!(own.harness_session_id.as_deref(), Some("u-2"));
         assert_eq!(own.recent_deliveries, ["d1"]);
         assert_eq!(own.model.as_deref(), Some("opus"));
+    }
+
+    #[test]
+    fn attach_is_forced_read_only_only_for_a_closed_session() {
+        use EndpointStatus::*;
+        let table = [
+            (Active, false, false),
+            (Active, true, true),
+            (Paused, false, false),
+            (Paused, true, true),
+            (Closed, false, true),
+            (Closed, true, true),
+        ];
+        for (status, requested, expected) in table {
+            assert_eq!(attach_read_only(status, requested), expected, "{status:?} {requested}");
+        }
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub const INSTANCE_ENV: &str = "THE_LOOP_INSTANCE";
 
 /// How often a settle loop looks again while waiting for a harness to exit.
 const SETTLE_POLL: Duration = Duration::from_millis(100);
+/// How many times a spawn is tried when it met a tmux server on its way out.
+const SERVER_EXIT_RETRIES: u32 = 4;
 /// How long a probe run as a plain command may take before it counts as no answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -177,10 +179,21 @@ pub struct SessionSite {
 }
 
 impl SessionSite {
-    /// The site of `work_item`'s session (or of a PR endpoint, named by the PR's ref) in
-    /// `cwd`.
+    /// The site of a work item's own session in `cwd`.
     pub fn for_work_item(work_item: &WorkItemRef, cwd: PathBuf, instance: Option<String>) -> Self {
-        Self { target: work_item.tmux_session(), cwd, work_item: Some(work_item.clone()), instance }
+        Self::for_endpoint(work_item, work_item, cwd, instance)
+    }
+
+    /// The site of the session serving `served` (a PR endpoint's own ref, or the work
+    /// item's) on behalf of the work item `owner`: named after `served`, telling the pane
+    /// it works for `owner` (hooks resolve the work item, not the PR).
+    pub fn for_endpoint(
+        owner: &WorkItemRef,
+        served: &WorkItemRef,
+        cwd: PathBuf,
+        instance: Option<String>,
+    ) -> Self {
+        Self { target: served.tmux_session(), cwd, work_item: Some(owner.clone()), instance }
     }
 }
 
@@ -289,14 +302,38 @@ impl Tmux {
             return Err(TmuxError::SeparatorInArgv { arg: arg.clone() });
         }
         self.clear_target(&site.target, false)?;
-        match self.new_session(site, argv) {
+        match self.new_session_on_a_settled_server(site, argv) {
             Err(TmuxError::Failed { message, .. })
                 if message.to_ascii_lowercase().contains("duplicate session") =>
             {
                 self.clear_target(&site.target, true)?;
-                self.new_session(site, argv)
+                self.new_session_on_a_settled_server(site, argv)
             }
             other => other,
+        }
+    }
+
+    /// `new-session`, retried when it reached a server that was exiting (clearing the
+    /// last, dead session of a server makes it exit; a client arriving in that moment is
+    /// told "server exited unexpectedly" and nothing was created).
+    fn new_session_on_a_settled_server(
+        &self,
+        site: &SessionSite,
+        argv: &[String],
+    ) -> Result<(), TmuxError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.new_session(site, argv) {
+                Err(TmuxError::Failed { message, .. })
+                    if attempt < SERVER_EXIT_RETRIES
+                        && (message.contains("server exited unexpectedly")
+                            || message.contains("lost server")) =>
+                {
+                    std::thread::sleep(SETTLE_POLL / 4 * attempt);
+                }
+                other => return other,
+            }
         }
     }
 
@@ -753,6 +790,55 @@ fn parse_version(output: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn runner(binary: &str) -> Tmux {
+        let mut settings =
+            TmuxSettings::new(TmuxSocket::Named("unused".into()), std::env::temp_dir());
+        settings.binary = PathBuf::from(binary);
+        Tmux::new(settings)
+    }
+
+    #[test]
+    fn a_tmux_older_than_3_2_gets_no_environment_flags_and_one_warning() {
+        let item: WorkItemRef = "github:octo/app#1".parse().unwrap();
+        let site = SessionSite::for_work_item(&item, PathBuf::from("/w"), Some("laptop".into()));
+        let old = runner("tmux");
+        old.version.set(Some((3, 1))).unwrap();
+        assert!(old.env_args(&site).is_empty());
+        assert!(old.env_warned.load(Ordering::Relaxed));
+        let new = runner("tmux");
+        new.version.set(Some((3, 3))).unwrap();
+        let args: Vec<String> =
+            new.env_args(&site).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            args,
+            ["-e", "THE_LOOP_WORK_ITEM=github:octo/app#1", "-e", "THE_LOOP_INSTANCE=laptop"]
+        );
+    }
+
+    #[test]
+    fn a_missing_tmux_binary_reads_as_unknown_and_refuses_to_spawn() {
+        let tmux = runner("/nonexistent/tmux");
+        assert_eq!(tmux.liveness("loop-a-1").unwrap(), Liveness::Unknown);
+        let site =
+            SessionSite::for_work_item(&"github:o/r#1".parse().unwrap(), PathBuf::from("/"), None);
+        assert!(matches!(tmux.spawn(&site, &["x".into()]), Err(TmuxError::NotInstalled { .. })));
+    }
+
+    #[test]
+    fn a_pr_endpoint_is_named_after_its_pr_and_tells_the_pane_its_work_item() {
+        let item: WorkItemRef = "github:octo/app#15".parse().unwrap();
+        let pr: WorkItemRef = "github:octo/lib#7".parse().unwrap();
+        let site = SessionSite::for_endpoint(&item, &pr, PathBuf::from("/w"), None);
+        assert_eq!(site.target, "loop-github-octo-lib-7");
+        assert_eq!(site.work_item, Some(item));
+    }
+
+    #[test]
+    fn the_runner_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Tmux>();
+    }
 
     #[test]
     fn pane_flags_read_as_the_reference_table() {

@@ -285,3 +285,15 @@ fn attach_command_names_the_server_and_is_read_only_on_request() {
     let writable = lab.tmux.attach_command("loop-github-octo-app-15", false).expect("argv");
     assert!(!writable.iter().any(|a| a == "-r"));
 }
+
+#[test]
+fn a_hung_harness_stays_live_and_takes_pastes_without_recording_them() {
+    let lab = Lab::new();
+    let target = "loop-github-octo-app-15";
+    spawn_stand_in(&lab, target);
+    lab.tmux.deliver(target, "/hang").expect("delivered");
+    wait_for("the hang message", || Some(lab.messages()).filter(|m| m.len() == 1));
+    lab.tmux.deliver(target, "into the void").expect("a hung harness still takes a paste");
+    assert_eq!(lab.tmux.liveness(target).expect("probe"), Liveness::Live);
+    assert_eq!(lab.messages(), ["/hang"]);
+}

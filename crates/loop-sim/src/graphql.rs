@@ -331,9 +331,7 @@ impl Eval<'_> {
                     }
                     Value::Object(repo_out)
                 }
-                "closingIssuesReferences" if item.pull.is_some() => {
-                    self.closing_refs(sub, repo, item)
-                }
+                "closingIssuesReferences" if item.pull.is_some() => self.closing_refs(sub, item),
                 _ => self.unknown(sub, on),
             };
             out.insert(sub.alias.clone(), value);
@@ -341,21 +339,25 @@ impl Eval<'_> {
         Value::Object(out)
     }
 
-    fn closing_refs(&mut self, field: &Field, repo: &Repo, item: &Item) -> Value {
+    fn closing_refs(&mut self, field: &Field, item: &Item) -> Value {
         let first = self.arg(field, "first").and_then(|v| v.as_u64()).unwrap_or(100) as usize;
-        let linked: Vec<&Item> = item
+        let world = self.world;
+        let linked: Vec<(&Repo, &Item)> = item
             .pull
             .iter()
             .flat_map(|p| p.closes.iter())
-            .filter_map(|n| repo.items.get(n))
-            .filter(|i| i.pull.is_none())
+            .filter_map(|(name, n)| {
+                let linked_repo = world.repo(name).ok()?;
+                Some((linked_repo, linked_repo.items.get(n)?))
+            })
+            .filter(|(_, i)| i.pull.is_none())
             .collect();
         let mut out = Map::new();
         for sub in &field.selection {
             let value = match sub.name.as_str() {
                 "totalCount" => json!(linked.len()),
                 "nodes" => Value::Array(
-                    linked.iter().take(first).map(|issue| self.item(sub, repo, issue)).collect(),
+                    linked.iter().take(first).map(|(r, issue)| self.item(sub, r, issue)).collect(),
                 ),
                 _ => self.unknown(sub, "IssueConnection"),
             };

@@ -248,8 +248,8 @@ pub struct Pull {
     pub base_ref: String,
     pub merged_at: Option<Timestamp>,
     pub merged_by: Option<String>,
-    /// Issue numbers (same repository) the body's closing keywords name.
-    pub closes: Vec<u64>,
+    /// Issues the body's closing keywords name: `(owner/repo, number)`.
+    pub closes: Vec<(String, u64)>,
     pub reviews: Vec<Review>,
     pub review_comments: Vec<ReviewComment>,
 }
@@ -369,7 +369,7 @@ impl World {
                     base_ref: "main".to_owned(),
                     merged_at: None,
                     merged_by: None,
-                    closes: closing_references(&body),
+                    closes: closing_references(&body, &repo),
                     reviews: Vec::new(),
                     review_comments: Vec::new(),
                 };
@@ -537,8 +537,8 @@ impl World {
                     &actor,
                     HappeningDetail::None,
                 )];
-                for issue in closes {
-                    if let Ok(linked) = self.item_mut(&repo, issue)
+                for (issue_repo, issue) in closes {
+                    if let Ok(linked) = self.item_mut(&issue_repo, issue)
                         && linked.open
                         && linked.pull.is_none()
                     {
@@ -546,7 +546,7 @@ impl World {
                         happenings.push(happening(
                             "issues",
                             "closed",
-                            &repo,
+                            &issue_repo,
                             issue,
                             &actor,
                             HappeningDetail::None,
@@ -817,24 +817,30 @@ fn close(item: &mut Item, actor: &str, reason: Option<String>, at: Timestamp) {
     item.updated_at = at;
 }
 
-/// Issue numbers named by GitHub's closing keywords (`close[sd]`, `fix(es|ed)`,
-/// `resolve[sd]`, any case, optional colon) followed by `#N` in the same repository.
-pub fn closing_references(body: &str) -> Vec<u64> {
+/// The issues named by GitHub's closing keywords (`close[sd]`, `fix(es|ed)`,
+/// `resolve[sd]`, any case, optional colon) followed by `#N` (in `repo`) or
+/// `owner/name#N`, as `(owner/name, N)`.
+pub fn closing_references(body: &str, repo: &str) -> Vec<(String, u64)> {
     const KEYWORDS: [&str; 9] =
         ["close", "closes", "closed", "fix", "fixes", "fixed", "resolve", "resolves", "resolved"];
     let words: Vec<&str> = body.split_whitespace().collect();
-    let mut numbers = Vec::new();
+    let mut refs = Vec::new();
     for pair in words.windows(2) {
         let keyword = pair[0].trim_end_matches(':').to_ascii_lowercase();
         let target = pair[1].trim_end_matches(|c: char| !c.is_ascii_digit());
+        let Some((target_repo, number)) = target.rsplit_once('#') else { continue };
+        let target_repo = if target_repo.is_empty() { repo } else { target_repo };
         if KEYWORDS.contains(&keyword.as_str())
-            && let Some(Ok(n)) = target.strip_prefix('#').map(str::parse::<u64>)
-            && !numbers.contains(&n)
+            && target_repo.parse::<RepoRef>().is_ok()
+            && let Ok(n) = number.parse::<u64>()
         {
-            numbers.push(n);
+            let linked = (target_repo.to_owned(), n);
+            if !refs.contains(&linked) {
+                refs.push(linked);
+            }
         }
     }
-    numbers
+    refs
 }
 
 #[cfg(test)]
@@ -864,11 +870,18 @@ mod tests {
 
     #[test]
     fn closing_keywords_link_issue_numbers() {
+        let app = |n| ("octo/app".to_owned(), n);
         assert_eq!(
-            closing_references("Closes #12, fixes: #3.\nResolved #12 and see #4"),
-            vec![12, 3]
+            closing_references("Closes #12, fixes: #3.\nResolved #12 and see #4", "octo/app"),
+            vec![app(12), app(3)]
         );
-        assert!(closing_references("closes the bug #1").is_empty());
+        assert_eq!(
+            closing_references("fixes octo/lib#7.", "octo/app"),
+            vec![("octo/lib".to_owned(), 7)]
+        );
+        for unlinked in ["closes the bug #1", "closes a/b/c#1", "see #2"] {
+            assert!(closing_references(unlinked, "octo/app").is_empty(), "{unlinked}");
+        }
     }
 
     #[test]

@@ -150,7 +150,8 @@ async fn linked_issues_of_many_pull_requests_come_from_one_graphql_request() {
     let gh = client(&sim, RecordingClock::new());
     sim.clear_requests();
 
-    let asked = [item(pr1), item(pr2), item(99), other.item(other_pr)];
+    let cross = sim.open_pull_request(REPO, "bob", "four", "Fixes octo/other#1", "w", &[]).unwrap();
+    let asked = [item(pr1), item(pr2), item(99), other.item(other_pr), item(cross)];
     let linked = gh.linked_issues(&asked).await.unwrap();
     assert_eq!(linked[&item(pr1)], vec![item(a), item(b)]);
     assert_eq!(linked[&item(pr2)], vec![]);
@@ -160,5 +161,14 @@ async fn linked_issues_of_many_pull_requests_come_from_one_graphql_request() {
         vec![other.item(1)],
         "matched by repository and number"
     );
+    assert_eq!(
+        linked[&item(cross)],
+        vec![other.item(1)],
+        "a closing ref may name another repository"
+    );
     assert_eq!(sim.requests().total(), 1);
+
+    sim.merge(REPO, cross, "carol").unwrap();
+    let closed = gh.read_item(&other.item(1)).await.unwrap();
+    assert_eq!((closed.state, closed.closed_by.as_deref()), (ItemState::Closed, Some("carol")));
 }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::control::{Command, Parsed, Vocabulary};
+use crate::event::Actor;
 use crate::guards::is_self_authored;
 use crate::login::Login;
 use crate::record::{CommentLedger, GaveUp, PollClock, PollLedger, SpawnLedger};
@@ -36,8 +37,8 @@ pub const LEDGER_CHECKS_PER_CYCLE: usize = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadEntry<'a> {
     pub id: u64,
-    /// The author's login; `None` for a deleted account (an actor-less comment).
-    pub author: Option<&'a Login>,
+    /// The author: nobody for a deleted account, or a login GitHub would never issue.
+    pub author: &'a Actor,
     pub body: &'a str,
 }
 
@@ -85,9 +86,14 @@ pub fn comment_step(status: &DeliveryStatus, attempts: u32, max_retries: u32) ->
 }
 
 /// The authorization rule of the poll path (reference §2.2 step 3): an absent actor is
-/// allowed; a named one only when it is in `authorizedUsers` (an empty list denies all).
-pub fn is_authorized(author: Option<&Login>, authorized: &[Login]) -> bool {
-    author.is_none_or(|login| authorized.contains(login))
+/// allowed; a named one only when it is in `authorizedUsers` (an empty list denies all); a
+/// login GitHub would never issue never is.
+pub fn is_authorized(author: &Actor, authorized: &[Login]) -> bool {
+    match author {
+        Actor::Nobody => true,
+        Actor::User(login) => authorized.contains(login),
+        Actor::Unrecognised(_) => false,
+    }
 }
 
 /// The comments first sight must not baseline (seed 004): comments carrying one
@@ -106,7 +112,7 @@ pub fn pending_control(
     }
     thread
         .iter()
-        .filter(|c| c.author.is_some_and(|login| authorized.contains(login)))
+        .filter(|c| c.author.login().is_some_and(|login| authorized.contains(login)))
         .filter(|c| !is_self_authored(c.body))
         .filter(|c| matches!(vocabulary.parse(c.body), Parsed::Command { .. }))
         .map(|c| c.id)
@@ -140,7 +146,7 @@ pub struct Sorted {
 pub fn sort_thread(
     ledger: &CommentLedger,
     thread: &[ThreadEntry<'_>],
-    allowed: impl Fn(Option<&Login>) -> bool,
+    allowed: impl Fn(&Actor) -> bool,
 ) -> Sorted {
     let mut sorted = Sorted::default();
     for comment in thread.iter().filter(|c| !ledger.seen_comments.contains(&c.id)) {
@@ -410,6 +416,10 @@ mod tests {
         name.parse().unwrap()
     }
 
+    fn user(name: &str) -> Actor {
+        Actor::User(login(name))
+    }
+
     fn item(n: u64) -> WorkItemRef {
         format!("github:octo/app#{n}").parse().unwrap()
     }
@@ -454,26 +464,27 @@ mod tests {
     #[test]
     fn authorization_allows_nobody_and_listed_logins_only() {
         let list = [login("ann")];
-        assert!(is_authorized(None, &list));
-        assert!(is_authorized(Some(&login("ann")), &list));
-        assert!(!is_authorized(Some(&login("bob")), &list));
-        assert!(!is_authorized(Some(&login("ann")), &[]));
+        assert!(is_authorized(&Actor::Nobody, &list));
+        assert!(is_authorized(&user("ann"), &list));
+        assert!(!is_authorized(&user("bob"), &list));
+        assert!(!is_authorized(&user("ann"), &[]));
+        assert!(!is_authorized(&Actor::Unrecognised("a b".into()), &list));
     }
 
     #[test]
     fn first_sight_holds_back_authorized_unambiguous_non_self_commands_in_thread_order() {
-        let (ann, eve) = (login("ann"), login("eve"));
+        let (ann, eve, nobody) = (user("ann"), user("eve"), Actor::Nobody);
         let marked = crate::guards::mark_self_authored("the-loop start");
         let thread = [
-            ThreadEntry { id: 1, author: Some(&ann), body: "just chatting" },
-            ThreadEntry { id: 2, author: Some(&ann), body: "the-loop start" },
-            ThreadEntry { id: 3, author: Some(&eve), body: "the-loop start" },
-            ThreadEntry { id: 4, author: Some(&ann), body: &marked },
-            ThreadEntry { id: 5, author: Some(&ann), body: "the-loop start then the-loop stop" },
-            ThreadEntry { id: 6, author: None, body: "the-loop start" },
-            ThreadEntry { id: 7, author: Some(&ann), body: "the-loop stop" },
+            ThreadEntry { id: 1, author: &ann, body: "just chatting" },
+            ThreadEntry { id: 2, author: &ann, body: "the-loop start" },
+            ThreadEntry { id: 3, author: &eve, body: "the-loop start" },
+            ThreadEntry { id: 4, author: &ann, body: &marked },
+            ThreadEntry { id: 5, author: &ann, body: "the-loop start then the-loop stop" },
+            ThreadEntry { id: 6, author: &nobody, body: "the-loop start" },
+            ThreadEntry { id: 7, author: &ann, body: "the-loop stop" },
         ];
-        let authorized = [ann.clone()];
+        let authorized = [login("ann")];
         assert_eq!(pending_control(&thread, false, &authorized, &vocabulary()), [2, 7]);
         assert!(pending_control(&thread, true, &authorized, &vocabulary()).is_empty());
         let disabled = Vocabulary::from(&ControlConfig { enabled: false, ..Default::default() });
@@ -494,17 +505,17 @@ mod tests {
 
     #[test]
     fn sorting_silences_unseen_strangers_and_self_marked_and_keeps_order() {
-        let (ann, eve) = (login("ann"), login("eve"));
+        let (ann, eve, nobody) = (user("ann"), user("eve"), Actor::Nobody);
         let marked = crate::guards::mark_self_authored("hello");
         let ledger = CommentLedger { seen_comments: vec![1], ..Default::default() };
         let thread = [
-            ThreadEntry { id: 1, author: Some(&ann), body: "seen" },
-            ThreadEntry { id: 2, author: Some(&eve), body: "stranger" },
-            ThreadEntry { id: 3, author: Some(&ann), body: "new" },
-            ThreadEntry { id: 4, author: Some(&ann), body: &marked },
-            ThreadEntry { id: 5, author: None, body: "ghost" },
+            ThreadEntry { id: 1, author: &ann, body: "seen" },
+            ThreadEntry { id: 2, author: &eve, body: "stranger" },
+            ThreadEntry { id: 3, author: &ann, body: "new" },
+            ThreadEntry { id: 4, author: &ann, body: &marked },
+            ThreadEntry { id: 5, author: &nobody, body: "ghost" },
         ];
-        let authorized = [ann.clone()];
+        let authorized = [login("ann")];
         let sorted = sort_thread(&ledger, &thread, |a| is_authorized(a, &authorized));
         assert_eq!(sorted.silenced, [2, 4]);
         assert_eq!(sorted.candidates, [3, 5]);

@@ -933,10 +933,9 @@ fn read(
                         .collect()
                 })
                 .unwrap_or_default();
-            let rows: Vec<Value> = repo
+            let mut items: Vec<&crate::world::Item> = repo
                 .items
                 .values()
-                .rev()
                 .filter(|i| match state {
                     "all" => true,
                     "closed" => !i.open,
@@ -945,8 +944,16 @@ fn read(
                 .filter(|i| {
                     wanted.iter().all(|w| i.labels.iter().any(|l| l.eq_ignore_ascii_case(w)))
                 })
-                .map(|i| shapes::issue(world, urls, repo, i))
                 .collect();
+            // GitHub's defaults: sort=created, direction=desc.
+            match query.get("sort").map(String::as_str) {
+                Some("updated") => items.sort_by_key(|i| (i.updated_at, i.number)),
+                _ => items.sort_by_key(|i| (i.created_at, i.number)),
+            }
+            if query.get("direction").map(String::as_str) != Some("asc") {
+                items.reverse();
+            }
+            let rows = items.into_iter().map(|i| shapes::issue(world, urls, repo, i)).collect();
             Ok(paginate(urls, route, query, rows))
         }
         "/repos/{owner}/{repo}/issues/{issue_number}" => {

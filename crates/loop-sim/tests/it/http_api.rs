@@ -75,6 +75,13 @@ async fn link_headers_page_through_a_listing() {
     let body: Vec<Value> = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
     let numbers: Vec<u64> = body.iter().map(|i| i["number"].as_u64().unwrap()).collect();
     assert_eq!(numbers, vec![3, 2], "newest first, as GitHub sorts by default");
+
+    sim.comment("octo/app", 2, "bob", "bump").unwrap();
+    let url = format!("{}/repos/octo/app/issues?sort=updated&per_page=2", sim.url());
+    let page = github(&http, Method::GET, &url).send().await.unwrap();
+    let body: Vec<Value> = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+    let numbers: Vec<u64> = body.iter().map(|i| i["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, vec![2, 5], "sort=updated puts the commented issue first");
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ pub mod config;
 pub mod control;
 pub mod event;
 pub mod excerpt;
+pub mod explain;
 pub mod guards;
 pub mod linkage;
 pub mod login;

@@ -1,0 +1,688 @@
+//! `explain`: the decision trail of one delivery or one work item, rebuilt from
+//! event-log lines alone and said in plain language — the answer to "why did nothing
+//! happen?" (SPEC §6).
+//!
+//! Input is the log's records as parsed JSON objects (envelope `ts`, `event`, `level`
+//! plus fields), in file order; for a work item, also its current records
+//! ([`ItemState`]), which the caller reads. Each line becomes a [`Step`] with its stage
+//! (what arrived, a guard, a decision, an effect, an outcome), whether it passed or
+//! failed, and a sentence; each delivery ends with a [`Verdict`]. A line of a type this
+//! module does not know is still shown, with its fields, so nothing in the log is hidden.
+//!
+//! Pure: no IO, no clock. Lines are grouped by delivery: the GitHub delivery id when a
+//! line carries one (`gh_delivery`, else `delivery_id`), so the receiver's lines (keyed by
+//! `X-GitHub-Delivery`) and the dispatcher's (keyed by the dedup key, carrying
+//! `gh_delivery`) form one trail.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::WorkItemRef;
+use crate::record::{
+    Collaborators, Control, ControlSource, Ended, EndpointStatus, LocalRecord, PollLedger,
+};
+
+/// One event-log record: the JSON object of one line.
+pub type Record = Map<String, Value>;
+
+/// Where in the pipeline a line sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// The event came in (webhook or poll).
+    Arrived,
+    /// A check the event had to pass (signature, self-marker, repository, actor,
+    /// instance scope, control authorization, spawn gate, dedup).
+    Guard,
+    /// What the-loop decided to do.
+    Decision,
+    /// What it did.
+    Effect,
+    /// How a thing it did ended (failures, retries, reactions).
+    Outcome,
+}
+
+/// Whether a step let the event through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mark {
+    Passed,
+    Failed,
+    /// Neither: a fact.
+    Noted,
+}
+
+/// One line of the trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Step {
+    pub ts: String,
+    /// The event-log type (`routing.dropped`, …).
+    pub event: String,
+    pub stage: Stage,
+    pub mark: Mark,
+    /// The line in plain language.
+    pub text: String,
+}
+
+/// How a delivery ended, in one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome", content = "text")]
+pub enum Verdict {
+    /// Something was done (delivered, spawned, a command executed, a close handled).
+    Acted(String),
+    /// Stopped on purpose by a guard or a rule: the reason.
+    Refused(String),
+    /// Something was tried and failed.
+    Failed(String),
+    /// No decision is in the log (still in flight, or the service stopped first).
+    Undecided(String),
+}
+
+/// The trail of one delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryTrail {
+    /// `None` for lines that belong to no delivery (a CLI command, a close found by
+    /// polling).
+    pub delivery: Option<String>,
+    pub steps: Vec<Step>,
+    pub verdict: Option<Verdict>,
+}
+
+/// A work item's current records, as the caller read them.
+#[derive(Debug, Clone, Default)]
+pub struct ItemState {
+    pub control: Option<Control>,
+    pub session: Option<LocalRecord>,
+    pub ledger: Option<PollLedger>,
+    pub ended: Option<Ended>,
+    pub collaborators: Option<Collaborators>,
+}
+
+/// The delivery key a record belongs to: the GitHub delivery when it names one.
+fn delivery_key(record: &Record) -> Option<&str> {
+    text(record, "gh_delivery").or_else(|| text(record, "delivery_id"))
+}
+
+/// Whether `record` is about delivery `id` under any of the names a delivery has.
+fn mentions_delivery(record: &Record, id: &str) -> bool {
+    ["delivery_id", "gh_delivery", "dedup_key"].iter().any(|key| text(record, key) == Some(id))
+        || strings(record, "delivery_ids").any(|d| d == id)
+}
+
+/// Whether `record` is about work item `item` (`work_item` or one of `work_items`).
+fn mentions_item(record: &Record, item: &str) -> bool {
+    text(record, "work_item") == Some(item)
+        || text(record, "target") == Some(item)
+        || strings(record, "work_items").any(|w| w == item)
+}
+
+/// The trail of delivery `id` (a GitHub delivery id, a dedup key or a poll id): every
+/// line naming it, and every line of the GitHub delivery those lines name.
+pub fn delivery_trail(records: &[Record], id: &str) -> DeliveryTrail {
+    let keys: Vec<&str> = records
+        .iter()
+        .filter(|r| mentions_delivery(r, id))
+        .filter_map(delivery_key)
+        .chain(std::iter::once(id))
+        .collect();
+    let lines: Vec<&Record> = records
+        .iter()
+        .filter(|r| mentions_delivery(r, id) || delivery_key(r).is_some_and(|k| keys.contains(&k)))
+        .collect();
+    trail(Some(id.to_owned()), &lines)
+}
+
+/// The trail of work item `item`: each delivery that touched it (with all its lines,
+/// the arrival included) and each line about it outside any delivery, in log order.
+/// Only the last `limit` entries are kept (0 = all).
+pub fn item_trail(records: &[Record], item: &WorkItemRef, limit: usize) -> Vec<DeliveryTrail> {
+    let item = item.to_string();
+    let mut order: Vec<Option<String>> = Vec::new();
+    let mut groups: Vec<Vec<&Record>> = Vec::new();
+    let touched: Vec<&str> =
+        records.iter().filter(|r| mentions_item(r, &item)).filter_map(delivery_key).collect();
+    for record in records {
+        match delivery_key(record) {
+            Some(key) if touched.contains(&key) => {
+                let key = Some(key.to_owned());
+                match order.iter().position(|k| *k == key) {
+                    Some(at) => groups[at].push(record),
+                    None => {
+                        order.push(key);
+                        groups.push(vec![record]);
+                    }
+                }
+            }
+            None if mentions_item(record, &item) => {
+                order.push(None);
+                groups.push(vec![record]);
+            }
+            _ => {}
+        }
+    }
+    let skip = if limit == 0 { 0 } else { order.len().saturating_sub(limit) };
+    order.into_iter().zip(groups).skip(skip).map(|(key, lines)| trail(key, &lines)).collect()
+}
+
+fn trail(delivery: Option<String>, lines: &[&Record]) -> DeliveryTrail {
+    let steps: Vec<Step> = lines.iter().map(|r| step(r)).collect();
+    let verdict = delivery.as_ref().map(|_| verdict(&steps));
+    DeliveryTrail { delivery, steps, verdict }
+}
+
+/// The first refusal wins (it is why nothing more happened); else a failure, else the
+/// last effect.
+fn verdict(steps: &[Step]) -> Verdict {
+    if let Some(refusal) = steps.iter().find(|s| s.mark == Mark::Failed && s.stage == Stage::Guard)
+    {
+        return Verdict::Refused(refusal.text.clone());
+    }
+    if let Some(failure) = steps.iter().rev().find(|s| s.mark == Mark::Failed) {
+        return Verdict::Failed(failure.text.clone());
+    }
+    if let Some(effect) = steps.iter().rev().find(|s| s.stage == Stage::Effect) {
+        return Verdict::Acted(effect.text.clone());
+    }
+    if steps.is_empty() {
+        return Verdict::Undecided("the event log has no line about this delivery".to_owned());
+    }
+    Verdict::Undecided(
+        "no decision is recorded yet: it is still being processed, or the service stopped before deciding (it is replayed at the next start)"
+            .to_owned(),
+    )
+}
+
+fn text<'a>(record: &'a Record, key: &str) -> Option<&'a str> {
+    record.get(key).and_then(Value::as_str)
+}
+
+fn strings<'a>(record: &'a Record, key: &str) -> impl Iterator<Item = &'a str> {
+    record.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
+}
+
+/// A field for a sentence: strings bare, anything else as JSON, `?` when absent.
+fn field(record: &Record, key: &str) -> String {
+    match record.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(other) => other.to_string(),
+        None => "?".to_owned(),
+    }
+}
+
+/// `@login`, or `someone unnamed` when the event names no actor.
+fn actor(record: &Record) -> String {
+    text(record, "actor").map_or_else(|| "someone unnamed".to_owned(), |a| format!("@{a}"))
+}
+
+/// The work items a line is about, for a sentence.
+fn items(record: &Record) -> String {
+    if let Some(item) = text(record, "work_item") {
+        return item.to_owned();
+    }
+    let all: Vec<&str> = strings(record, "work_items").collect();
+    if all.is_empty() { "the work item".to_owned() } else { all.join(", ") }
+}
+
+/// Every field but the envelope, as `k=v`.
+fn details(record: &Record) -> String {
+    record
+        .iter()
+        .filter(|(k, _)| !["ts", "event", "level", "source", "pid"].contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A reason code in words.
+pub fn reason_text(reason: &str, record: &Record) -> String {
+    match reason {
+        "self-authored" => "it is the-loop's own comment (it carries the self-marker)".to_owned(),
+        "undeclared-repository" => format!(
+            "repository {} is not declared in `repositories`",
+            text(record, "repository").unwrap_or("of the event")
+        ),
+        "unauthorized-actor" => format!(
+            "{} is not in `routing.authorizedUsers` (nor a collaborator of the work item)",
+            actor(record)
+        ),
+        "disabled-event" => format!(
+            "the `{}` event is not in `webhooks.ghWebhook.events`",
+            field(record, "gh_event")
+        ),
+        "no-work-item" => "it belongs to no work item (no issue or pull request could be resolved)".to_owned(),
+        "work-item-not-found" => "GitHub says the work item it names does not exist".to_owned(),
+        "duplicate-delivery" => "the same GitHub object was already taken in (by either ingress): nothing is done twice".to_owned(),
+        "spawn-policy" => "no live session, and the work item is not armed: it lacks the `routing.autoExecuteLabel` label, or `routing.spawnOnUnmatched` is `never`".to_owned(),
+        "collaborator-no-spawn" => "a collaborator's event never spawns a session".to_owned(),
+        "awaiting-start" => "no live session, and no `the-loop start` has been recorded for the work item (`routing.control.requireStartCommand`)".to_owned(),
+        "session-paused" => "the session is paused; `the-loop resume` delivers again".to_owned(),
+        "already-processed" => "the session already received this delivery".to_owned(),
+        "session-vanished" => "the session disappeared before the event reached it".to_owned(),
+        "session-occupied" => "a live tmux session already holds the session's name".to_owned(),
+        "shutting-down" => "the service was stopping; it is retried after the next start".to_owned(),
+        "ambiguous-address" => "the comment addresses more than one instance".to_owned(),
+        "addressed-elsewhere" => format!(
+            "the comment addresses another instance (this one is `{}`)",
+            text(record, "instance").unwrap_or("unnamed")
+        ),
+        "instance-locked" => "this instance is locked to the work items it manages (`instance.scope: locked`)".to_owned(),
+        "unaddressed" => "this instance only acts on comments addressed to it (`instance.scope: addressed`)".to_owned(),
+        "missing-collaborator" => "the command names no valid `@login`".to_owned(),
+        "nothing-to-resume" => "there is no paused session to resume".to_owned(),
+        "invalid-signature" => "the signature does not match the webhook secret".to_owned(),
+        "invalid-payload" => "the body is not a JSON object".to_owned(),
+        "payload-too-large" => "the body is larger than the receiver accepts".to_owned(),
+        "not-found" => "GitHub says it does not exist".to_owned(),
+        other => format!("`{other}`"),
+    }
+}
+
+/// One line in words.
+pub fn step(record: &Record) -> Step {
+    let event = text(record, "event").unwrap_or("?").to_owned();
+    let reason = || reason_text(text(record, "reason").unwrap_or("?"), record);
+    let action = text(record, "action").map(|a| format!(" {a}")).unwrap_or_default();
+    let gh_event = field(record, "gh_event");
+    let (stage, mark, sentence) = match event.as_str() {
+        "webhook.received" => (
+            Stage::Arrived,
+            Mark::Noted,
+            format!(
+                "arrived by webhook: `{gh_event}`{action}{}",
+                if record.get("verified") == Some(&Value::Bool(true)) {
+                    ", signature verified"
+                } else {
+                    ", unsigned"
+                }
+            ),
+        ),
+        "webhook.rejected" => {
+            (Stage::Guard, Mark::Failed, format!("refused at the door: {}", reason()))
+        }
+        "poll.comment_forwarded" => (
+            Stage::Arrived,
+            Mark::Noted,
+            format!(
+                "seen by the poller: comment {} by {} on {}",
+                field(record, "comment_id"),
+                actor(record),
+                items(record)
+            ),
+        ),
+        "poll.comment_settled" => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!(
+                "the poller settled comment {}: {}",
+                field(record, "comment_id"),
+                field(record, "outcome")
+            ),
+        ),
+        "poll.unauthorized" => (
+            Stage::Guard,
+            Mark::Failed,
+            format!(
+                "the poller ignored {} on {}: not in `routing.authorizedUsers`",
+                actor(record),
+                items(record)
+            ),
+        ),
+        "routing.dropped" | "dispatch.dropped" => {
+            let reason_code = text(record, "reason").unwrap_or("?");
+            let mark = if reason_code == "duplicate-delivery" { Mark::Noted } else { Mark::Failed };
+            (Stage::Guard, mark, format!("dropped: {}", reason()))
+        }
+        "routing.routed" => (
+            Stage::Guard,
+            Mark::Passed,
+            format!(
+                "passed the self-marker, repository and actor checks ({} is authorized); routed to {}{}",
+                actor(record),
+                items(record),
+                if record.get("labeled") == Some(&Value::Bool(true)) {
+                    ", which carries the auto-execute label"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        "routing.collaborator" => (
+            Stage::Guard,
+            Mark::Passed,
+            format!(
+                "{} is a collaborator of {}: the comment is input only, never a command or a spawn",
+                actor(record),
+                items(record)
+            ),
+        ),
+        "routing.linkage_dropped" => {
+            (Stage::Guard, Mark::Noted, format!("{} was left out: {}", items(record), reason()))
+        }
+        "dispatch.decided" => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "decided `{}`{}{} for {}",
+                field(record, "decision"),
+                text(record, "command").map(|c| format!(" `{c}`")).unwrap_or_default(),
+                text(record, "detail").map(|d| format!(" ({d})")).unwrap_or_default(),
+                text(record, "target").map_or_else(|| items(record), str::to_owned)
+            ),
+        ),
+        "control.rejected" => (
+            Stage::Guard,
+            Mark::Failed,
+            format!(
+                "the `{}` command from {} was refused: {}",
+                field(record, "command"),
+                actor(record),
+                reason()
+            ),
+        ),
+        "control.ambiguous" => (
+            Stage::Guard,
+            Mark::Failed,
+            format!(
+                "the comment carries different commands ({}): nothing executed, nothing forwarded",
+                field(record, "commands")
+            ),
+        ),
+        "control.command" => {
+            let collaborator =
+                text(record, "collaborator").map(|c| format!(" @{c}")).unwrap_or_default();
+            (
+                Stage::Effect,
+                Mark::Passed,
+                format!(
+                    "executed `{}`{collaborator} from {} ({}) on {}: {}",
+                    field(record, "command"),
+                    actor(record),
+                    field(record, "source"),
+                    items(record),
+                    field(record, "effect")
+                ),
+            )
+        }
+        "dispatch.queued" => (
+            Stage::Decision,
+            Mark::Noted,
+            if record.get("spawn") == Some(&Value::Bool(true)) {
+                format!("queued to spawn a session for {}", items(record))
+            } else {
+                format!("queued for delivery into {}'s session", items(record))
+            },
+        ),
+        "dispatch.succeeded" => (
+            Stage::Effect,
+            Mark::Passed,
+            if record.get("already_delivered") == Some(&Value::Bool(true)) {
+                format!("{}'s session already had it: nothing pasted again", items(record))
+            } else {
+                format!("pasted into {}'s {} session", items(record), field(record, "harness"))
+            },
+        ),
+        "dispatch.failed" | "session.spawn_failed" | "dispatch.error" => (
+            Stage::Outcome,
+            Mark::Failed,
+            format!(
+                "{} for {} failed: {}{}",
+                if event == "session.spawn_failed" { "spawning a session" } else { "delivery" },
+                items(record),
+                field(record, "error"),
+                if record.get("will_retry") == Some(&Value::Bool(true)) {
+                    " (it will be retried)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        "dispatch.abandoned" => (
+            Stage::Outcome,
+            Mark::Failed,
+            "abandoned when the service stopped; it is retried after the next start".to_owned(),
+        ),
+        "session.spawned" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!(
+                "spawned a {} session for {} in tmux `{}`",
+                field(record, "harness"),
+                items(record),
+                field(record, "tmux_target")
+            ),
+        ),
+        "session.respawned" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!(
+                "brought {}'s dead session back in tmux `{}`",
+                items(record),
+                field(record, "tmux_target")
+            ),
+        ),
+        "session.announced" => {
+            (Stage::Outcome, Mark::Passed, format!("announced the session on {}", items(record)))
+        }
+        "session.announce_failed" => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!(
+                "could not announce the session on {}: {}",
+                items(record),
+                field(record, "error")
+            ),
+        ),
+        "session.closed" => {
+            (Stage::Effect, Mark::Passed, format!("closed {}'s session", items(record)))
+        }
+        "session.paused" => {
+            (Stage::Effect, Mark::Passed, format!("paused {}'s session", items(record)))
+        }
+        "session.resumed" => {
+            (Stage::Effect, Mark::Passed, format!("resumed {}'s session", items(record)))
+        }
+        "session.cleaned" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!(
+                "cleaned up {}: removed {}",
+                items(record),
+                if field(record, "removed").is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    field(record, "removed")
+                }
+            ),
+        ),
+        "session.reset" => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
+        "work_item.ended" => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
+        "work_item.reopened" => {
+            (Stage::Effect, Mark::Passed, format!("{} was reopened", items(record)))
+        }
+        "reaction.added" => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!("reacted `{}` ({})", field(record, "content"), field(record, "state")),
+        ),
+        "reaction.failed" => {
+            (Stage::Outcome, Mark::Noted, format!("could not react: {}", field(record, "error")))
+        }
+        _ => (Stage::Outcome, Mark::Noted, format!("{event}: {}", details(record))),
+    };
+    let ts = text(record, "ts").unwrap_or_default().to_owned();
+    Step { ts, event, stage, mark, text: sentence }
+}
+
+/// A work item's records in words: arming, session, ledger, collaborators, ended.
+pub fn describe_item(state: &ItemState) -> Vec<String> {
+    let mut lines = Vec::new();
+    lines.push(match &state.control {
+        None => "arming: no command recorded — nothing spawns until an authorized `the-loop start`"
+            .to_owned(),
+        Some(control) => {
+            let by = control.actor.as_ref().map(|a| format!(" by @{a}")).unwrap_or_default();
+            let armed =
+                if crate::control::is_armed(Some(control.command)) { "armed" } else { "not armed" };
+            let source = match control.source {
+                ControlSource::Comment => "comment",
+                ControlSource::Cli => "cli",
+            };
+            format!(
+                "arming: {armed} — last command `{}`{by} ({source}) at {}",
+                control.command.name(),
+                control.requested_at
+            )
+        }
+    });
+    match &state.session {
+        None => lines.push("session: none on this machine".to_owned()),
+        Some(record) => {
+            for (endpoint, handle) in &record.endpoints {
+                let status = match handle.status {
+                    EndpointStatus::Active => "active",
+                    EndpointStatus::Paused => "paused",
+                    EndpointStatus::Closed => "closed",
+                };
+                let tmux = if handle.tmux_target.is_empty() {
+                    "no tmux session".to_owned()
+                } else {
+                    format!("tmux `{}`", handle.tmux_target)
+                };
+                let whose = if *endpoint == record.work_item {
+                    "session".to_owned()
+                } else {
+                    format!("session for {endpoint}")
+                };
+                lines.push(format!(
+                    "{whose}: {status}, {} in {tmux}, {} deliveries remembered{}",
+                    handle.harness,
+                    handle.recent_deliveries.len(),
+                    handle
+                        .last_event_at
+                        .map(|t| format!(", last event at {t}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if let Some(ledger) = &state.ledger {
+        let pending = ledger.comments.comment_attempts.len();
+        let gave_up = ledger.comments.gave_up.as_ref().map_or(0, |g| g.comments.len());
+        let spawn = ledger.spawn.as_ref().map_or_else(String::new, |s| {
+            format!(", spawn attempts {}{}", s.attempts, if s.gave_up { " (gave up)" } else { "" })
+        });
+        lines.push(format!(
+            "poll ledger: {} comment(s) seen, {pending} awaiting a retry, {gave_up} given up{spawn}",
+            ledger.comments.seen_comments.len()
+        ));
+    }
+    if let Some(collaborators) = state.collaborators.as_ref().filter(|c| !c.users.is_empty()) {
+        let names: Vec<String> =
+            collaborators.users.iter().map(|c| format!("@{}", c.login)).collect();
+        lines.push(format!("collaborators (input only): {}", names.join(", ")));
+    }
+    if let Some(ended) = &state.ended {
+        let by = ended.actor.as_ref().map(|a| format!(" by @{a}")).unwrap_or_default();
+        lines.push(format!(
+            "ended: {} {}{by} at {} (seen by {})",
+            ended.kind, ended.state, ended.at, ended.source
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(value: Value) -> Record {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!("the fixtures are objects"),
+        }
+    }
+
+    /// A refused comment as the receiver and dispatcher log it.
+    fn refused_comment() -> Vec<Record> {
+        vec![
+            record(
+                json!({"ts": "t1", "event": "webhook.received", "gh_event": "issue_comment", "action": "created", "delivery_id": "d-1", "verified": true}),
+            ),
+            record(
+                json!({"ts": "t2", "event": "routing.dropped", "gh_event": "issue_comment", "delivery_id": "d-1", "reason": "unauthorized-actor", "actor": "mallory", "work_items": ["github:o/r#1"]}),
+            ),
+            record(
+                json!({"ts": "t3", "event": "webhook.received", "gh_event": "issues", "delivery_id": "d-2", "verified": true}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_refused_comment_names_the_actor_and_the_key_to_change() {
+        let trail = delivery_trail(&refused_comment(), "d-1");
+        assert_eq!(trail.steps.len(), 2, "only d-1's lines");
+        assert_eq!(trail.steps[0].stage, Stage::Arrived);
+        assert_eq!(trail.steps[1].mark, Mark::Failed);
+        let Some(Verdict::Refused(why)) = trail.verdict else { panic!("{:?}", trail.verdict) };
+        assert!(why.contains("@mallory") && why.contains("routing.authorizedUsers"), "{why}");
+    }
+
+    #[test]
+    fn the_dispatchers_lines_join_the_trail_through_the_github_delivery_id() {
+        let mut records = refused_comment();
+        records.push(record(json!({"ts": "t4", "event": "dispatch.queued", "delivery_id": "comment:9", "gh_delivery": "d-2", "work_item": "github:o/r#1", "spawn": false})));
+        records.push(record(json!({"ts": "t5", "event": "dispatch.succeeded", "delivery_id": "comment:9", "gh_delivery": "d-2", "work_item": "github:o/r#1", "harness": "claude"})));
+        let trail = delivery_trail(&records, "d-2");
+        assert_eq!(trail.steps.len(), 3);
+        assert_eq!(
+            trail.verdict,
+            Some(Verdict::Acted("pasted into github:o/r#1's claude session".into()))
+        );
+        // Asking by the dedup key finds the same trail.
+        assert_eq!(delivery_trail(&records, "comment:9").steps.len(), 3);
+    }
+
+    #[test]
+    fn an_unknown_delivery_and_an_undecided_one_say_so() {
+        let records = refused_comment();
+        assert!(matches!(delivery_trail(&records, "nope").verdict, Some(Verdict::Undecided(_))));
+        let Some(Verdict::Undecided(why)) = delivery_trail(&records, "d-2").verdict else {
+            panic!()
+        };
+        assert!(why.contains("replayed"), "{why}");
+    }
+
+    #[test]
+    fn an_items_trail_groups_lines_by_delivery_and_keeps_the_arrival() {
+        let mut records = refused_comment();
+        records.push(record(json!({"ts": "t6", "event": "control.command", "work_item": "github:o/r#1", "command": "pause", "source": "cli", "actor": "me", "effect": "paused"})));
+        let item: WorkItemRef = "github:o/r#1".parse().unwrap();
+        let trail = item_trail(&records, &item, 0);
+        assert_eq!(trail.len(), 2, "{trail:?}");
+        assert_eq!(trail[0].delivery.as_deref(), Some("d-1"));
+        assert_eq!(trail[0].steps[0].event, "webhook.received");
+        assert_eq!(trail[1].delivery, None);
+        assert!(trail[1].steps[0].text.contains("executed `pause`"), "{:?}", trail[1].steps);
+        assert_eq!(item_trail(&records, &item, 1).len(), 1, "the limit keeps the last entries");
+    }
+
+    #[test]
+    fn a_line_of_an_unknown_type_still_shows_its_fields() {
+        let step = step(&record(json!({"ts": "t", "event": "brand.new", "level": "info", "x": 1})));
+        assert_eq!(step.text, "brand.new: x=1");
+    }
+
+    #[test]
+    fn an_item_with_no_records_is_said_to_be_unarmed_and_sessionless() {
+        let lines = describe_item(&ItemState::default());
+        assert!(lines[0].starts_with("arming: no command recorded"), "{lines:?}");
+        assert_eq!(lines[1], "session: none on this machine");
+    }
+}

@@ -760,6 +760,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn hostile_graphql_answers_are_errors_or_omissions_never_panics() {
+        let prs: Vec<WorkItemRef> =
+            vec!["github:octo/app#1".parse().unwrap(), "github:octo/app#2".parse().unwrap()];
+        let query = LinkedIssuesQuery::new(&prs);
+        let nodes = |n: Value| json!({ "data": { "r0": { "p1": { "closingIssuesReferences": { "nodes": n } } } } });
+        let malformed = [
+            json!(null),
+            json!([]),
+            json!({ "data": null }),
+            json!({ "errors": "boom", "data": 3 }),
+            json!({ "errors": [{ "type": "FORBIDDEN" }], "data": {} }),
+            nodes(json!("x")),
+            nodes(json!([{ "number": -1 }])),
+            nodes(
+                json!([{ "number": 3, "repository": { "name": "../x", "owner": { "login": "o" } } }]),
+            ),
+        ];
+        for answer in malformed {
+            assert!(query.read("u", &answer, None).is_err(), "{answer}");
+        }
+        let partial = json!({ "data": { "r0": { "p1": null, "p2": { "closingIssuesReferences": { "nodes": [] } } } },
+                              "errors": [{ "type": "NOT_FOUND", "message": "no #1" }] });
+        let linked = query.read("u", &partial, None).unwrap();
+        assert_eq!(
+            linked.keys().map(ToString::to_string).collect::<Vec<_>>(),
+            ["github:octo/app#2"]
+        );
+    }
+
+    #[test]
     fn the_configured_base_url_applies_and_hosts_are_kept() {
         let github = |base_url: Option<&str>| GithubIntegration {
             cli: CliBinary { binary: "gh".to_owned() },

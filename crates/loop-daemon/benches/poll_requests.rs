@@ -1,0 +1,131 @@
+//! GitHub requests per poll cycle, measured by the simulator's request log (SPEC §7:
+//! "a quiet poll cycle = S requests, all conditional"). Run with `scripts/bench-poll.sh`
+//! or `cargo bench -p loop-daemon --bench poll_requests`.
+//!
+//! The world: 3 repositories, 10 labelled issues, 4 labelled pull requests. After a first
+//! cycle (which reads everything once), it measures a quiet cycle and a cycle after one
+//! new comment on a pull request, and prints them beside the reference's `2S + I + 3P`
+//! `gh` processes per cycle (which it pays whether or not anything changed).
+//!
+//! The dispatcher is a stand-in that accepts every delivery: this measures what the
+//! poller asks GitHub, not what happens to the events.
+
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use loop_core::event::Event;
+use loop_core::poll::DeliveryStatus;
+use loop_daemon::poller::seam::{Dispatch, Dispatched};
+use loop_daemon::poller::{GithubClients, Poller};
+use loop_daemon::shutdown::Shutdown;
+use loop_github::{GithubClient, GithubSettings, TokenSource};
+use loop_sim::{RequestLog, Sim};
+use loop_store::{EventLog, StateLayout, StateStore};
+
+const REPOS: [&str; 3] = ["octo/a", "octo/b", "octo/c"];
+const ISSUES: usize = 10;
+const PULL_REQUESTS: usize = 4;
+const LABEL: &str = "the-loop: auto-execute";
+
+/// Accepts every delivery; each is done by the next cycle.
+#[derive(Debug, Default)]
+struct AcceptAll {
+    delivered: Mutex<HashSet<String>>,
+}
+
+impl Dispatch for AcceptAll {
+    async fn dispatch(&self, event: Event) -> Dispatched {
+        if let Some(key) = event.dedup_key() {
+            self.delivered
+                .lock()
+                .expect("never poisoned: no panics under it")
+                .insert(key.to_string());
+        }
+        Dispatched::Enqueued
+    }
+
+    fn status(&self, key: &str) -> DeliveryStatus {
+        let delivered = self.delivered.lock().expect("never poisoned: no panics under it");
+        if delivered.contains(key) { DeliveryStatus::Done } else { DeliveryStatus::Unhandled }
+    }
+
+    async fn close(&self, _event: Event) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the benchmark");
+    runtime.block_on(measure());
+}
+
+async fn measure() {
+    let sim = Sim::start().await.expect("the simulated GitHub");
+    for repo in REPOS {
+        sim.create_repo(repo).expect("a repository");
+    }
+    for i in 0..ISSUES {
+        sim.open_issue(REPOS[i % 3], "ann", "Issue", &[LABEL]).expect("an issue");
+    }
+    let mut pr = 0;
+    for i in 0..PULL_REQUESTS {
+        pr = sim
+            .open_pull_request(REPOS[i % 3], "ann", "PR", "", &format!("b{i}"), &[LABEL])
+            .expect("a pull request");
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let layout = StateLayout::new(dir.path().join("state"));
+    let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
+    let yaml =
+        format!("repositories: [{}]\nrouting:\n  authorizedUsers: [ann]\n", REPOS.join(", "));
+    let config = loop_core::config::parse(&yaml).expect("a valid config").config;
+    let mut settings = GithubSettings::for_host("github.com");
+    settings.base_url = Some(sim.url());
+    let tokens = TokenSource::new(
+        "github.com",
+        &["GH_TOKEN".to_owned()],
+        [("GH_TOKEN".to_owned(), "t".to_owned())],
+    );
+    let clients = GithubClients::new([GithubClient::new(settings, tokens).expect("a client")]);
+    let mut poller = Poller::new(store, clients, AcceptAll::default(), "bench");
+    let (_stop, signal) = tokio::sync::broadcast::channel(1);
+    let mut shutdown = Shutdown::new(signal);
+
+    let (first, _) =
+        loop_sim::bench::count_requests(&sim, || poller.cycle(&config, &mut shutdown)).await;
+    let (quiet, _) =
+        loop_sim::bench::count_requests(&sim, || poller.cycle(&config, &mut shutdown)).await;
+    sim.comment(REPOS[(PULL_REQUESTS - 1) % 3], pr, "ann", "one new comment").expect("a comment");
+    let (busy, report) =
+        loop_sim::bench::count_requests(&sim, || poller.cycle(&config, &mut shutdown)).await;
+
+    let (s, i, p) = (REPOS.len(), ISSUES, PULL_REQUESTS);
+    let reference = 2 * s + i + 3 * p;
+    println!("poll requests: S = {s} repositories, I = {i} issues, P = {p} pull requests");
+    println!("{:<34} {:>8} {:>8} {:>22}", "cycle", "ours", "304s", "reference (2S + I + 3P)");
+    row("first cycle (reads everything once)", &first, reference);
+    row("quiet cycle", &quiet, reference);
+    row("one new comment on a pull request", &busy, reference);
+    println!("comments forwarded in the last cycle: {}", report.comments_forwarded);
+    println!();
+    println!("quiet cycle, by endpoint:\n{quiet}");
+    println!("one new comment, by endpoint:\n{busy}");
+    let ok_quiet = quiet.total() == s && quiet.with_status(304) == s;
+    let ok_busy = busy.total() <= s + 3;
+    println!("budget: quiet = S requests all 304: {}", verdict(ok_quiet));
+    println!("budget: one new comment <= S + 3 requests: {}", verdict(ok_busy));
+    sim.shutdown().await;
+}
+
+fn row(name: &str, log: &RequestLog, reference: usize) {
+    println!("{name:<34} {:>8} {:>8} {:>22}", log.total(), log.with_status(304), reference);
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}

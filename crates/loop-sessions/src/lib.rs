@@ -26,7 +26,9 @@ pub use harness::{
     ClaudeCode, CommandHarness, ConversationId, CursorAgent, Declared, Harness, HarnessError,
     Launch, LaunchChoice,
 };
-pub use session::{CloseSettings, Delivered, RespawnSettings, Respawned, SessionError, Settled};
+pub use session::{
+    CloseSettings, Closed, Delivered, RespawnSettings, Respawned, SessionError, Settled,
+};
 pub use tmux::{
     DeliveryError, Liveness, SessionSite, Termination, Tmux, TmuxError, TmuxSettings, TmuxSocket,
 };

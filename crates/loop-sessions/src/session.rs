@@ -8,8 +8,11 @@
 
 use std::time::Duration;
 
+use loop_core::WorkItemRef;
+
 use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
 use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
+use crate::workspace::{WorkspaceError, Workspaces};
 
 /// Why a lifecycle step failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +62,9 @@ pub enum Delivered {
     Pasted,
     /// The session was dead or absent: respawned, and the text pasted as its first prompt.
     Respawned(Respawned),
+    /// The session looked dead, but by the time of the respawn a live harness held the
+    /// name (someone else brought it back): the text was pasted into it instead.
+    RespawnAverted,
 }
 
 /// Starts a new conversation at `site`, then pastes `prompt` once the harness reads input.
@@ -145,7 +151,14 @@ pub fn deliver_or_respawn(
     match tmux.deliver(&site.target, text) {
         Ok(()) => Ok(Delivered::Pasted),
         Err(DeliveryError::SessionMissing { .. }) => {
-            respawn(tmux, harness, site, recorded, choice, text, settings).map(Delivered::Respawned)
+            match respawn(tmux, harness, site, recorded, choice, text, settings) {
+                Ok(respawned) => Ok(Delivered::Respawned(respawned)),
+                Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
+                    tmux.deliver(&site.target, text)?;
+                    Ok(Delivered::RespawnAverted)
+                }
+                Err(err) => Err(err),
+            }
         }
         Err(err) => Err(err.into()),
     }
@@ -176,11 +189,18 @@ pub struct CloseSettings {
     pub kill_harness: bool,
     /// `harnessKillGraceSeconds`: SIGTERM to SIGKILL.
     pub grace: Duration,
+    /// `workspace.keepCheckoutOnClose`: leave the checkout on disk.
+    pub keep_checkout: bool,
 }
 
 impl Default for CloseSettings {
     fn default() -> Self {
-        Self { keep_session: true, kill_harness: true, grace: Duration::from_secs(5) }
+        Self {
+            keep_session: true,
+            kill_harness: true,
+            grace: Duration::from_secs(5),
+            keep_checkout: false,
+        }
     }
 }
 
@@ -191,6 +211,29 @@ pub enum Settled {
     Kept { termination: Option<Termination> },
     /// The session was killed (`existed: false`: it was already gone).
     Killed { existed: bool },
+}
+
+/// What closing an endpoint's session did.
+#[derive(Debug)]
+pub struct Closed {
+    pub settled: Settled,
+    /// `None`: the checkout was kept (no workspaces, or `keepCheckoutOnClose`); else
+    /// whether one was removed, or why removing it failed (reported, never fatal).
+    pub checkout: Option<Result<bool, WorkspaceError>>,
+}
+
+/// Closes the session serving `served`: settles its tmux session by the retention rules,
+/// then removes its checkout unless it is kept.
+pub fn close(
+    tmux: &Tmux,
+    workspaces: Option<&Workspaces>,
+    served: &WorkItemRef,
+    settings: &CloseSettings,
+) -> Result<Closed, TmuxError> {
+    let settled = settle(tmux, &served.tmux_session(), settings)?;
+    let checkout =
+        workspaces.filter(|_| !settings.keep_checkout).map(|workspaces| workspaces.remove(served));
+    Ok(Closed { settled, checkout })
 }
 
 /// Applies the retention rules to a closing session.

@@ -74,6 +74,10 @@ pub struct TmuxSettings {
     pub command_timeout: Duration,
     /// The directory the private prompt files are written to (the system temp dir).
     pub scratch_dir: PathBuf,
+    /// Environment variables removed from every tmux command the runner runs, so a
+    /// server it starts — and every harness in it — never holds them (e.g. the webhook
+    /// secret's variable). A server started by someone else keeps its own environment.
+    pub withheld_env: Vec<String>,
 }
 
 impl TmuxSettings {
@@ -86,6 +90,7 @@ impl TmuxSettings {
             remain_on_exit: true,
             command_timeout: Duration::from_secs(30),
             scratch_dir,
+            withheld_env: Vec::new(),
         }
     }
 }
@@ -427,7 +432,7 @@ impl Tmux {
             if slot.is_none() {
                 // The client attaches to the session it delivers to; an absent session
                 // cannot be attached to, and the plain probe says what is there.
-                match ControlClient::attach(&self.command(), target) {
+                match ControlClient::attach(self.command(), target) {
                     Ok(client) => *slot = Some(client),
                     Err(err) => {
                         return match self.liveness(target)? {
@@ -629,6 +634,9 @@ impl Tmux {
     fn command(&self) -> Command {
         let mut command = Command::new(&self.settings.binary);
         command.args(self.global_args());
+        for name in &self.settings.withheld_env {
+            command.env_remove(name);
+        }
         command
     }
 
@@ -832,6 +840,16 @@ mod tests {
         let site = SessionSite::for_endpoint(&item, &pr, PathBuf::from("/w"), None);
         assert_eq!(site.target, "loop-github-octo-lib-7");
         assert_eq!(site.work_item, Some(item));
+    }
+
+    #[test]
+    fn withheld_variables_never_reach_a_tmux_command() {
+        let mut tmux = runner("tmux");
+        tmux.settings.withheld_env = vec!["THE_LOOP_GH_WEBHOOK_SECRET".into()];
+        let command = tmux.command();
+        let removed: Vec<_> =
+            command.get_envs().filter(|(_, value)| value.is_none()).map(|(key, _)| key).collect();
+        assert_eq!(removed, [OsStr::new("THE_LOOP_GH_WEBHOOK_SECRET")]);
     }
 
     #[test]

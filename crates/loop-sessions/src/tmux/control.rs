@@ -57,13 +57,11 @@ pub struct ControlClient {
 
 impl ControlClient {
     /// Starts `<tmux> -C attach-session -f ignore-size,no-output -t =<target>`. `tmux` is
-    /// the executable with its server-selecting flags already set.
-    pub fn attach(tmux: &Command, target: &str) -> Result<Self, ControlError> {
+    /// the executable with its server-selecting flags (and environment) already set.
+    pub fn attach(mut command: Command, target: &str) -> Result<Self, ControlError> {
         let attach_error =
             |message: String| ControlError::Attach { target: target.to_owned(), message };
-        let mut command = Command::new(tmux.get_program());
         command
-            .args(tmux.get_args())
             .args(["-C", "attach-session", "-f", "ignore-size,no-output", "-t"])
             .arg(format!("={target}"))
             .stdin(Stdio::piped())

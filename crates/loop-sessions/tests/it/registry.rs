@@ -140,7 +140,7 @@ fn a_spawned_session_leaves_no_handle_in_portable_records_or_the_checkout() {
     let item = r("github:octo/app#15");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
     let settings =
-        RespawnSettings { ready_within: Duration::from_secs(10), ..RespawnSettings::default() };
+        RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
     let launch = session::spawn_fresh(
         &lab.tmux,
         &harness,
@@ -235,7 +235,7 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
     let harness =
         CommandHarness { name: "stand-in".into(), fresh: lab.stand_in_argv(&[]), resume: None };
     let settings =
-        RespawnSettings { ready_within: Duration::from_secs(10), ..RespawnSettings::default() };
+        RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
     let now = Timestamp::now();
     let (item, pr, other) =
         (r("github:octo/app#15"), r("github:octo/app#16"), r("github:octo/app#99"));

@@ -31,7 +31,7 @@ fn settings() -> RespawnSettings {
     RespawnSettings {
         resume: true,
         probe: Duration::from_millis(500),
-        ready_within: Duration::from_secs(10),
+        ready_within: Duration::from_secs(30),
     }
 }
 
@@ -143,6 +143,9 @@ fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
     let lab = Lab::new();
     let harness = stand_in_harness(&lab, &["--fail-resume"]);
     let site = site(&lab);
+    // The probe ends as soon as the resumed harness dies; a long one only guards a slow
+    // machine against reading a harness that has not exited yet as a survivor.
+    let settings = RespawnSettings { probe: Duration::from_secs(20), ..settings() };
     let respawned = session::respawn(
         &lab.tmux,
         &harness,
@@ -150,7 +153,7 @@ fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
         Some("lost-conversation"),
         &LaunchChoice::default(),
         "event",
-        &settings(),
+        &settings,
     )
     .expect("respawned fresh");
     assert!(!respawned.launch.resumed);
@@ -274,4 +277,36 @@ fn closing_with_keep_session_off_kills_the_session() {
         session::settle(&lab.tmux, &site.target, &close).expect("settled"),
         Settled::Killed { existed: false }
     );
+}
+
+#[test]
+fn closing_removes_the_checkout_unless_it_is_kept() {
+    use loop_core::config::WorkspaceStrategy;
+    use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
+
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let workspaces = Workspaces::new(WorkspaceSettings {
+        root: lab.path("workspaces"),
+        strategy: WorkspaceStrategy::Clone,
+        git: "git".into(),
+    });
+    let item: WorkItemRef = "github:octo/app#15".parse().expect("a valid ref");
+    // A checkout directory as `prepare` would leave it (the git side is covered in
+    // tests/it/workspace.rs).
+    let checkout = workspaces.checkout_path(&item).expect("path");
+    std::fs::create_dir_all(&checkout).expect("checkout dir");
+    let site = SessionSite::for_work_item(&item, checkout.clone(), None);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+
+    let keep = CloseSettings { keep_checkout: true, ..CloseSettings::default() };
+    let closed = session::close(&lab.tmux, Some(&workspaces), &item, &keep).expect("closed");
+    assert!(closed.checkout.is_none());
+    assert!(checkout.exists());
+    let closed = session::close(&lab.tmux, Some(&workspaces), &item, &CloseSettings::default())
+        .expect("closed");
+    assert!(matches!(closed.checkout, Some(Ok(true))));
+    assert!(!checkout.exists());
+    assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Dead, "session kept");
 }

@@ -106,9 +106,10 @@ pub fn read_lines(path: &Path) -> Vec<serde_json::Value> {
     text.lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
 }
 
-/// Polls `check` up to 500 times, 20 ms apart (10 s), until it returns `Some`.
+/// Polls `check` up to 1500 times, 20 ms apart (30 s, generous for a loaded machine),
+/// until it returns `Some`.
 pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..500 {
+    for _ in 0..1500 {
         if let Some(value) = check() {
             return value;
         }

@@ -8,7 +8,7 @@ use loop_sessions::{DeliveryError, Liveness, SessionSite, Termination, TmuxError
 
 use crate::support::{Lab, wait_for};
 
-const READY: Duration = Duration::from_secs(10);
+const READY: Duration = Duration::from_secs(30);
 
 fn item() -> WorkItemRef {
     "github:octo/app#15".parse().expect("a valid ref")
@@ -202,6 +202,9 @@ fn deliveries_continue_after_the_control_clients_session_ends() {
     spawn_stand_in(&lab, "loop-github-octo-app-1");
     spawn_stand_in(&lab, "loop-github-octo-app-2");
     lab.tmux.deliver("loop-github-octo-app-1", "to one").expect("delivered");
+    // A delivery returns once tmux has written to the pane; wait for the harness to
+    // have read it before its session is killed.
+    wait_for("the first message", || Some(lab.messages()).filter(|m| m.len() == 1));
     assert!(lab.tmux.kill_session("loop-github-octo-app-1").expect("killed"));
     lab.tmux.deliver("loop-github-octo-app-2", "to two").expect("delivered after the kill");
     let messages = wait_for("two messages", || Some(lab.messages()).filter(|m| m.len() == 2));

@@ -110,3 +110,42 @@ async fn the_rate_limit_can_be_spent_and_renewed_over_http() {
     set(json!({ "reset": true })).await;
     assert_eq!(github(&http, Method::GET, &url).send().await.unwrap().status(), 200);
 }
+
+#[tokio::test]
+async fn webhooks_configured_over_http_are_delivered_and_listed() {
+    let (sim, http) = start().await;
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let store = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let store = store.clone();
+            async move {
+                let event = headers["x-github-event"].to_str().unwrap_or_default().to_owned();
+                store.lock().unwrap().push(event);
+                axum::http::StatusCode::ACCEPTED
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (status, _) =
+        post(&http, format!("{}/_sim/webhook", sim.url()), json!({ "url": hook, "secret": "s" }))
+            .await;
+    assert_eq!(status, 204);
+    sim.open_issue("octo/app", "alice", "Bug", &[]).unwrap();
+    sim.webhooks_settled().await;
+    let response = http.get(format!("{}/_sim/deliveries", sim.url())).send().await.unwrap();
+    let deliveries: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    assert_eq!(deliveries[0]["event"], "issues");
+    assert_eq!(deliveries[0]["status"], 202);
+    assert!(deliveries[0]["signature"].as_str().unwrap().starts_with("sha256="));
+    assert_eq!(*received.lock().unwrap(), vec!["issues".to_owned()]);
+
+    let cleared = http.delete(format!("{}/_sim/webhook", sim.url())).send().await.unwrap();
+    assert_eq!(cleared.status(), 204);
+    sim.comment("octo/app", 1, "alice", "no hook any more").unwrap();
+    assert_eq!(sim.deliveries().len(), 1, "nothing is queued without a webhook");
+}

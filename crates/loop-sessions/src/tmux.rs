@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use loop_core::WorkItemRef;
 
-use self::control::{ControlClient, ControlError};
+use self::control::ControlClient;
+pub use self::control::ControlError;
 use self::paste::PastePayload;
 
 /// The variable naming the work item a session serves, set in its pane (tmux ≥ 3.2).
@@ -162,6 +163,8 @@ pub enum DeliveryError {
     /// A transient failure: the session may be fine, try again later.
     #[error(transparent)]
     Tmux(#[from] TmuxError),
+    #[error("nothing to paste into `{target}`: the prompt is empty")]
+    EmptyPrompt { target: String },
     #[error("could not write the prompt file in `{dir}`")]
     Scratch {
         dir: PathBuf,
@@ -399,6 +402,9 @@ impl Tmux {
     /// separate carriage return. Nothing is pasted into a dead or absent session.
     pub fn deliver(&self, target: &str, text: &str) -> Result<(), DeliveryError> {
         check_target(target)?;
+        if text.is_empty() {
+            return Err(DeliveryError::EmptyPrompt { target: target.to_owned() });
+        }
         let payload = PastePayload::write(&self.settings.scratch_dir, text).map_err(|source| {
             DeliveryError::Scratch { dir: self.settings.scratch_dir.clone(), source }
         })?;
@@ -468,21 +474,22 @@ impl Tmux {
         }
         let client = slot.as_mut().expect("the probe above just ran on this client");
         for command in paste_commands(target, payload, serial) {
-            match client.run(&command, timeout) {
-                Ok(Ok(_)) => {}
-                Ok(Err(lines)) => {
-                    return Err(TmuxError::Failed {
-                        verb: command_verb(&command),
-                        status: "control %error".into(),
-                        message: lines.join("\n"),
-                    }
-                    .into());
-                }
-                Err(err) => {
-                    *slot = None;
-                    return Err(TmuxError::from(err).into());
-                }
+            let failure = match client.run(&command, timeout) {
+                Ok(Ok(_)) => continue,
+                Ok(Err(lines)) => TmuxError::Failed {
+                    verb: command_verb(&command),
+                    status: "control %error".into(),
+                    message: lines.join("\n"),
+                },
+                Err(err) => TmuxError::from(err),
+            };
+            // The prompt may sit in a loaded buffer: drop it (best effort; the buffers
+            // of a dead client die with nothing else to clean).
+            let (text_buffer, _) = buffer_names(serial);
+            if client.run(&format!("delete-buffer -b {text_buffer}"), timeout).is_err() {
+                *slot = None;
             }
+            return Err(failure.into());
         }
         Ok(())
     }
@@ -509,7 +516,11 @@ impl Tmux {
             ["paste-buffer", "-d", "-b", &submit_buffer, "-t", &pane].map(OsStr::new).to_vec(),
         ];
         for step in steps {
-            self.checked(&step)?;
+            if let Err(err) = self.checked(&step) {
+                // The prompt may sit in a loaded buffer: drop it (best effort).
+                let _ = self.run(&["delete-buffer", "-b", &text_buffer]);
+                return Err(err.into());
+            }
         }
         Ok(())
     }

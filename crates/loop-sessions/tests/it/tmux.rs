@@ -300,3 +300,11 @@ fn a_hung_harness_stays_live_and_takes_pastes_without_recording_them() {
     assert_eq!(lab.tmux.liveness(target).expect("probe"), Liveness::Live);
     assert_eq!(lab.messages(), ["/hang"]);
 }
+
+#[test]
+fn an_empty_prompt_is_refused_before_tmux_is_asked() {
+    let lab = Lab::new();
+    let err = lab.tmux.deliver("loop-github-octo-app-15", "").expect_err("empty");
+    assert!(matches!(err, DeliveryError::EmptyPrompt { .. }), "{err}");
+    assert_eq!(lab.scratch_entries(), 0);
+}

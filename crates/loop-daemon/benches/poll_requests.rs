@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use loop_core::WorkItemRef;
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
 use loop_daemon::poller::seam::{Dispatch, Dispatched};
@@ -46,7 +47,7 @@ impl Dispatch for AcceptAll {
         Dispatched::Enqueued
     }
 
-    fn status(&self, key: &str) -> DeliveryStatus {
+    async fn status(&self, key: &str, _refs: &[WorkItemRef]) -> DeliveryStatus {
         let delivered = self.delivered.lock().expect("never poisoned: no panics under it");
         if delivered.contains(key) { DeliveryStatus::Done } else { DeliveryStatus::Unhandled }
     }

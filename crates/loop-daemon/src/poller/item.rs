@@ -246,9 +246,13 @@ impl<D: Dispatch> Poller<D> {
         report: &mut CycleReport,
     ) {
         let item = &listed.item;
+        let refs = self.refs(listed);
         let awaiting_start =
             start_required(&walk.config.routing.control) && !is_armed(control.last);
-        let last = spawn.delivery_id.as_deref().map(|key| self.dispatch.status(key));
+        let last = match spawn.delivery_id.as_deref() {
+            Some(key) => Some(self.dispatch.status(key, &refs).await),
+            None => None,
+        };
         match poll::spawn_step(
             spawn,
             awaiting_start,
@@ -308,11 +312,12 @@ impl<D: Dispatch> Poller<D> {
         report: &mut CycleReport,
     ) -> Option<Notice> {
         let item = &listed.item;
+        let refs = self.refs(listed);
         let event = comment_event(listed, linked, comment);
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         let author = comment.author.as_str();
         let attempts = comments.comment_attempts.get(&comment.id).copied().unwrap_or(0);
-        let status = self.dispatch.status(&key);
+        let status = self.dispatch.status(&key, &refs).await;
         match poll::comment_step(&status, attempts, walk.config.polling.max_retries) {
             CommentStep::Resolve => {
                 poll::resolve(comments, comment.id);

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 
+use loop_core::WorkItemRef;
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
 
@@ -32,8 +33,14 @@ pub trait Dispatch: Send + Sync {
     fn dispatch(&self, event: Event) -> impl Future<Output = Dispatched> + Send;
 
     /// What the pipeline knows about the delivery whose dedup key is `key` (the text of
-    /// [`DedupKey`](loop_core::event::DedupKey)): done, settled, in flight or unknown. Local only; never a GitHub call.
-    fn status(&self, key: &str) -> DeliveryStatus;
+    /// [`DedupKey`](loop_core::event::DedupKey)) for the item's `refs`: done (an endpoint
+    /// of one of them delivered it), settled, in flight or unknown. Local only; never a
+    /// GitHub call.
+    fn status(
+        &self,
+        key: &str,
+        refs: &[WorkItemRef],
+    ) -> impl Future<Output = DeliveryStatus> + Send;
 
     /// The synchronous close path for a closure the poller confirmed: closes the live
     /// session if any, stamps `ended`, clears `control` and `collaborators`. Returns once

@@ -186,7 +186,7 @@ impl Dispatch for StandIn {
         answer
     }
 
-    fn status(&self, key: &str) -> DeliveryStatus {
+    async fn status(&self, key: &str, _refs: &[WorkItemRef]) -> DeliveryStatus {
         self.lock().statuses.get(key).cloned().unwrap_or(DeliveryStatus::Unhandled)
     }
 

@@ -50,6 +50,7 @@ OPERATIONS = [
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"),
     ("post", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"),
     ("post", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"),
+    ("get", "/repos/{owner}/{repo}/pulls"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),

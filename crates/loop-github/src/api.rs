@@ -263,6 +263,40 @@ impl GithubClient {
         Ok(Listing { items, unchanged })
     }
 
+    /// The open pull requests of `repo` carrying `label`, for a repository whose Issues
+    /// feature is off (its issue listing answers [`GithubError::Gone`]):
+    /// `GET /repos/{owner}/{repo}/pulls?state=open&per_page=100`, every page, conditionally.
+    /// GitHub cannot filter this listing by label, so rows are filtered here.
+    pub async fn list_labelled_open_pull_requests(
+        &self,
+        repo: &RepoRef,
+        label: &str,
+    ) -> Result<Listing, GithubError> {
+        self.check_host(&repo.to_string(), repo)?;
+        let mut url = self.repo_url(repo, "/pulls");
+        url.query_pairs_mut().append_pair("state", "open").append_pair("per_page", "100");
+        let (rows, unchanged) = self.transport.get_all_pages(url.as_str()).await?;
+        let mut items = Vec::new();
+        for row in rows {
+            let raw: RawPull = decode_value(url.as_str(), row)?;
+            if !raw.labels.iter().any(|l| l.name.eq_ignore_ascii_case(label)) {
+                continue;
+            }
+            items.push(ListedItem {
+                item: repo.item(raw.number),
+                kind: ItemKind::PullRequest,
+                author: login(raw.user.as_ref()),
+                labels: raw.labels.into_iter().map(|l| l.name).collect(),
+                node_id: raw.node_id,
+                title: raw.title,
+                body: raw.body.unwrap_or_default(),
+                html_url: raw.html_url,
+                updated_at: raw.updated_at,
+            });
+        }
+        Ok(Listing { items, unchanged })
+    }
+
     /// State, state reason, merged and closer of an issue or pull request:
     /// `GET /repos/{owner}/{repo}/issues/{issue_number}` (one endpoint for both).
     pub async fn read_item(&self, item: &WorkItemRef) -> Result<ItemStatus, GithubError> {
@@ -679,7 +713,9 @@ struct RawBranch {
 
 #[derive(Debug, Deserialize)]
 struct RawPull {
+    number: u64,
     node_id: String,
+    labels: Vec<RawLabel>,
     title: String,
     body: Option<String>,
     html_url: String,

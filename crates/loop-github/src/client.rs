@@ -561,6 +561,10 @@ impl Transport {
                 }
             }
             StatusCode::NOT_FOUND => Attempt::Fail(GithubError::NotFound { url: url.to_owned() }),
+            StatusCode::GONE => Attempt::Fail(GithubError::Gone {
+                url: url.to_owned(),
+                message: error_message(&body),
+            }),
             s if s.is_server_error() => Attempt::Backoff {
                 reason: format!("{status}: {}", error_message(&body)),
                 delivered: true,

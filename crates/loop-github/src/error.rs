@@ -23,7 +23,12 @@ pub enum GithubError {
     #[error("GitHub forbids `{method} {url}` ({status}): {message}")]
     Permission { method: String, url: String, status: u16, message: String },
 
-    /// GitHub refused the request itself (422, 410 and other 4xx).
+    /// GitHub says the thing is gone for good (410): for a repository's issues, the
+    /// Issues feature is turned off. A lasting condition, not a transient one.
+    #[error("GitHub says `{url}` is gone (410): {message}")]
+    Gone { url: String, message: String },
+
+    /// GitHub refused the request itself (422 and other 4xx).
     #[error("GitHub rejected `{method} {url}` ({status}): {message}")]
     Rejected { method: String, url: String, status: u16, message: String },
 

@@ -586,6 +586,7 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         ("POST", ["pulls", "comments", id, "reactions"]) => {
             ("/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions", num(id)?)
         }
+        ("GET", ["pulls"]) => ("/repos/{owner}/{repo}/pulls", 0),
         ("GET", ["pulls", n]) => ("/repos/{owner}/{repo}/pulls/{pull_number}", num(n)?),
         ("GET", ["pulls", n, "reviews"]) => {
             ("/repos/{owner}/{repo}/pulls/{pull_number}/reviews", num(n)?)
@@ -921,6 +922,11 @@ fn read(
 ) -> Result<Reply, WorldError> {
     let repo = world.repo(&route.repo)?;
     let n = route.number;
+    let on_issues = route.endpoint.starts_with("/repos/{owner}/{repo}/issues");
+    let is_pull = repo.items.get(&n).is_some_and(|i| i.pull.is_some());
+    if on_issues && !repo.has_issues && !is_pull {
+        return Ok(Reply::error(StatusCode::GONE, "Issues are disabled for this repo"));
+    }
     match route.endpoint {
         "/repos/{owner}/{repo}/issues" => {
             let state = query.get("state").map_or("open", String::as_str);
@@ -954,6 +960,21 @@ fn read(
                 items.reverse();
             }
             let rows = items.into_iter().map(|i| shapes::issue(world, urls, repo, i)).collect();
+            Ok(paginate(urls, route, query, rows))
+        }
+        "/repos/{owner}/{repo}/pulls" => {
+            let state = query.get("state").map_or("open", String::as_str);
+            let rows = repo
+                .items
+                .values()
+                .rev()
+                .filter(|i| match state {
+                    "all" => true,
+                    "closed" => !i.open,
+                    _ => i.open,
+                })
+                .filter_map(|i| shapes::pull_request(world, urls, repo, i))
+                .collect();
             Ok(paginate(urls, route, query, rows))
         }
         "/repos/{owner}/{repo}/issues/{issue_number}" => {

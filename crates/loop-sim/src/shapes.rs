@@ -132,7 +132,7 @@ pub fn repository(world: &World, urls: &Urls, repo: &Repo) -> Value {
     let settings = json!({
         "is_template": false,
         "topics": [],
-        "has_issues": true,
+        "has_issues": repo.has_issues,
         "has_projects": false,
         "has_wiki": false,
         "has_pages": false,

@@ -96,6 +96,11 @@ pub enum Action {
         actor: String,
         content: String,
     },
+    /// Turns a repository's Issues feature on or off (off: its issue endpoints answer 410).
+    SetIssuesEnabled {
+        repo: String,
+        enabled: bool,
+    },
 }
 
 /// An inline comment written as part of a review.
@@ -281,6 +286,8 @@ pub struct Repo {
     pub created_at: Timestamp,
     pub labels: BTreeMap<String, Label>,
     pub items: BTreeMap<u64, Item>,
+    /// Whether the Issues feature is on (GitHub answers 410 for issues when it is off).
+    pub has_issues: bool,
 }
 
 impl Repo {
@@ -354,9 +361,17 @@ impl World {
                             created_at: at,
                             labels: BTreeMap::new(),
                             items: BTreeMap::new(),
+                            has_issues: true,
                         },
                     );
                 }
+                Ok((Outcome::default(), Vec::new()))
+            }
+            Action::SetIssuesEnabled { repo, enabled } => {
+                self.repos
+                    .get_mut(&repo.to_ascii_lowercase())
+                    .ok_or_else(|| WorldError::NoRepo { repo: repo.clone() })?
+                    .has_issues = enabled;
                 Ok((Outcome::default(), Vec::new()))
             }
             Action::OpenIssue { repo, author, title, body, labels } => {

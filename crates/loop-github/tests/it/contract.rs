@@ -59,6 +59,7 @@ async fn exercise_every_operation() -> std::sync::Arc<loop_sim::Sim> {
         .unwrap();
     let gh = client(&sim, RecordingClock::new());
     gh.list_labelled_open_items(&repo(), LABEL).await.unwrap();
+    gh.list_labelled_open_pull_requests(&repo(), LABEL).await.unwrap();
     gh.read_item(&item(issue)).await.unwrap();
     gh.item_exists(&item(issue)).await.unwrap();
     gh.read_pull_request(&item(pr)).await.unwrap();

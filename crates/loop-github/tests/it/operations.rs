@@ -172,3 +172,23 @@ async fn linked_issues_of_many_pull_requests_come_from_one_graphql_request() {
     let closed = gh.read_item(&other.item(1)).await.unwrap();
     assert_eq!((closed.state, closed.closed_by.as_deref()), (ItemState::Closed, Some("carol")));
 }
+
+#[tokio::test]
+async fn a_repository_without_issues_answers_gone_and_its_pull_requests_are_still_listed() {
+    let sim = sim().await;
+    sim.open_issue(REPO, "alice", "bug", &[LABEL]).unwrap();
+    let pr = sim.open_pull_request(REPO, "bob", "fix", "", "b", &[LABEL]).unwrap();
+    sim.open_pull_request(REPO, "bob", "unlabelled", "", "c", &[]).unwrap();
+    sim.act(loop_sim::Action::SetIssuesEnabled { repo: REPO.to_owned(), enabled: false }).unwrap();
+    let gh = client(&sim, RecordingClock::new());
+
+    let err = gh.list_labelled_open_items(&repo(), LABEL).await.unwrap_err();
+    assert!(
+        matches!(&err, loop_github::GithubError::Gone { message, .. } if message == "Issues are disabled for this repo"),
+        "{err:?}"
+    );
+    let prs = gh.list_labelled_open_pull_requests(&repo(), LABEL).await.unwrap();
+    let listed: Vec<_> = prs.items.iter().map(|i| (i.item.number(), i.kind)).collect();
+    assert_eq!(listed, vec![(pr, ItemKind::PullRequest)]);
+    assert!(gh.list_labelled_open_pull_requests(&repo(), LABEL).await.unwrap().unchanged);
+}

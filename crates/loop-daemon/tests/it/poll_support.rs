@@ -134,9 +134,11 @@ impl StandIn {
             if self.require_start && !armed {
                 return Dispatched::Settled("awaiting-start".into());
             }
-            self.lock().spawned.push(item);
-            self.lock().statuses.insert(key.to_owned(), DeliveryStatus::Done);
-            return Dispatched::Enqueued;
+            let answer = self.by_mode(key);
+            if answer == Dispatched::Enqueued {
+                self.lock().spawned.push(item);
+            }
+            return answer;
         }
         if let (Some(body), Some(actor)) = (event.comment_body(), event.actor.login())
             && self.authorized.contains(actor)
@@ -153,6 +155,11 @@ impl StandIn {
                 .insert(key.to_owned(), DeliveryStatus::Settled("control-executed".into()));
             return Dispatched::Settled("control-executed".into());
         }
+        self.by_mode(key)
+    }
+
+    /// An ordinary delivery, as the test's [`Mode`] says.
+    fn by_mode(&self, key: &str) -> Dispatched {
         let mode = self.lock().mode.clone();
         match mode {
             Mode::Deliver => {
@@ -223,15 +230,20 @@ pub struct Bench {
 
 impl Bench {
     /// `repos` are created on the simulator and listed in `repositories`; `extra` is YAML
-    /// appended to a config authorizing `ann`.
+    /// appended (inside `routing:` when indented) to a config authorizing `ann`.
     pub async fn new(repos: &[&str], extra: &str) -> Self {
+        Self::with_authorized(repos, "[ann]", extra).await
+    }
+
+    /// As [`Bench::new`], with `routing.authorizedUsers` set to `authorized` (YAML).
+    pub async fn with_authorized(repos: &[&str], authorized: &str, extra: &str) -> Self {
         let sim = Sim::start().await.expect("the simulated GitHub");
         for repo in repos {
             sim.create_repo(repo).expect("a repository");
         }
         let dir = tempfile::tempdir().expect("a temp dir");
         let yaml = format!(
-            "repositories: [{}]\nrouting:\n  authorizedUsers: [ann]\n{extra}",
+            "repositories: [{}]\nrouting:\n  authorizedUsers: {authorized}\n{extra}",
             repos.join(", ")
         );
         let config = loop_core::config::parse(&yaml).expect("a valid config").config;

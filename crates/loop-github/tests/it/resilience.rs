@@ -266,3 +266,26 @@ async fn enterprise_hosts_use_api_v3_and_api_graphql() {
     let err = gh.read_item(&item(1)).await.unwrap_err();
     assert!(matches!(err, GithubError::WrongHost { .. }), "a github.com ref is refused: {err:?}");
 }
+
+#[tokio::test]
+async fn a_request_that_outlives_its_timeout_is_transient() {
+    let sim = sim().await;
+    let n = sim.open_issue(REPO, "alice", "one", &[]).unwrap();
+    let mut settings = GithubSettings::for_host("github.com");
+    settings.base_url = Some(sim.url());
+    settings.request_timeout = Duration::from_millis(50);
+    settings.max_retries = 0;
+    let gh = GithubClient::with_clock(
+        settings,
+        crate::support::token_source("github.com"),
+        RecordingClock::new(),
+    )
+    .unwrap();
+    // The answer cannot come before the injected latency; the timeout is far shorter.
+    sim.inject(Fault { kind: FaultKind::Latency { millis: 2_000 }, times: 1, path_contains: None });
+    let err = gh.read_item(&item(n)).await.unwrap_err();
+    assert!(
+        matches!(&err, GithubError::Transient { reason, .. } if reason == "timed out"),
+        "{err:?}"
+    );
+}

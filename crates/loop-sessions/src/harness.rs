@@ -15,6 +15,8 @@
 use std::fmt;
 use std::process::{Command, Stdio};
 
+use loop_core::config::{Harness as ConfiguredHarness, HarnessArgsConfig};
+
 /// The longest conversation id accepted.
 const CONVERSATION_ID_MAX: usize = 128;
 
@@ -124,6 +126,19 @@ pub trait Harness: fmt::Debug + Send + Sync {
         conversation: &ConversationId,
         choice: &LaunchChoice,
     ) -> Result<Launch, HarnessError>;
+}
+
+/// The adapter for a configured harness (`routing.defaultHarness`), with its
+/// `routing.harnessArgs` and the operator's declared models and efforts.
+pub fn configured(
+    harness: ConfiguredHarness,
+    args: &HarnessArgsConfig,
+    declared: Declared,
+) -> Box<dyn Harness> {
+    match harness {
+        ConfiguredHarness::Claude => Box::new(ClaudeCode::new(args.claude.clone(), declared)),
+        ConfiguredHarness::Cursor => Box::new(CursorAgent::new(args.cursor.clone(), declared)),
+    }
 }
 
 /// The models and efforts the operator declared for a harness; anything else a work item
@@ -383,6 +398,20 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_configured_harness_gets_its_own_arguments() {
+        let args = HarnessArgsConfig { claude: strings(&["--a"]), cursor: strings(&["--b"]) };
+        let claude = configured(ConfiguredHarness::Claude, &args, Declared::default());
+        assert_eq!(claude.name(), "claude");
+        assert_eq!(claude.fresh(&id("u"), &LaunchChoice::default()).unwrap().harness_args, ["--a"]);
+        let cursor = configured(ConfiguredHarness::Cursor, &args, Declared::default());
+        assert_eq!(cursor.name(), "cursor");
+        assert_eq!(
+            cursor.resume(&id("c"), &LaunchChoice::default()).unwrap().harness_args,
+            ["--b"]
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use loop_core::WorkItemRef;
+use loop_core::config::{TmuxConfig, WorkspaceConfig};
 
 use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
 use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
@@ -38,6 +39,18 @@ pub struct RespawnSettings {
     pub probe: Duration,
     /// How long a new harness may take to start reading input before its first prompt.
     pub ready_within: Duration,
+}
+
+impl RespawnSettings {
+    /// From `routing.tmux` (`resumeOnRespawn`, `resumeProbeSeconds`); `ready_within`
+    /// keeps its default.
+    pub fn from_config(tmux: &TmuxConfig) -> Self {
+        Self {
+            resume: tmux.resume_on_respawn,
+            probe: seconds(tmux.resume_probe_seconds, Self::default().probe),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for RespawnSettings {
@@ -193,6 +206,23 @@ pub struct CloseSettings {
     pub keep_checkout: bool,
 }
 
+impl CloseSettings {
+    /// From `routing.tmux` and `routing.workspace.keepCheckoutOnClose`.
+    pub fn from_config(tmux: &TmuxConfig, workspace: &WorkspaceConfig) -> Self {
+        Self {
+            keep_session: tmux.keep_session_on_close,
+            kill_harness: tmux.kill_harness_on_close,
+            grace: seconds(tmux.harness_kill_grace_seconds, Self::default().grace),
+            keep_checkout: workspace.keep_checkout_on_close,
+        }
+    }
+}
+
+/// A validated, non-negative number of seconds from the config (anything else: `default`).
+fn seconds(value: f64, default: Duration) -> Duration {
+    Duration::try_from_secs_f64(value).unwrap_or(default)
+}
+
 impl Default for CloseSettings {
     fn default() -> Self {
         Self {
@@ -247,4 +277,44 @@ pub fn settle(tmux: &Tmux, target: &str, settings: &CloseSettings) -> Result<Set
         None
     };
     Ok(Settled::Kept { termination })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routing(yaml: &str) -> loop_core::config::RoutingConfig {
+        loop_core::config::parse(yaml).expect("a valid config").config.routing
+    }
+
+    #[test]
+    fn settings_default_to_the_reference_values() {
+        let routing = routing("");
+        let respawn = RespawnSettings::from_config(&routing.tmux);
+        assert!(respawn.resume);
+        assert_eq!(respawn.probe, Duration::from_secs(2));
+        assert_eq!(
+            CloseSettings::from_config(&routing.tmux, &routing.workspace),
+            CloseSettings::default()
+        );
+    }
+
+    #[test]
+    fn settings_follow_the_config() {
+        let routing = routing(
+            "routing:\n  tmux:\n    keepSessionOnClose: false\n    killHarnessOnClose: false\n    harnessKillGraceSeconds: 0.5\n    resumeOnRespawn: false\n    resumeProbeSeconds: 0\n  workspace:\n    keepCheckoutOnClose: true\n",
+        );
+        let respawn = RespawnSettings::from_config(&routing.tmux);
+        assert_eq!((respawn.resume, respawn.probe), (false, Duration::ZERO));
+        let close = CloseSettings::from_config(&routing.tmux, &routing.workspace);
+        assert_eq!(
+            close,
+            CloseSettings {
+                keep_session: false,
+                kill_harness: false,
+                grace: Duration::from_millis(500),
+                keep_checkout: true
+            }
+        );
+    }
 }

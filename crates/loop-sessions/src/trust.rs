@@ -26,7 +26,7 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use loop_core::config::{BypassAcceptance, TrustScope};
+use loop_core::config::{BypassAcceptance, HarnessTrustConfig, TrustScope};
 use serde_json::{Map, Value};
 
 /// Serialises the read-modify-write of the harness's files between parallel spawns in
@@ -95,6 +95,16 @@ pub struct TrustSettings {
     pub enabled: bool,
     pub scope: TrustScope,
     pub accept_bypass_permissions: BypassAcceptance,
+}
+
+impl From<&HarnessTrustConfig> for TrustSettings {
+    fn from(config: &HarnessTrustConfig) -> Self {
+        Self {
+            enabled: config.enabled,
+            scope: config.scope,
+            accept_bypass_permissions: config.accept_bypass_permissions,
+        }
+    }
 }
 
 /// What pre-seeding changed, one note per change (empty: nothing needed changing).

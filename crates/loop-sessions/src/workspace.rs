@@ -20,7 +20,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use loop_core::config::{CloneProtocol, WorkspaceStrategy};
+use loop_core::config::{CloneProtocol, WorkspaceConfig, WorkspaceStrategy};
 use loop_core::{RepoRef, WorkItemRef};
 
 /// Why a checkout could not be prepared or removed.
@@ -65,6 +65,19 @@ pub struct WorkspaceSettings {
     pub strategy: WorkspaceStrategy,
     /// The git executable.
     pub git: PathBuf,
+}
+
+impl WorkspaceSettings {
+    /// From `routing.workspace`; `None` when no root is configured (sessions then run in
+    /// `routing.spawnWorkdir`). A leading `~` in the root is `home`.
+    pub fn from_config(config: &WorkspaceConfig, home: &Path) -> Option<Self> {
+        let root = config.root.as_deref()?;
+        let root = match root.strip_prefix("~") {
+            Ok(rest) => home.join(rest),
+            Err(_) => root.to_owned(),
+        };
+        Some(Self { root, strategy: config.strategy, git: PathBuf::from(&config.git_binary) })
+    }
 }
 
 /// A branch name that is safe on a git command line: `[A-Za-z0-9._/-]`, starting with a
@@ -465,6 +478,28 @@ mod tests {
         assert_eq!(
             clone.checkout_path(&item).unwrap(),
             Path::new("/w/.work-items/github-octo-app-15/github.com/octo/app")
+        );
+    }
+
+    #[test]
+    fn settings_come_from_the_config_with_the_root_tilde_expanded() {
+        let mut config = WorkspaceConfig {
+            root: None,
+            strategy: WorkspaceStrategy::Clone,
+            clone_protocol: CloneProtocol::Https,
+            default_host: "github.com".into(),
+            keep_checkout_on_close: false,
+            git_binary: "git".into(),
+        };
+        assert!(WorkspaceSettings::from_config(&config, Path::new("/home/me")).is_none());
+        config.root = Some(PathBuf::from("~/work"));
+        let settings = WorkspaceSettings::from_config(&config, Path::new("/home/me")).unwrap();
+        assert_eq!(settings.root, Path::new("/home/me/work"));
+        assert_eq!(settings.strategy, WorkspaceStrategy::Clone);
+        config.root = Some(PathBuf::from("/srv/ws"));
+        assert_eq!(
+            WorkspaceSettings::from_config(&config, Path::new("/h")).unwrap().root,
+            Path::new("/srv/ws")
         );
     }
 

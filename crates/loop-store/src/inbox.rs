@@ -142,7 +142,7 @@ impl Inbox {
         let mut processed = BTreeSet::new();
         let mut received = Vec::new();
         for (id, path) in segment_files(dir)? {
-            let read = read_segment(&path)?;
+            let read = read_segment(&path, &mut |_| true)?;
             next_seq = next_seq.max(id);
             for entry in &read.received {
                 next_seq = next_seq.max(entry.seq + 1);
@@ -294,7 +294,7 @@ pub fn read_pending(dir: &Path) -> Result<Contents, StoreError> {
         return Ok(contents);
     }
     for (_, path) in segment_files(dir)? {
-        let read = read_segment(&path)?;
+        let read = read_segment(&path, &mut |_| true)?;
         processed.extend(read.processed);
         received.extend(read.received);
         contents.ignored.extend(read.ignored);
@@ -302,6 +302,34 @@ pub fn read_pending(dir: &Path) -> Result<Contents, StoreError> {
     contents.pending = received.into_iter().filter(|e| !processed.contains(&e.seq)).collect();
     contents.pending.sort_by_key(|entry| entry.seq);
     Ok(contents)
+}
+
+/// The receipts with sequence numbers from `from_seq` on, oldest first, at most `limit`,
+/// reading only the segments that can hold them. Marks are not consulted: this is for a
+/// reader that processes in order and so knows none of these was processed yet (the
+/// receiver's processor catching up). Safe while a writer appends.
+pub fn read_from(dir: &Path, from_seq: u64, limit: usize) -> Result<Vec<Journalled>, StoreError> {
+    let segments = segment_files(dir)?;
+    let mut found = Vec::new();
+    for (i, (_, path)) in segments.iter().enumerate() {
+        // A segment's entries all precede the next segment's first sequence number.
+        if segments.get(i + 1).is_some_and(|(next, _)| *next <= from_seq) {
+            continue;
+        }
+        let mut room = limit - found.len();
+        let read = read_segment(path, &mut |seq| {
+            let wanted = seq >= from_seq && room > 0;
+            room -= usize::from(wanted);
+            wanted
+        })?;
+        found.extend(read.received);
+        if found.len() >= limit {
+            break;
+        }
+    }
+    found.sort_by_key(|entry| entry.seq);
+    found.truncate(limit);
+    Ok(found)
 }
 
 fn segment_path(dir: &Path, id: u64) -> PathBuf {
@@ -327,7 +355,9 @@ fn segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     Ok(found)
 }
 
-fn read_segment(path: &Path) -> Result<SegmentRead, StoreError> {
+/// Reads a segment; receipts for which `want` says no are checked for shape only and not
+/// kept (their bodies are neither hashed nor copied).
+fn read_segment(path: &Path, want: &mut dyn FnMut(u64) -> bool) -> Result<SegmentRead, StoreError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(SegmentRead::default()),
@@ -336,13 +366,14 @@ fn read_segment(path: &Path) -> Result<SegmentRead, StoreError> {
     let mut read = SegmentRead::default();
     let mut at = 0;
     while at < bytes.len() {
-        match parse_entry(&bytes[at..]) {
+        match parse_entry(&bytes[at..], want) {
             Some((entry, used)) => {
                 match entry {
                     Entry::Received(journalled) => read.received.push(journalled),
                     Entry::Processed(seq) => {
                         read.processed.insert(seq);
                     }
+                    Entry::Unwanted => {}
                 }
                 at += used;
             }
@@ -362,11 +393,13 @@ fn read_segment(path: &Path) -> Result<SegmentRead, StoreError> {
 enum Entry {
     Received(Journalled),
     Processed(u64),
+    /// A receipt the reader did not ask for.
+    Unwanted,
 }
 
 /// One entry from the start of `bytes` and how many bytes it took; `None` when the
 /// entry is incomplete or damaged.
-fn parse_entry(bytes: &[u8]) -> Option<(Entry, usize)> {
+fn parse_entry(bytes: &[u8], want: &mut dyn FnMut(u64) -> bool) -> Option<(Entry, usize)> {
     let end = bytes.iter().position(|b| *b == b'\n')?;
     let header: Header = serde_json::from_slice(&bytes[..end]).ok()?;
     let after_header = end + 1;
@@ -376,7 +409,13 @@ fn parse_entry(bytes: &[u8]) -> Option<(Entry, usize)> {
             let len = usize::try_from(len).ok()?;
             let body_end = after_header.checked_add(len)?;
             let body = bytes.get(after_header..body_end)?;
-            if bytes.get(body_end) != Some(&b'\n') || hex(&Sha256::digest(body)) != sha256 {
+            if bytes.get(body_end) != Some(&b'\n') {
+                return None;
+            }
+            if !want(seq) {
+                return Some((Entry::Unwanted, body_end + 1));
+            }
+            if hex(&Sha256::digest(body)) != sha256 {
                 return None;
             }
             let receipt = Receipt {
@@ -437,6 +476,22 @@ mod tests {
 
         let (_inbox, contents) = Inbox::open(dir.path()).unwrap();
         assert_eq!(contents.pending, vec![second]);
+    }
+
+    #[test]
+    fn reading_from_a_sequence_number_skips_earlier_segments_and_stops_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let old = inbox.append(receipt(Some("old"), "{}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let fresh: Vec<u64> =
+            (0..5).map(|_| inbox.append(receipt(None, "{}")).unwrap().seq).collect();
+        inbox.sync().unwrap();
+        let read = read_from(dir.path(), fresh[1], 3).unwrap();
+        assert_eq!(read.iter().map(|e| e.seq).collect::<Vec<_>>(), fresh[1..4]);
+        assert_eq!(read_from(dir.path(), old.seq, 1).unwrap()[0].seq, old.seq);
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub enum ReceiverError {
     #[error("cannot open the inbox journal")]
     Inbox(#[source] StoreError),
 
-    #[error("cannot start the inbox journal writer")]
+    #[error("cannot start the inbox journal's writer or processor thread")]
     Writer(#[source] std::io::Error),
 
     #[error("the listener failed")]
@@ -285,6 +285,7 @@ impl Receiver {
                 journal: journal_tx.clone(),
                 inbox_dir: store.layout().inbox_dir(),
                 events: events.clone(),
+                worker: processor::Worker::spawn().map_err(ReceiverError::Writer)?,
             };
             let (shutdown, guard) = trigger.task();
             tokio::spawn(processor.run(shutdown, guard));
@@ -406,20 +407,90 @@ async fn health() -> Response {
     answer(StatusCode::OK, OK)
 }
 
-/// One delivery: verify, check the body's shape, journal, answer.
+/// The headers of a delivery the receiver reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeliveryHeaders<'a> {
+    /// `X-GitHub-Event`.
+    pub event: Option<&'a str>,
+    /// `X-GitHub-Delivery`.
+    pub delivery: Option<&'a str>,
+    /// `X-Hub-Signature-256`.
+    pub signature: Option<&'a str>,
+}
+
+/// Why the front door refused a delivery (`webhook.rejected`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401: the signature is missing, malformed or wrong.
+    InvalidSignature,
+    /// 400: the body is not a UTF-8 JSON object.
+    InvalidPayload,
+}
+
+impl Refusal {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::InvalidSignature => "invalid-signature",
+            Self::InvalidPayload => "invalid-payload",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidSignature => StatusCode::UNAUTHORIZED,
+            Self::InvalidPayload => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// The front door's decision on one request, before anything is journalled: the
+/// signature over the raw body first (when a secret is set), then the body's shape.
+/// Pure apart from `received_at`, which the caller passes.
+pub fn admit(
+    secret: Option<&Secret>,
+    headers: DeliveryHeaders<'_>,
+    body: Bytes,
+    received_at: Timestamp,
+) -> Result<Receipt, Refusal> {
+    let verified = match secret {
+        Some(secret) => {
+            loop_github::verify_signature(&secret.0, &body, headers.signature)
+                .map_err(|_| Refusal::InvalidSignature)?;
+            true
+        }
+        None => false,
+    };
+    if !is_json_object(&body) {
+        return Err(Refusal::InvalidPayload);
+    }
+    Ok(Receipt {
+        event: headers.event.filter(|v| !v.is_empty()).unwrap_or("unknown").to_owned(),
+        delivery_id: headers.delivery.filter(|v| !v.is_empty()).map(str::to_owned),
+        verified,
+        received_at,
+        // A body may be a slice of the connection's whole read buffer; a copy of its own
+        // keeps queued deliveries from pinning those buffers.
+        body: Bytes::copy_from_slice(&body),
+    })
+}
+
+/// One delivery: admit, journal, answer.
 async fn deliver(
     State(door): State<Arc<Door>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let gh_event = text("x-github-event").filter(|v| !v.is_empty()).unwrap_or("unknown");
-    let delivery_id = text("x-github-delivery").filter(|v| !v.is_empty());
+    let headers = DeliveryHeaders {
+        event: text("x-github-event"),
+        delivery: text("x-github-delivery"),
+        signature: text(loop_github::signature::SIGNATURE_HEADER),
+    };
     let reject = |reason: &'static str, level: fn(&'static str) -> LogEvent| {
         let line = level("webhook.rejected")
             .field("reason", reason)
-            .field("gh_event", gh_event)
-            .field("delivery_id", delivery_id);
+            .field("gh_event", headers.event.unwrap_or("unknown"))
+            .field("delivery_id", headers.delivery);
         let events = door.events.clone();
         tokio::task::spawn_blocking(move || events.emit(line));
     };
@@ -434,27 +505,16 @@ async fn deliver(
             return answer(StatusCode::BAD_REQUEST, INVALID_PAYLOAD);
         }
     };
-    let verified = match &door.secret {
-        Some(secret) => {
-            let signature = text(loop_github::signature::SIGNATURE_HEADER);
-            if loop_github::verify_signature(&secret.0, &body, signature).is_err() {
-                reject("invalid-signature", LogEvent::warning);
-                return answer(StatusCode::UNAUTHORIZED, INVALID_SIGNATURE);
-            }
-            true
+    let receipt = match admit(door.secret.as_ref(), headers, body, Timestamp::now()) {
+        Ok(receipt) => receipt,
+        Err(refusal @ Refusal::InvalidSignature) => {
+            reject(refusal.reason(), LogEvent::warning);
+            return answer(refusal.status(), INVALID_SIGNATURE);
         }
-        None => false,
-    };
-    if !is_json_object(&body) {
-        reject("invalid-payload", LogEvent::error);
-        return answer(StatusCode::BAD_REQUEST, INVALID_PAYLOAD);
-    }
-    let receipt = Receipt {
-        event: gh_event.to_owned(),
-        delivery_id: delivery_id.map(str::to_owned),
-        verified,
-        received_at: Timestamp::now(),
-        body,
+        Err(refusal @ Refusal::InvalidPayload) => {
+            reject(refusal.reason(), LogEvent::error);
+            return answer(refusal.status(), INVALID_PAYLOAD);
+        }
     };
     let (ack, journalled) = oneshot::channel();
     if door.journal.send(JournalRequest::Receive { receipt, ack }).await.is_err() {
@@ -488,4 +548,55 @@ pub fn is_json_object(body: &[u8]) -> bool {
 /// The address a receiver bound to, as `http://host:port{path}` (for operators and tests).
 pub fn url(addr: SocketAddr, path: &str) -> String {
     format!("http://{addr}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_single_utf8_json_object_is_a_payload() {
+        for good in [&b"{}"[..], b" {\"a\":[1,{\"b\":null}]} ", b"{\"\\u00e9\":\"\xc3\xa9\"}"] {
+            assert!(is_json_object(good), "{:?}", String::from_utf8_lossy(good));
+        }
+        for bad in [
+            &b""[..],
+            b"[]",
+            b"null",
+            b"1",
+            b"\"s\"",
+            b"{",
+            b"{} {}",
+            b"{\"a\":\"\xff\"}",
+            b"\xef\xbb\xbf{}",
+        ] {
+            assert!(!is_json_object(bad), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_signature_is_checked_before_the_body_and_a_missing_id_stays_missing() {
+        let secret = Secret::from_value(Some("s")).unwrap();
+        let headers = DeliveryHeaders { event: Some(""), delivery: Some(""), signature: None };
+        let not_json = Bytes::from_static(b"not json");
+        assert_eq!(
+            admit(Some(&secret), headers, not_json.clone(), Timestamp::UNIX_EPOCH),
+            Err(Refusal::InvalidSignature)
+        );
+        assert_eq!(
+            admit(None, headers, not_json, Timestamp::UNIX_EPOCH),
+            Err(Refusal::InvalidPayload)
+        );
+        let receipt =
+            admit(None, headers, Bytes::from_static(b"{}"), Timestamp::UNIX_EPOCH).unwrap();
+        assert_eq!(receipt.event, "unknown");
+        assert_eq!(receipt.delivery_id, None, "an empty id is no id");
+        assert!(!receipt.verified);
+    }
+
+    #[test]
+    fn the_secret_never_prints() {
+        let secret = Secret::from_value(Some("hunter2")).unwrap();
+        assert!(!format!("{secret:?}").contains("hunter2"));
+    }
 }

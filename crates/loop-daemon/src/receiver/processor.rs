@@ -4,9 +4,11 @@
 //! At start it replays what the journal still held. It then takes deliveries from the
 //! journal writer; when the writer could not queue one (the processor was behind), the
 //! sequence numbers show a gap and the missing deliveries are read back from the journal,
-//! so memory stays bounded however far behind it falls. Processing runs on a blocking
-//! thread (it reads records and appends to the event log). On shutdown it finishes the
-//! delivery in flight and stops; the rest stay journalled for the next start.
+//! so memory stays bounded however far behind it falls. Processing runs on one dedicated
+//! thread (it reads records and appends to the event log): one thread, not the blocking
+//! pool, so the allocator keeps one arena for it and memory stays flat under load. On
+//! shutdown it finishes the delivery in flight and stops; the rest stay journalled for
+//! the next start.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -19,6 +21,9 @@ use tokio::sync::mpsc;
 use super::journal::JournalRequest;
 use super::pipeline::Pipeline;
 use crate::shutdown::{CompletionGuard, Shutdown};
+
+/// How many deliveries one read-back from the journal brings into memory.
+const READ_BACK_BATCH: usize = 1024;
 
 /// Everything the processor task owns.
 #[derive(Debug)]
@@ -36,6 +41,40 @@ pub(crate) struct Processor {
     pub journal: mpsc::Sender<JournalRequest>,
     pub inbox_dir: PathBuf,
     pub events: EventLog,
+    /// Runs the blocking work.
+    pub worker: Worker,
+}
+
+/// A job for the processing thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The processing thread: runs one job at a time, in order, until dropped.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    /// The thread holds the receiving end and ends when this is dropped.
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl Worker {
+    pub(crate) fn spawn() -> std::io::Result<Self> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new().name("inbox-processor".into()).spawn(move || {
+            for job in queue {
+                job();
+            }
+        })?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `work` on the thread and waits for its result (`None` if the thread is gone).
+    async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = done.send(work());
+        });
+        self.jobs.send(job).ok()?;
+        result.await.ok()
+    }
 }
 
 impl Processor {
@@ -58,21 +97,30 @@ impl Processor {
                 item = self.deliveries.recv() => item,
             };
             let Some(item) = item else { return };
+            if item.seq > expected {
+                // The writer could not queue some: catch up from the journal, in order,
+                // a bounded batch at a time, until the queue's deliveries are next.
+                while expected < item.seq {
+                    let missed = self.read_back(expected).await;
+                    if missed.is_empty() {
+                        break; // unreadable; the next start replays what is left
+                    }
+                    for missed in missed {
+                        if shutdown.signalled() {
+                            return;
+                        }
+                        expected = missed.seq + 1;
+                        self.process(missed).await;
+                    }
+                }
+            }
             if item.seq < expected {
                 continue; // already read back from the journal
             }
-            if item.seq > expected {
-                for missed in self.read_back(expected..item.seq).await {
-                    if shutdown.signalled() {
-                        return;
-                    }
-                    self.process(missed).await;
-                }
-            }
-            expected = item.seq + 1;
             if shutdown.signalled() {
                 return;
             }
+            expected = item.seq + 1;
             self.process(item).await;
         }
     }
@@ -83,38 +131,38 @@ impl Processor {
         let seq = item.seq;
         let pipeline = Arc::clone(&self.pipeline);
         let events = self.events.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
-            if catch_unwind(AssertUnwindSafe(|| pipeline.process(&item))).is_err() {
-                events.emit(
-                    LogEvent::error("dispatch.error")
-                        .field("error", "processing panicked")
-                        .field("gh_event", &item.receipt.event)
-                        .field("delivery_id", &item.receipt.delivery_id)
-                        .field("will_retry", false),
-                );
-            }
-        })
-        .await;
-        if let Err(err) = joined {
-            tracing::error!(error = %err, "the processing thread was lost");
+        let finished = self
+            .worker
+            .run(move || {
+                let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
+                if catch_unwind(AssertUnwindSafe(|| pipeline.process(&item))).is_err() {
+                    events.emit(
+                        LogEvent::error("dispatch.error")
+                            .field("error", "processing panicked")
+                            .field("gh_event", &item.receipt.event)
+                            .field("delivery_id", &item.receipt.delivery_id)
+                            .field("will_retry", false),
+                    );
+                }
+            })
+            .await;
+        if finished.is_none() {
+            tracing::error!("the processing thread was lost");
         }
         let _ = self.journal.send(JournalRequest::Processed(seq)).await;
     }
 
-    /// The journalled deliveries with sequence numbers in `range` (the processor's gap).
-    async fn read_back(&self, range: std::ops::Range<u64>) -> Vec<Journalled> {
+    /// The next journalled deliveries from sequence number `from` on (a bounded batch).
+    async fn read_back(&self, from: u64) -> Vec<Journalled> {
         let dir = self.inbox_dir.clone();
-        match tokio::task::spawn_blocking(move || inbox::read_pending(&dir)).await {
-            Ok(Ok(contents)) => {
-                contents.pending.into_iter().filter(|item| range.contains(&item.seq)).collect()
-            }
-            Ok(Err(err)) => {
+        match self.worker.run(move || inbox::read_from(&dir, from, READ_BACK_BATCH)).await {
+            Some(Ok(missed)) => missed,
+            Some(Err(err)) => {
                 tracing::error!(error = %err, "cannot read deliveries back from the inbox journal");
                 Vec::new()
             }
-            Err(err) => {
-                tracing::error!(error = %err, "the journal read-back thread was lost");
+            None => {
+                tracing::error!("the processing thread was lost");
                 Vec::new()
             }
         }

@@ -59,6 +59,19 @@ pub enum Command {
 
     /// Bring up every enabled ingress (today: the webhook receiver) in one service process
     Start(StartArgs),
+
+    /// Stop the service: signal only a process its pidfile lock proves alive, and wait
+    Stop(StopArgs),
+
+    /// Is each enabled ingress running? Exit 0 only if all are (`--json` for machines)
+    Status,
+
+    /// Stop the service, then start it detached
+    Restart(StopArgs),
+
+    /// Why did (nothing) happen? The decision trail of one delivery or one work item,
+    /// from the event log: what arrived, each guard passed or failed, what was done
+    Explain(ExplainArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,6 +156,29 @@ pub struct StartArgs {
     /// the next start without this flag (crash and recovery testing)
     #[arg(long, hide = true)]
     pub hold_processing: bool,
+
+    /// Leave the caller's session first (how a detached `start` runs the service)
+    #[arg(long, hide = true, requires = "foreground")]
+    pub own_session: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A delivery id (`X-GitHub-Delivery`, as `the-loop events` shows it) or a work
+    /// item's ref (`github:owner/repo#N`)
+    #[arg(value_name = "DELIVERY-ID | REF")]
+    pub subject: String,
+
+    /// For a work item: show only the last N deliveries (0 = all)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// Seconds to wait for the service to exit before giving up (exit 1)
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
 }
 
 #[cfg(test)]

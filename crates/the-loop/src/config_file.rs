@@ -110,10 +110,6 @@ impl CliConfig {
 
     /// The environment every child process gets (`Command::envs`), so a spawned service
     /// or daemon reads this same file whatever its cwd (reference trap 3).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the first verb that spawns a process (`start`) wires it")
-    )]
     pub fn child_env(&self) -> [(&'static str, OsString); 1] {
         [(env_vars::CLI_CONFIG, self.location.path.clone().into_os_string())]
     }

@@ -2,8 +2,13 @@
 
 mod config;
 mod events;
+mod explain;
+mod restart;
+mod service;
 mod sim;
 mod start;
+mod status;
+mod stop;
 
 use crate::ExitStatus;
 use crate::cli::{Cli, Command};
@@ -15,5 +20,9 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Events(args) => events::run(args, &cli.global, printer),
         Command::Sim(args) => sim::run(args, &cli.global, printer),
         Command::Start(args) => start::run(args, &cli.global, printer),
+        Command::Stop(args) => stop::run(args, &cli.global, printer),
+        Command::Status => status::run(&cli.global, printer),
+        Command::Restart(args) => restart::run(args, &cli.global, printer),
+        Command::Explain(args) => explain::run(args, &cli.global, printer),
     }
 }

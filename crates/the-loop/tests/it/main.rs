@@ -6,5 +6,6 @@
 mod common;
 mod config;
 mod events;
+mod lifecycle;
 mod sim;
 mod start;

@@ -1,0 +1,205 @@
+//! `start` (detached), `status`, `stop`, `restart` through the real binary: the service
+//! runs in its own session with its output in `<root>/logs/service.out`; liveness is the
+//! pidfile lock; a stale pidfile neither blocks a start nor gets its pid signalled.
+//!
+//! Every site stops its service when dropped, so a failed assertion leaves no process.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use crate::common::{Cli, Run};
+
+const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
+/// A hang guard for things that should happen at once, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A private cwd whose config enables the receiver on `port`; stops its service on drop.
+struct Site {
+    cli: Cli,
+    root: PathBuf,
+}
+
+impl Site {
+    /// The receiver on a port the OS just handed out and released (the config refuses 0).
+    fn new() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::on_port(port)
+    }
+
+    fn on_port(port: u16) -> Self {
+        let mut cli = Cli::new();
+        let root = cli.cwd().join("state");
+        cli.write(
+            ".the-loop/cli-config.yaml",
+            &format!(
+                "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n",
+                root.display()
+            ),
+        );
+        cli.env(SECRET_ENV, "lifecycle-secret");
+        Self { cli, root }
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.cli.run(args)
+    }
+
+    fn pidfile(&self) -> PathBuf {
+        self.root.join("gh-webhook.pid")
+    }
+
+    /// The pid `status --json` reports for the receiver.
+    fn receiver_pid(&self) -> Option<u32> {
+        let run = self.run(&["status", "--json"]);
+        let status: serde_json::Value =
+            serde_json::from_str(&run.stdout).expect("status --json is JSON");
+        status["services"][0]["pid"].as_u64().map(|pid| pid as u32)
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = self.cli.run(["stop", "--timeout", "10"]);
+    }
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped yet: it runs nothing).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+fn wait_until_gone(pid: u32) {
+    let deadline = Instant::now() + PATIENCE;
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "pid {pid} is still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn start_detaches_status_says_running_a_second_start_names_the_pid_and_stop_ends_it() {
+    let site = Site::new();
+    site.run(&["start"]).expect_code(0).expect_stderr("started the service (pid");
+    let pid = site.receiver_pid().expect("the receiver runs after start returns");
+    site.run(&["status"])
+        .expect_code(0)
+        .expect_stdout(&format!("gh-webhook  running (pid {pid}) [enabled]"));
+    site.run(&["start"])
+        .expect_code(1)
+        .expect_stderr("already running")
+        .expect_stderr(&format!("pid {pid}"));
+
+    site.run(&["stop"]).expect_code(0).expect_stderr(&format!("gh-webhook  stopped (pid {pid})"));
+    site.run(&["status"]).expect_code(1).expect_stdout("gh-webhook  stopped [enabled]");
+    wait_until_gone(pid);
+    let log = std::fs::read_to_string(site.root.join("logs/service.out")).expect("the service log");
+    assert!(log.contains("receiving webhooks at"), "{log}");
+    assert!(log.contains("webhook receiver stopped"), "a clean stop on TERM:\n{log}");
+}
+
+#[test]
+fn the_detached_service_runs_in_a_session_of_its_own() {
+    let site = Site::new();
+    site.run(&["start"]).expect_code(0);
+    let pid = site.receiver_pid().expect("running");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the service's stat");
+    // Fields after the command name: state ppid pgrp session …
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    assert_eq!(fields[3], pid.to_string(), "it leads its own session: {stat}");
+}
+
+#[test]
+fn a_stale_pidfile_blocks_nothing_and_its_pid_is_never_signalled() {
+    let site = Site::new();
+    std::fs::create_dir_all(&site.root).unwrap();
+    // A pidfile nobody holds, naming a live process: this test.
+    std::fs::write(site.pidfile(), format!("{}\n", std::process::id())).unwrap();
+    site.run(&["status"]).expect_code(1).expect_stdout("gh-webhook  stopped");
+    site.run(&["stop"]).expect_code(0).expect_stderr("gh-webhook  not running");
+    site.run(&["start"]).expect_code(0);
+    let pid = site.receiver_pid().expect("running despite the stale file");
+    assert_ne!(pid, std::process::id());
+    site.run(&["stop"]).expect_code(0);
+}
+
+#[test]
+fn stop_gives_up_with_exit_1_on_a_holder_that_outlives_the_timeout() {
+    let site = Site::new();
+    std::fs::create_dir_all(&site.root).unwrap();
+    // `flock` holds the lock and runs a shell that ignores TERM, writing its own pid.
+    let mut holder: Child = Command::new("flock")
+        .arg("-n")
+        .arg(site.pidfile())
+        .args(["sh", "-c", "trap '' TERM; echo $$ > \"$0\"; exec sleep 600"])
+        .arg(site.pidfile())
+        .spawn()
+        .expect("flock(1) runs");
+    let deadline = Instant::now() + PATIENCE;
+    let pid = loop {
+        let text = std::fs::read_to_string(site.pidfile()).unwrap_or_default();
+        if let Ok(pid) = text.trim().parse::<u32>() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the holder never wrote its pid");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    site.run(&["stop", "--timeout", "1"])
+        .expect_code(1)
+        .expect_stderr(&format!("still running (pid {pid}) after 1s"));
+    site.run(&["status"]).expect_code(0).expect_stdout(&format!("running (pid {pid})"));
+    site.run(&["start"]).expect_code(1).expect_stderr("already running");
+
+    let sleeper = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(sleeper, rustix::process::Signal::KILL).expect("kill the holder");
+    let _ = holder.wait();
+    site.run(&["status"]).expect_code(1);
+}
+
+#[test]
+fn a_start_that_fails_in_the_child_reports_its_output_and_the_log_path() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let site = Site::on_port(taken.local_addr().unwrap().port());
+    site.run(&["start"])
+        .expect_code(1)
+        .expect_stderr("the service did not start")
+        .expect_stderr("cannot listen on 127.0.0.1")
+        .expect_stderr("logs/service.out");
+    site.run(&["status"]).expect_code(1);
+}
+
+#[test]
+fn start_refuses_a_misconfigured_ingress_before_spawning_anything() {
+    let mut site = Site::new();
+    site.cli.unset(SECRET_ENV);
+    site.run(&["start"]).expect_code(2).expect_stderr(SECRET_ENV);
+    assert!(!site.root.join("logs/service.out").exists(), "nothing was spawned");
+    site.run(&["status"]).expect_code(1).expect_stdout("misconfigured");
+}
+
+#[test]
+fn restart_replaces_the_running_service() {
+    let site = Site::new();
+    site.run(&["start"]).expect_code(0);
+    let first = site.receiver_pid().expect("running");
+    site.run(&["restart"]).expect_code(0).expect_stderr("stopping:").expect_stderr("starting:");
+    let second = site.receiver_pid().expect("running again");
+    assert_ne!(first, second);
+    wait_until_gone(first);
+}
+
+#[test]
+fn status_json_reports_each_ingress_and_the_verdict() {
+    let site = Site::new();
+    let run = site.run(&["status", "--json"]);
+    run.expect_code(1);
+    let status: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(status["ok"], false);
+    assert_eq!(status["services"][0]["service"], "gh-webhook");
+    assert_eq!(status["services"][0]["state"], "stopped");
+    assert_eq!(status["services"][1]["service"], "poller");
+    assert_eq!(status["services"][1]["state"], "disabled");
+}

@@ -33,7 +33,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::config::Config;
 use loop_core::{RepoRef, WorkItemRef};
-use loop_github::{GithubClient, ItemKind, ListedItem, ThreadComment};
+use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment};
 use loop_store::heartbeat::{CycleSummary, Heartbeat};
 use loop_store::index::PortableIndex;
 use loop_store::{Event, PidLock, StateStore, StoreError};
@@ -48,6 +48,10 @@ use self::seam::Dispatch;
 /// Every this many cycles the comment surfaces of every listed item are read again
 /// (conditionally), so a change `updated_at` did not reveal is still seen.
 pub const FULL_SWEEP_EVERY_CYCLES: u64 = 60;
+
+/// A repository whose Issues feature is off is re-probed this many cycles after it was
+/// found so; meanwhile only its pull requests are listed (reference §1.6).
+pub const REPROBE_EVERY_CYCLES: u64 = 60;
 
 /// Why the poller cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +131,19 @@ struct Memory {
     rearm_checked: HashSet<WorkItemRef>,
     /// Scopes whose last listing failed (for `poll.scope_recovered`).
     failing_scopes: HashSet<String>,
+    /// Scopes whose Issues are off, with the cycle at which they are probed again.
+    quarantine: HashMap<String, u64>,
+}
+
+/// What one scope's listing gave.
+#[derive(Debug)]
+enum ScopeListing {
+    /// Every labelled open item the scope monitors.
+    Listed(Vec<ListedItem>),
+    /// Issues are off: only its pull requests were listed. The scope counts as degraded
+    /// (nothing in it is reconciled) but its pull requests are polled.
+    PullRequestsOnly(Vec<ListedItem>),
+    Failed,
 }
 
 /// A delivery this process spent an attempt on.
@@ -279,15 +296,21 @@ impl<D: Dispatch> Poller<D> {
                 report.interrupted = true;
                 break;
             }
-            match self.list(scope, &mut report).await {
-                Some(items) => {
-                    for item in items {
-                        if !listed.iter().any(|(l, _)| l.item == item.item) {
-                            listed.push((item, scope.label.clone()));
-                        }
-                    }
+            let items = match self.list(scope, &mut report).await {
+                ScopeListing::Listed(items) => items,
+                ScopeListing::PullRequestsOnly(items) => {
+                    report.scopes_degraded.push(scope.name());
+                    items
                 }
-                None => report.scopes_degraded.push(scope.name()),
+                ScopeListing::Failed => {
+                    report.scopes_degraded.push(scope.name());
+                    Vec::new()
+                }
+            };
+            for item in items {
+                if !listed.iter().any(|(l, _)| l.item == item.item) {
+                    listed.push((item, scope.label.clone()));
+                }
             }
         }
         if !report.interrupted {
@@ -360,50 +383,78 @@ impl<D: Dispatch> Poller<D> {
         self.memory.linkage.get(item).map(|(_, linked)| linked.clone()).unwrap_or_default()
     }
 
-    /// One scope's labelled open items (monitors applied); `None` when the listing failed.
-    async fn list(&mut self, scope: &Scope, report: &mut CycleReport) -> Option<Vec<ListedItem>> {
+    /// One scope's labelled open items (monitors applied). A repository whose Issues are
+    /// off (410 Gone) is quarantined: `poll.scope_degraded` once, then only its pull
+    /// requests are listed until the re-probe [`REPROBE_EVERY_CYCLES`] later.
+    async fn list(&mut self, scope: &Scope, report: &mut CycleReport) -> ScopeListing {
         let name = scope.name();
-        let answer = match self.github.for_repo(&scope.repo) {
-            Some(client) => client
-                .list_labelled_open_items(&scope.repo, &scope.label)
-                .await
-                .map_err(|err| err.to_string()),
-            None => Err(format!("no GitHub client is configured for host `{}`", scope.repo.host())),
+        let Some(client) = self.github.for_repo(&scope.repo).cloned() else {
+            let error = format!("no GitHub client is configured for host `{}`", scope.repo.host());
+            self.scope_failed(&name, &error, report);
+            return ScopeListing::Failed;
         };
-        match answer {
-            Ok(listing) => {
-                report.scopes_polled += 1;
-                if self.memory.failing_scopes.remove(&name) {
-                    self.store.events().emit(
-                        Event::info("poll.scope_recovered")
-                            .field("provider", "github")
-                            .field("scope", &name),
+        let cycle = self.memory.cycles;
+        let quarantined = self.memory.quarantine.get(&name).is_some_and(|at| cycle < *at);
+        if !quarantined {
+            match client.list_labelled_open_items(&scope.repo, &scope.label).await {
+                Ok(listing) => {
+                    report.scopes_polled += 1;
+                    let was_failing = self.memory.failing_scopes.remove(&name);
+                    if self.memory.quarantine.remove(&name).is_some() || was_failing {
+                        self.store.events().emit(
+                            Event::info("poll.scope_recovered")
+                                .field("provider", "github")
+                                .field("scope", &name),
+                        );
+                    }
+                    return ScopeListing::Listed(
+                        listing.items.into_iter().filter(|i| monitored(scope, i)).collect(),
                     );
                 }
-                Some(
-                    listing
-                        .items
-                        .into_iter()
-                        .filter(|i| match i.kind {
-                            ItemKind::Issue => scope.issues,
-                            ItemKind::PullRequest => scope.pull_requests,
-                        })
-                        .collect(),
-                )
-            }
-            Err(error) => {
-                report.errors.push(format!("{name}: {error}"));
-                self.memory.failing_scopes.insert(name.clone());
-                self.store.events().emit(
-                    Event::error("poll.scope_error")
-                        .field("provider", "github")
-                        .field("scope", &name)
-                        .field("error", &error)
-                        .field("will_retry", true),
-                );
-                None
+                Err(err @ GithubError::Gone { .. }) => {
+                    let renewed =
+                        self.memory.quarantine.insert(name.clone(), cycle + REPROBE_EVERY_CYCLES);
+                    if renewed.is_none() {
+                        self.store.events().emit(
+                            Event::warning("poll.scope_degraded")
+                                .field("provider", "github")
+                                .field("scope", &name)
+                                .field("error", err.to_string())
+                                .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
+                        );
+                    }
+                }
+                Err(err) => {
+                    self.scope_failed(&name, &err.to_string(), report);
+                    return ScopeListing::Failed;
+                }
             }
         }
+        if !scope.pull_requests {
+            return ScopeListing::PullRequestsOnly(Vec::new());
+        }
+        match client.list_labelled_open_pull_requests(&scope.repo, &scope.label).await {
+            Ok(listing) => {
+                report.scopes_polled += 1;
+                ScopeListing::PullRequestsOnly(listing.items)
+            }
+            Err(err) => {
+                self.scope_failed(&name, &err.to_string(), report);
+                ScopeListing::Failed
+            }
+        }
+    }
+
+    fn scope_failed(&mut self, name: &str, error: &str, report: &mut CycleReport) {
+        report.errors.push(format!("{name}: {error}"));
+        self.memory.failing_scopes.insert(name.to_owned());
+        self.store.events().emit(
+            Event::error("poll.scope_error")
+                .field("provider", "github")
+                .field("scope", name)
+                .field("error", error)
+                .field("will_retry", true),
+        );
     }
 
     /// Asks for the linked issues of pull requests that are new to this process or whose
@@ -615,4 +666,12 @@ pub async fn run<D: Dispatch>(
         }
     }
     poller.announce_stop();
+}
+
+/// Whether the scope monitors this kind of item.
+fn monitored(scope: &Scope, item: &ListedItem) -> bool {
+    match item.kind {
+        ItemKind::Issue => scope.issues,
+        ItemKind::PullRequest => scope.pull_requests,
+    }
 }

@@ -337,3 +337,21 @@ async fn a_quiet_cycle_makes_one_request_per_repository_all_not_modified() {
     assert!(log.total() <= 3 + 3, "{log}");
     assert_eq!(busy.comments_forwarded, 1);
 }
+
+#[tokio::test]
+async fn a_repository_with_issues_off_is_quarantined_and_its_pull_requests_still_polled() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    let action = loop_sim::Action::SetIssuesEnabled { repo: REPO.into(), enabled: false };
+    bench.sim.act(action).unwrap();
+    let report = bench.cycle().await;
+    assert_eq!(report.scopes_degraded, [REPO]);
+    assert_eq!(report.items_seen, 1);
+    assert!(poll_ledger(&bench, pr).is_some());
+    bench.sim.comment(REPO, pr, "ann", "still heard").unwrap();
+    let next = bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["still heard"]);
+    assert_eq!(next.scopes_degraded, [REPO], "degraded until the re-probe");
+    assert_eq!(bench.events("poll.scope_degraded").len(), 1, "said once");
+    assert!(bench.events("poll.scope_error").is_empty());
+}

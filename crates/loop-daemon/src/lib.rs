@@ -8,6 +8,8 @@
 //! The poller and the dispatcher are filled by their issues.
 
 pub mod config_source;
+pub mod dispatcher;
+pub mod pipeline;
 pub mod poller;
 pub mod receiver;
 pub mod shutdown;

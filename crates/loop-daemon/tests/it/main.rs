@@ -11,3 +11,8 @@ mod poll_support;
 mod receiver;
 mod replay;
 mod simulator;
+mod dispatch;
+mod dispatch_lab;
+mod dispatch_refusals;
+mod dispatch_control;
+mod dispatch_closure;

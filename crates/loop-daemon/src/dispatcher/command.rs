@@ -1,0 +1,313 @@
+//! Executing control commands once loop-core decided them (reference §4.5, §5.9;
+//! sessions §2.7, §6.1): recording the command as the work item's last, pausing and
+//! resuming a session, closing it the way a merge does (stop), releasing a work item's
+//! local resources (cleanup), and editing its collaborator roster.
+//!
+//! Closing keeps the tmux session per `routing.tmux` (retention); cleanup ignores
+//! retention and removes the tmux sessions, the checkouts and the session record, and
+//! keeps the portable record. Every step is logged; a failing step never stops the next.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::config::Config;
+use loop_core::control::{Command, Effect, Grantor, RosterEdit, RosterEffect};
+use loop_core::login::Login;
+use loop_core::record::{Collaborators, Control, ControlSource, LocalRecord};
+use loop_sessions::cleanup::{self, Cleaned, Removed};
+use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
+use loop_sessions::{CloseSettings, Settled, Termination, session};
+use loop_store::Event as Line;
+
+use super::{Dispatcher, blocking};
+
+impl Dispatcher {
+    /// Records `command` as `target`'s last control command (portable `control`).
+    pub(crate) async fn record_command(
+        &self,
+        target: &WorkItemRef,
+        command: Command,
+        actor: &Login,
+        note: Option<String>,
+    ) {
+        let control = Control {
+            command,
+            source: ControlSource::Comment,
+            actor: Some(actor.clone()),
+            requested_at: Timestamp::now(),
+            note,
+            instance: self.config().instance.name.clone(),
+        };
+        let (store, item) = (self.store().clone(), target.clone());
+        if let Err(err) = blocking(move || store.write_section(&item, Some(&control))).await {
+            self.events().emit(
+                Line::error("control.record_failed")
+                    .work_item(target)
+                    .field("command", command.name())
+                    .field("error", err.to_string()),
+            );
+        }
+    }
+
+    /// The target's last recorded command.
+    pub(crate) async fn last_command(&self, target: &WorkItemRef) -> Option<Command> {
+        let (store, item) = (self.store().clone(), target.clone());
+        blocking(move || store.read_section::<Control>(&item))
+            .await
+            .ok()
+            .and_then(|slot| slot.into_value())
+            .map(|control| control.command)
+    }
+
+    /// Carries out a command's effect on the target's session; returns the effect's name
+    /// for `control.command`. Spawning is queued by the caller, never done here.
+    pub(crate) async fn execute(
+        &self,
+        effect: Effect,
+        target: &WorkItemRef,
+        record: Option<&LocalRecord>,
+        actor: &Login,
+    ) -> &'static str {
+        let owner = record.map_or(target, |r| &r.work_item);
+        match effect {
+            Effect::Spawn => "spawn-queued",
+            Effect::Noop => "noop",
+            Effect::Pause => {
+                self.pause_or_resume(owner, true).await;
+                "paused"
+            }
+            Effect::Resume => {
+                self.pause_or_resume(owner, false).await;
+                "resumed"
+            }
+            Effect::Stop => {
+                if let Some(record) = record {
+                    self.close_session(record).await;
+                }
+                "stopped"
+            }
+            Effect::Cleanup => self.cleanup(owner, Some(actor), "control").await,
+        }
+    }
+
+    /// Applies a roster edit to `target`'s collaborators; one effect per login.
+    pub(crate) async fn edit_roster(
+        &self,
+        target: &WorkItemRef,
+        edit: RosterEdit,
+        logins: Vec<Login>,
+        grantor: Grantor,
+    ) -> Vec<(Login, RosterEffect)> {
+        let (store, item) = (self.store().clone(), target.clone());
+        let edited = blocking(move || {
+            let mut roster =
+                store.read_section::<Collaborators>(&item)?.into_value().unwrap_or_default();
+            let effects = edit.apply(&mut roster, &logins, &grantor);
+            store.write_section(&item, Some(&roster))?;
+            Ok::<_, loop_store::StoreError>(effects)
+        })
+        .await;
+        edited.unwrap_or_else(|err| {
+            self.events().emit(
+                Line::error("control.record_failed")
+                    .work_item(target)
+                    .field("command", "collaborators")
+                    .field("error", err.to_string()),
+            );
+            Vec::new()
+        })
+    }
+
+    /// Pauses (`pause: true`) or resumes the work item's own session, logging the
+    /// transition when it happened.
+    async fn pause_or_resume(&self, item: &WorkItemRef, pause: bool) {
+        let (registry, owner) = (self.inner.registry.clone(), item.clone());
+        let changed =
+            blocking(move || if pause { registry.pause(&owner) } else { registry.resume(&owner) })
+                .await;
+        let line = match changed {
+            Ok(false) => return,
+            Ok(true) if pause => Line::info("session.paused"),
+            Ok(true) => Line::info("session.resumed"),
+            Err(err) => Line::error("session.update_failed").field("error", err.to_string()),
+        };
+        self.events().emit(line.work_item(item));
+    }
+
+    /// Closes `record` the way a merge does: each pull request's endpoint, then the work
+    /// item's own session, in the registry; each tmux session settled per the retention
+    /// rules; checkouts removed unless `keepCheckoutOnClose`.
+    pub(crate) async fn close_session(&self, record: &LocalRecord) {
+        let item = record.work_item.clone();
+        let (registry, owner) = (self.inner.registry.clone(), item.clone());
+        let prs: Vec<WorkItemRef> =
+            record.endpoints.keys().filter(|e| **e != item).cloned().collect();
+        let closed = blocking(move || {
+            for pr in &prs {
+                registry.close_endpoint(&owner, pr)?;
+            }
+            registry.close(&owner)
+        })
+        .await;
+        if let Err(err) = closed {
+            self.events().emit(
+                Line::error("session.update_failed")
+                    .work_item(&item)
+                    .field("error", err.to_string()),
+            );
+        }
+        let own = record.own_endpoint();
+        self.events().emit(
+            Line::info("session.closed")
+                .work_item(&item)
+                .field("harness", own.map(|e| e.harness.clone()))
+                .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
+        );
+        for served in record.endpoints.keys() {
+            self.end_session(&item, served).await;
+        }
+    }
+
+    /// Closes one pull request's endpoint of `record`, leaving the work item's session.
+    pub(crate) async fn close_endpoint(&self, record: &LocalRecord, pr: &WorkItemRef) {
+        let (registry, owner, pr_ref) =
+            (self.inner.registry.clone(), record.work_item.clone(), pr.clone());
+        let closed = blocking(move || registry.close_endpoint(&owner, &pr_ref)).await;
+        if let Err(err) = closed {
+            self.events().emit(
+                Line::error("session.update_failed")
+                    .work_item(&record.work_item)
+                    .field("error", err.to_string()),
+            );
+        }
+        self.events().emit(
+            Line::info("session.pr_closed")
+                .work_item(&record.work_item)
+                .field("pull_request", pr.to_string()),
+        );
+        self.end_session(&record.work_item, pr).await;
+    }
+
+    /// Ends the session serving `served` (a work item's own, or a PR endpoint of `item`)
+    /// by the retention rules and removes its checkout unless kept; logs each step.
+    async fn end_session(&self, item: &WorkItemRef, served: &WorkItemRef) {
+        let config = self.config();
+        let settings = close_settings(&config);
+        let workspaces = workspaces(&config);
+        let (tmux, endpoint) = (self.inner.tmux.clone(), served.clone());
+        let closed =
+            blocking(move || session::close(&tmux, workspaces.as_ref(), &endpoint, &settings))
+                .await;
+        let target = served.tmux_session();
+        let closed = match closed {
+            Ok(closed) => closed,
+            Err(err) => {
+                return self.events().emit(
+                    Line::warning("session.harness_terminated")
+                        .work_item(item)
+                        .field("tmux_target", &target)
+                        .field("ok", false)
+                        .field("error", err.to_string()),
+                );
+            }
+        };
+        let line = match closed.settled {
+            Settled::Kept { termination: Some(Termination::SessionMissing) } => None,
+            Settled::Kept { termination: Some(_) } => {
+                Some(Line::info("session.harness_terminated").field("ok", true))
+            }
+            Settled::Kept { termination: None } => Some(Line::info("session.retained")),
+            Settled::Killed { existed } => {
+                Some(Line::info("session.tmux_killed").field("existed", existed))
+            }
+        };
+        if let Some(line) = line {
+            self.events().emit(line.work_item(item).field("tmux_target", &target));
+        }
+        match closed.checkout {
+            None | Some(Ok(false)) => {}
+            Some(Ok(true)) => self.events().emit(Line::info("workspace.cleaned").work_item(served)),
+            Some(Err(err)) => self.events().emit(
+                Line::warning("workspace.clean_failed")
+                    .work_item(served)
+                    .field("error", err.to_string()),
+            ),
+        }
+    }
+
+    /// Releases `item`'s local resources whether or not a session exists
+    /// (`loop_sessions::cleanup`): every endpoint's harness and tmux session, every
+    /// checkout, the session record; the portable record stays. Returns `cleaned`,
+    /// `nothing-to-clean` or `partial`, and logs `session.cleaned`.
+    pub(crate) async fn cleanup(
+        &self,
+        item: &WorkItemRef,
+        actor: Option<&Login>,
+        via: &str,
+    ) -> &'static str {
+        let config = self.config();
+        let grace = close_settings(&config).grace;
+        let workspaces = workspaces(&config);
+        let (tmux, registry, owner) =
+            (self.inner.tmux.clone(), self.inner.registry.clone(), item.clone());
+        let cleaned = blocking(move || {
+            cleanup::cleanup(&tmux, workspaces.as_ref(), &registry, &owner, grace)
+        })
+        .await
+        .unwrap_or_else(|err| Cleaned { errors: vec![err.to_string()], ..Cleaned::default() });
+        let effect = match (cleaned.found(), cleaned.errors.is_empty()) {
+            (false, _) => "nothing-to-clean",
+            (true, true) => "cleaned",
+            (true, false) => "partial",
+        };
+        let removed: Vec<&str> = cleaned
+            .removed
+            .iter()
+            .map(|removed| match removed {
+                Removed::Tmux => "tmux",
+                Removed::Workspace => "workspace",
+                Removed::Session => "session",
+            })
+            .collect();
+        let line = if cleaned.errors.is_empty() {
+            Line::info("session.cleaned")
+        } else {
+            Line::warning("session.cleaned").field("error", cleaned.errors.join("; "))
+        };
+        self.events().emit(
+            line.work_item(item)
+                .field("actor", actor.map(Login::as_str))
+                .field("via", via)
+                .field("removed", removed)
+                .field(
+                    "endpoints",
+                    cleaned.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                )
+                .field("found", cleaned.found()),
+        );
+        effect
+    }
+}
+
+/// `routing.tmux` as closing reads it.
+pub(crate) fn close_settings(config: &Config) -> CloseSettings {
+    let tmux = &config.routing.tmux;
+    CloseSettings {
+        keep_session: tmux.keep_session_on_close,
+        kill_harness: tmux.kill_harness_on_close,
+        grace: Duration::from_secs_f64(tmux.harness_kill_grace_seconds.max(0.0)),
+        keep_checkout: config.routing.workspace.keep_checkout_on_close,
+    }
+}
+
+/// The checkouts under `routing.workspace.root`, when one is set.
+pub(crate) fn workspaces(config: &Config) -> Option<Workspaces> {
+    let workspace = &config.routing.workspace;
+    Some(Workspaces::new(WorkspaceSettings {
+        root: workspace.root.clone()?,
+        strategy: workspace.strategy,
+        git: PathBuf::from(&workspace.git_binary),
+    }))
+}

@@ -1,0 +1,332 @@
+//! What the dispatcher decided about one delivery, as values: each [`Decision`] names its
+//! event-log line ([`Decision::line`]) and what becomes of the delivery's dedup key
+//! ([`Decision::ledger`]). The pipeline and the workers build decisions and hand them to
+//! one function that writes the line and applies the ledger effect, so the log can never
+//! say one thing while the ledger does another.
+//!
+//! This module performs no IO.
+
+use loop_core::WorkItemRef;
+use loop_core::control::{Command, Rejection, SpawnRefusal};
+use loop_core::guards::ScopeRefusal;
+use loop_core::login::Login;
+use loop_store::Event;
+
+/// What becomes of a delivery's dedup key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerEffect {
+    /// Leave the key as it is (still in flight, or not ours to change).
+    Untouched,
+    /// Ended for good: a redelivery is a duplicate.
+    Keep,
+    /// Refused on purpose: never replayed, never counted as pending.
+    Settle(&'static str),
+    /// A failure: a redelivery or a later poll may try again.
+    Release,
+}
+
+/// The facts of the delivery every line carries.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// `X-GitHub-Event` (or the poller's equivalent).
+    pub gh_event: String,
+    pub action: Option<String>,
+    /// The dedup key.
+    pub delivery_id: Option<String>,
+    /// `X-GitHub-Delivery`, when it differs from the dedup key.
+    pub gh_delivery: Option<String>,
+    pub actor: Option<String>,
+    pub work_items: Vec<WorkItemRef>,
+}
+
+impl Context {
+    fn stamp(&self, event: Event) -> Event {
+        event.field("gh_event", &self.gh_event).field("delivery_id", &self.delivery_id).field(
+            "gh_delivery",
+            self.gh_delivery.as_ref().filter(|d| Some(*d) != self.delivery_id.as_ref()),
+        )
+    }
+
+    fn items(&self) -> Vec<String> {
+        self.work_items.iter().map(ToString::to_string).collect()
+    }
+}
+
+/// A decision about one delivery (or one step of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The dedup key was already taken in.
+    Duplicate,
+    /// A branch-only ref GitHub says does not exist was removed.
+    LinkageDropped { item: WorkItemRef },
+    /// No work item is left (`work-item-not-found`, `no-work-item`).
+    NoWorkItem { reason: &'static str },
+    /// Outside this instance's scope; `command` when an authorized named actor typed one.
+    OutOfScope { refusal: ScopeRefusal, instance: Option<String>, command: Option<Command> },
+    /// Two different keywords: nothing executed, nothing forwarded.
+    Ambiguous { commands: Vec<Command> },
+    /// A command refused.
+    Rejected { command: Command, rejection: Rejection, target: Option<WorkItemRef> },
+    /// A command executed (recorded when it is not `execute`), with its effect.
+    Executed { command: Command, actor: Login, effect: &'static str, target: WorkItemRef },
+    /// One login of a roster edit.
+    RosterEdited {
+        command: Command,
+        actor: Login,
+        collaborator: Login,
+        effect: &'static str,
+        target: WorkItemRef,
+    },
+    /// `execute`: handed to the graph, and the comment carries on as input.
+    HandedToGraph { actor: Login, target: WorkItemRef },
+    /// The spawn-policy gate refused an unmatched event.
+    SpawnRefused { refusal: SpawnRefusal },
+    /// Every matched session is paused.
+    SessionPaused { item: WorkItemRef },
+    /// The key is already in the session's restart-surviving deliveries.
+    AlreadyProcessed { item: WorkItemRef },
+    /// Enqueued on a work item's queue.
+    Queued { item: WorkItemRef, spawn: bool },
+    /// A close handled (lines of its own are written by the close path).
+    Closed,
+    /// Pasted into a session (`already`: it was there before; nothing pasted).
+    Delivered { item: WorkItemRef, endpoint: WorkItemRef, harness: String, already: bool },
+    /// A dead session brought back with the event as its first prompt.
+    Respawned {
+        item: WorkItemRef,
+        harness: String,
+        session_id: String,
+        resumed: bool,
+        target: String,
+    },
+    /// A session spawned for a work item.
+    Spawned {
+        item: WorkItemRef,
+        harness: String,
+        session_id: String,
+        target: String,
+        interaction: &'static str,
+    },
+    /// A spawn that could not happen.
+    SpawnFailed { item: WorkItemRef, error: String },
+    /// The session disappeared between enqueue and dequeue.
+    SessionVanished { item: WorkItemRef },
+    /// A live tmux session holds the name and cannot be cleared.
+    SessionOccupied { item: WorkItemRef, target: String, error: String },
+    /// Pasting (or respawning) failed.
+    Failed { item: WorkItemRef, harness: String, error: String },
+    /// The dispatch did not finish within `dispatchTimeoutSeconds`.
+    TimedOut { item: WorkItemRef, seconds: u64 },
+    /// Not queued: the dispatcher is shutting down.
+    ShuttingDown { item: WorkItemRef },
+}
+
+impl Decision {
+    /// Whether the dispatch succeeded, for the completion reaction.
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self,
+            Self::Delivered { .. }
+                | Self::Respawned { .. }
+                | Self::Spawned { .. }
+                | Self::SessionPaused { .. }
+        )
+    }
+
+    /// What becomes of the dedup key.
+    pub fn ledger(&self) -> LedgerEffect {
+        match self {
+            Self::Duplicate
+            | Self::LinkageDropped { .. }
+            | Self::HandedToGraph { .. }
+            | Self::Queued { .. } => LedgerEffect::Untouched,
+            Self::NoWorkItem { .. }
+            | Self::AlreadyProcessed { .. }
+            | Self::Closed
+            | Self::Delivered { .. }
+            | Self::Respawned { .. }
+            | Self::Spawned { .. }
+            | Self::SessionVanished { .. }
+            | Self::SessionOccupied { .. } => LedgerEffect::Keep,
+            Self::OutOfScope { refusal, .. } => LedgerEffect::Settle(refusal.reason()),
+            Self::Ambiguous { .. } => LedgerEffect::Settle("control-ambiguous"),
+            Self::Rejected { .. } => LedgerEffect::Settle("control-rejected"),
+            Self::Executed { .. } | Self::RosterEdited { .. } => {
+                LedgerEffect::Settle("control-executed")
+            }
+            Self::SpawnRefused { refusal } => match refusal.disposition() {
+                loop_core::control::Disposition::Release => LedgerEffect::Release,
+                loop_core::control::Disposition::Settle => LedgerEffect::Settle(refusal.reason()),
+                loop_core::control::Disposition::Keep => LedgerEffect::Keep,
+            },
+            Self::SessionPaused { .. } => LedgerEffect::Settle("session-paused"),
+            Self::SpawnFailed { .. }
+            | Self::Failed { .. }
+            | Self::TimedOut { .. }
+            | Self::ShuttingDown { .. } => LedgerEffect::Release,
+        }
+    }
+
+    /// The event-log line; `None` for a decision whose lines the close path writes.
+    pub fn line(&self, cx: &Context) -> Option<Event> {
+        let dropped = |level: fn(&str) -> Event, reason: &str| {
+            level("dispatch.dropped").field("reason", reason).field("work_items", cx.items())
+        };
+        let event = match self {
+            Self::Duplicate => dropped(|n| Event::info(n), "duplicate-delivery"),
+            Self::LinkageDropped { item } => Event::warning("routing.linkage_dropped")
+                .work_item(item)
+                .field("linked_by", "branch")
+                .field("reason", "not-found"),
+            Self::NoWorkItem { reason } => dropped(|n| Event::warning(n), reason),
+            Self::OutOfScope { refusal, instance, command } => {
+                let event = match command {
+                    Some(command) => Event::warning("control.rejected")
+                        .field("work_items", cx.items())
+                        .field("command", command.name())
+                        .field("via", "comment")
+                        .field("actor", &cx.actor),
+                    None => dropped(|n| Event::info(n), refusal.reason()),
+                };
+                event.field("reason", refusal.reason()).field("instance", instance)
+            }
+            Self::Ambiguous { commands } => Event::warning("control.ambiguous")
+                .field("work_items", cx.items())
+                .field("actor", &cx.actor)
+                .field("commands", commands.iter().map(|c| c.name()).collect::<Vec<_>>()),
+            Self::Rejected { command, rejection, target } => Event::warning("control.rejected")
+                .field("work_items", cx.items())
+                .field("work_item", target.as_ref().map(ToString::to_string))
+                .field("command", command.name())
+                .field("via", "comment")
+                .field("actor", &cx.actor)
+                .field("reason", rejection.reason()),
+            Self::Executed { command, actor, effect, target } => Event::info("control.command")
+                .work_item(target)
+                .field("command", command.name())
+                .field("via", "comment")
+                .field("actor", actor.as_str())
+                .field("effect", effect),
+            Self::RosterEdited { command, actor, collaborator, effect, target } => {
+                Event::info("control.command")
+                    .work_item(target)
+                    .field("command", command.name())
+                    .field("via", "comment")
+                    .field("actor", actor.as_str())
+                    .field("collaborator", collaborator.as_str())
+                    .field("effect", effect)
+            }
+            Self::HandedToGraph { actor, target } => Event::info("control.command")
+                .work_item(target)
+                .field("command", Command::Execute.name())
+                .field("via", "comment")
+                .field("actor", actor.as_str())
+                .field("effect", "handed-to-graph"),
+            Self::SpawnRefused { refusal } => dropped(|n| Event::info(n), refusal.reason()),
+            Self::SessionPaused { item } => {
+                dropped(|n| Event::info(n), "session-paused").work_item(item)
+            }
+            Self::AlreadyProcessed { item } => {
+                dropped(|n| Event::info(n), "already-processed").work_item(item)
+            }
+            Self::Queued { item, spawn } => {
+                Event::info("dispatch.queued").work_item(item).field("spawn", spawn)
+            }
+            Self::Closed => return None,
+            Self::Delivered { item, endpoint, harness, already } => {
+                Event::info("dispatch.succeeded")
+                    .work_item(item)
+                    .field("endpoint", (endpoint != item).then(|| endpoint.to_string()))
+                    .field("harness", harness)
+                    .field("via", "tmux")
+                    .field("already_delivered", already.then_some(true))
+            }
+            Self::Respawned { item, harness, session_id, resumed, target } => {
+                Event::info("session.respawned")
+                    .work_item(item)
+                    .field("harness", harness)
+                    .field("harness_session_id", session_id)
+                    .field("resumed", resumed)
+                    .field("runner", "tmux")
+                    .field("tmux_target", target)
+            }
+            Self::Spawned { item, harness, session_id, target, interaction } => {
+                Event::info("session.spawned")
+                    .work_item(item)
+                    .field("harness", harness)
+                    .field("harness_session_id", session_id)
+                    .field("runner", "tmux")
+                    .field("interaction", interaction)
+                    .field("tmux_target", target)
+                    .field("action", &cx.action)
+            }
+            Self::SpawnFailed { item, error } => Event::error("session.spawn_failed")
+                .work_item(item)
+                .field("error", error)
+                .field("will_retry", cx.delivery_id.is_some()),
+            Self::SessionVanished { item } => {
+                dropped(|n| Event::warning(n), "session-vanished").work_item(item)
+            }
+            Self::SessionOccupied { item, target, error } => {
+                dropped(|n| Event::error(n), "session-occupied")
+                    .work_item(item)
+                    .field("tmux_target", target)
+                    .field("error", error)
+                    .field("will_retry", false)
+            }
+            Self::Failed { item, harness, error } => Event::error("dispatch.failed")
+                .work_item(item)
+                .field("harness", harness)
+                .field("via", "tmux")
+                .field("error", error)
+                .field("will_retry", cx.delivery_id.is_some()),
+            Self::TimedOut { item, seconds } => Event::error("dispatch.failed")
+                .work_item(item)
+                .field("error", format!("the dispatch did not finish within {seconds} s (routing.dispatchTimeoutSeconds)"))
+                .field("will_retry", cx.delivery_id.is_some()),
+            Self::ShuttingDown { item } => {
+                dropped(|n| Event::warning(n), "shutting-down").work_item(item)
+            }
+        };
+        Some(cx.stamp(event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item() -> WorkItemRef {
+        "github:octo/app#15".parse().expect("a valid ref")
+    }
+
+    #[test]
+    fn refusals_on_purpose_settle_and_failures_release() {
+        let awaiting = Decision::SpawnRefused { refusal: SpawnRefusal::AwaitingStart };
+        assert_eq!(awaiting.ledger(), LedgerEffect::Settle("awaiting-start"));
+        let policy = Decision::SpawnRefused { refusal: SpawnRefusal::SpawnPolicy };
+        assert_eq!(policy.ledger(), LedgerEffect::Release);
+        let failed = Decision::Failed { item: item(), harness: "h".into(), error: "x".into() };
+        assert_eq!(failed.ledger(), LedgerEffect::Release);
+        assert_eq!(
+            Decision::Ambiguous { commands: vec![] }.ledger(),
+            LedgerEffect::Settle("control-ambiguous")
+        );
+    }
+
+    #[test]
+    fn a_line_carries_the_reason_and_the_delivery() {
+        let cx = Context {
+            gh_event: "issue_comment".into(),
+            delivery_id: Some("k".into()),
+            work_items: vec![item()],
+            ..Context::default()
+        };
+        let line = Decision::SpawnRefused { refusal: SpawnRefusal::AwaitingStart }
+            .line(&cx)
+            .expect("a line");
+        assert_eq!(line.name(), "dispatch.dropped");
+        let text = format!("{line:?}");
+        assert!(text.contains("awaiting-start") && text.contains("\"k\""), "{text}");
+    }
+}

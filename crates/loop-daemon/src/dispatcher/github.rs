@@ -1,0 +1,222 @@
+//! What the dispatcher asks of and says to GitHub: whether a branch-named work item
+//! exists (cached per ref), the lifecycle reactions on the triggering comment or item,
+//! and the announcement of a new session. All best-effort: a failure here is logged and
+//! never changes a dispatch's outcome; a missing client makes each a no-op.
+
+use std::sync::PoisonError;
+
+use loop_core::WorkItemRef;
+use loop_core::config::Reaction as ConfiguredReaction;
+use loop_core::event::{Event, Surface};
+use loop_core::guards::mark_self_authored;
+use loop_core::route::{Existence, KnownExistence};
+use loop_github::{Reaction, ReactionTarget};
+use tokio::sync::oneshot;
+
+use super::Dispatcher;
+use super::decision::Context;
+use super::queue::Busy;
+
+impl Dispatcher {
+    /// The existence answers for `items`, asking GitHub about those not yet known.
+    /// Definite answers are cached; anything else stays unknown (and keeps the ref).
+    pub(crate) async fn existence_now(&self, items: &[WorkItemRef]) -> KnownExistence {
+        if let Some(github) = &self.inner.github {
+            for item in items {
+                if self.known_existence(item) != Existence::Unknown {
+                    continue;
+                }
+                let answer = match github.item_exists(item).await {
+                    Ok(true) => Existence::Exists,
+                    Ok(false) => Existence::Missing,
+                    Err(_) => continue,
+                };
+                self.remember_existence(item, answer);
+            }
+        }
+        self.inner.existence.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn known_existence(&self, item: &WorkItemRef) -> Existence {
+        use loop_core::route::IssueExistence as _;
+        self.inner.existence.lock().unwrap_or_else(PoisonError::into_inner).existence(item)
+    }
+
+    pub(crate) fn remember_existence(&self, item: &WorkItemRef, answer: Existence) {
+        self.inner
+            .existence
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remember(item.clone(), answer);
+    }
+
+    /// Starts the lifecycle reactions for a dequeued job: `started` now, then `completed`
+    /// or `error` once the returned sender says whether the dispatch succeeded. `None`
+    /// when reactions are off or the event has nothing to react on.
+    pub(crate) fn react(&self, event: &Event, cx: &Context) -> Option<oneshot::Sender<bool>> {
+        let config = self.config();
+        let reactions = &config.routing.reactions;
+        let github = self.inner.github.clone()?;
+        if !reactions.enabled {
+            return None;
+        }
+        let target = reaction_target(event)?;
+        let (started, completed, error) = (reactions.started, reactions.completed, reactions.error);
+        let (outcome_tx, outcome) = oneshot::channel();
+        let dispatcher = self.clone();
+        let busy = Busy::new(self);
+        let item = cx.work_items.first().cloned();
+        tokio::spawn(async move {
+            let react = |state: &'static str, reaction: Option<ConfiguredReaction>| {
+                let (github, target, dispatcher, item) =
+                    (github.clone(), target.clone(), dispatcher.clone(), item.clone());
+                async move {
+                    let Some(reaction) = reaction.map(to_github) else { return };
+                    let line = match github.add_reaction(&target, reaction).await {
+                        Ok(()) => loop_store::Event::debug("reaction.added")
+                            .field("target", target_kind(&target)),
+                        Err(err) => loop_store::Event::warning("reaction.failed")
+                            .field("error", err.to_string()),
+                    };
+                    let line = line.field("state", state).field("content", reaction.as_str());
+                    let line = match &item {
+                        Some(item) => line.work_item(item),
+                        None => line,
+                    };
+                    dispatcher.events().emit(line);
+                }
+            };
+            react("started", started).await;
+            if let Ok(succeeded) = outcome.await {
+                if succeeded {
+                    react("completed", completed).await;
+                } else {
+                    react("error", error).await;
+                }
+            }
+            drop(busy);
+        });
+        Some(outcome_tx)
+    }
+
+    /// Posts the self-marked announcement of a new session on `item` (first spawn only).
+    pub(crate) async fn announce(&self, item: &WorkItemRef, harness: &str, tmux_target: &str) {
+        let config = self.config();
+        if !config.routing.announce.enabled || tmux_target.is_empty() {
+            return;
+        }
+        let Some(github) = &self.inner.github else { return };
+        let body = announcement(item, harness, tmux_target, config.instance.name.as_deref());
+        let line = match github.post_comment(item, &body).await {
+            Ok(posted) => {
+                loop_store::Event::info("session.announced").field("comment_url", posted.html_url)
+            }
+            Err(err) if err.is_not_found() => {
+                self.remember_existence(item, Existence::Missing);
+                loop_store::Event::error("session.work_item_missing").field(
+                    "error",
+                    format!(
+                        "{err}; GitHub says the work item does not exist for this token — check that the token can see the repository; the session keeps running"
+                    ),
+                )
+            }
+            Err(err) => loop_store::Event::warning("session.announce_failed")
+                .field("error", err.to_string()),
+        };
+        self.events().emit(line.work_item(item).field("tmux_target", tmux_target));
+    }
+}
+
+/// The announcement, built only from registry fields (never payload text), self-marked.
+pub fn announcement(
+    item: &WorkItemRef,
+    harness: &str,
+    tmux_target: &str,
+    instance: Option<&str>,
+) -> String {
+    let mut body = format!(
+        "🖥️ **the-loop** started an interactive session for `{item}`.\n\n| | |\n|---|---|\n| tmux session | `{tmux_target}` |\n| harness | `{harness}` |\n"
+    );
+    if let Some(instance) = instance {
+        body.push_str(&format!("| instance | `{instance}` |\n"));
+    }
+    body.push_str(&format!(
+        "\n```sh\ntmux attach -t {tmux_target}\nthe-loop sessions attach --work-item {item} --read-only\n```\n\nThe session is kept when the work item closes; a respawn reuses the same name.\n"
+    ));
+    mark_self_authored(&body)
+}
+
+/// What a reaction goes on (reference §7): the comment by its numeric id (an inline
+/// review comment under `pulls/`), else the issue or pull request itself (a review
+/// reacts on its PR). A comment id that is not numeric gets no reaction at all.
+pub fn reaction_target(event: &Event) -> Option<ReactionTarget> {
+    let repo = event.repository.clone()?;
+    if let Some(comment) = &event.comment
+        && comment.surface != Surface::Review
+        && let Some(id) = &comment.id
+    {
+        let id: u64 = id.parse().ok()?;
+        return Some(match comment.surface {
+            Surface::Inline => ReactionTarget::ReviewComment { repo, id },
+            _ => ReactionTarget::IssueComment { repo, id },
+        });
+    }
+    let number = event.entity.as_ref()?.number?;
+    Some(ReactionTarget::Item(repo.item(number)))
+}
+
+fn target_kind(target: &ReactionTarget) -> &'static str {
+    match target {
+        ReactionTarget::Item(_) => "item",
+        ReactionTarget::IssueComment { .. } | ReactionTarget::ReviewComment { .. } => "comment",
+    }
+}
+
+fn to_github(reaction: ConfiguredReaction) -> Reaction {
+    match reaction {
+        ConfiguredReaction::PlusOne => Reaction::ThumbsUp,
+        ConfiguredReaction::MinusOne => Reaction::ThumbsDown,
+        ConfiguredReaction::Laugh => Reaction::Laugh,
+        ConfiguredReaction::Confused => Reaction::Confused,
+        ConfiguredReaction::Heart => Reaction::Heart,
+        ConfiguredReaction::Hooray => Reaction::Hooray,
+        ConfiguredReaction::Rocket => Reaction::Rocket,
+        ConfiguredReaction::Eyes => Reaction::Eyes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loop_core::guards::is_self_authored;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_announcement_names_the_attach_command_and_is_self_marked() {
+        let item: WorkItemRef = "github:octo/app#15".parse().expect("a valid ref");
+        let body = announcement(&item, "claude", "loop-github-octo-app-15", Some("laptop"));
+        assert!(body.contains("tmux attach -t loop-github-octo-app-15"));
+        assert!(body.contains("| instance | `laptop` |"));
+        assert!(is_self_authored(&body));
+    }
+
+    #[test]
+    fn a_review_reacts_on_its_pull_request_and_a_hostile_comment_id_gets_nothing() {
+        let review = Event::from_webhook(
+            "pull_request_review",
+            &json!({"action": "submitted", "repository": {"full_name": "o/a"},
+                    "pull_request": {"number": 7}, "review": {"id": 9, "body": "x"}}),
+        );
+        assert_eq!(
+            reaction_target(&review),
+            Some(ReactionTarget::Item("github:o/a#7".parse().expect("ref")))
+        );
+        let hostile = Event::from_webhook(
+            "issue_comment",
+            &json!({"action": "created", "repository": {"full_name": "o/a"},
+                    "issue": {"number": 7}, "comment": {"id": "abc$;rm -rf", "body": "x"}}),
+        );
+        assert_eq!(reaction_target(&hostile), None);
+    }
+}

@@ -1,0 +1,487 @@
+//! One dequeued job: deliver the event into the work item's live session (respawning a
+//! dead one with its recorded conversation), or spawn the session it was queued for —
+//! workspace, trust pre-seed, rendered spawn prompt, registry write, announcement
+//! (reference §5.5, §5.6, §5.11, §5.13; sessions §2.5, §2.6).
+//!
+//! The registry is read again at dequeue: a spawn that finds a session by then is
+//! delivered into it, a delivery whose session vanished is dropped. tmux, git and file IO
+//! run on blocking threads.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::config::Config;
+use loop_core::control::SessionState;
+use loop_core::event::Event;
+use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
+use loop_core::record::LocalRecord;
+use loop_sessions::registry::EndpointHandles;
+use loop_sessions::workspace::{Branch, clone_url};
+use loop_sessions::{
+    Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
+};
+use loop_store::Event as Line;
+
+use super::decision::Decision;
+use super::queue::Job;
+use super::records::{endpoint_for, session_state, wants_own_session};
+use super::{Dispatcher, blocking};
+
+/// Which prompt template to render.
+#[derive(Debug, Clone, Copy)]
+enum Template {
+    Event,
+    Spawn,
+}
+
+impl Dispatcher {
+    /// Carries out a dequeued job against the registry as it is now.
+    pub(crate) async fn dispatch(&self, job: &Job) -> Decision {
+        let registry = self.snapshot().await;
+        match registry.owner(&job.target).cloned() {
+            None if job.spawn => self.spawn(job).await,
+            None => Decision::SessionVanished { item: job.target.clone() },
+            Some(record) if session_state(Some(&record)) == SessionState::Paused => {
+                Decision::SessionPaused { item: record.work_item }
+            }
+            Some(record) => self.deliver(job, record).await,
+        }
+    }
+
+    async fn deliver(&self, job: &Job, record: LocalRecord) -> Decision {
+        let config = self.config();
+        let mode = config.routing.tmux.session_per_pr;
+        let pull_request = job.event.pull_request();
+        if let Some(pr) = &pull_request
+            && pr != &record.work_item
+            && wants_own_session(mode, &record.work_item, pr)
+            && record.endpoints.get(pr).is_none_or(|e| e.tmux_target.is_empty())
+        {
+            // A PR endpoint of its own is spawned only in a checkout of its own; without
+            // a workspace root there is none, and the event goes to the work item.
+            if config.routing.workspace.root.is_none() {
+                self.events().emit(
+                    Line::info("session.pr_session_declined")
+                        .work_item(&record.work_item)
+                        .field("pull_request", pr.to_string())
+                        .field("reason", "no-separate-checkout")
+                        .field("delivery_id", &job.cx.delivery_id),
+                );
+            } else if let Err(decline) = self.spawn_endpoint(job, &record, pr).await {
+                self.events().emit(decline);
+            } else {
+                return Decision::Delivered {
+                    item: record.work_item.clone(),
+                    endpoint: pr.clone(),
+                    harness: record.own_endpoint().map(|e| e.harness.clone()).unwrap_or_default(),
+                    already: false,
+                };
+            }
+        }
+        let (endpoint_ref, endpoint) = endpoint_for(&record, pull_request.as_ref(), mode);
+        let Some(endpoint) = endpoint.cloned() else {
+            return Decision::SessionVanished { item: record.work_item.clone() };
+        };
+        let endpoint_ref = endpoint_ref.clone();
+        let item = record.work_item.clone();
+        let key = job.cx.delivery_id.clone();
+        if key.as_deref().is_some_and(|key| endpoint.has_delivered(key)) {
+            return Decision::Delivered {
+                item,
+                endpoint: endpoint_ref,
+                harness: endpoint.harness,
+                already: true,
+            };
+        }
+        let prompt =
+            self.render(&config, &job.event, &endpoint_ref, key.as_deref(), Template::Event).await;
+        let site = SessionSite::for_work_item(
+            &endpoint_ref,
+            endpoint.cwd.clone(),
+            config.instance.name.clone(),
+        );
+        let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
+        let settings = respawn_settings(&config);
+        let recorded = endpoint.harness_session_id.clone();
+        let paste_site = site.clone();
+        let result = blocking(move || {
+            session::deliver_or_respawn(
+                &tmux,
+                &*harness,
+                &paste_site,
+                recorded.as_deref(),
+                &LaunchChoice::default(),
+                &prompt,
+                &settings,
+            )
+        })
+        .await;
+        let harness = endpoint.harness.clone();
+        match result {
+            Ok(Delivered::Pasted) => {
+                self.note_delivery(&item, &endpoint_ref, key.as_deref(), None).await;
+                Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
+            }
+            Ok(Delivered::Respawned(respawned)) => {
+                if let Some(why) = &respawned.resume_failure {
+                    self.events().emit(
+                        Line::warning("session.resume_failed")
+                            .work_item(&item)
+                            .field("harness_session_id", &endpoint.harness_session_id)
+                            .field("error", why),
+                    );
+                }
+                let launch = respawned.launch;
+                let decision = Decision::Respawned {
+                    item: item.clone(),
+                    harness,
+                    session_id: launch.conversation.as_str().to_owned(),
+                    resumed: launch.resumed,
+                    target: site.target.clone(),
+                };
+                self.note_delivery(&item, &endpoint_ref, key.as_deref(), Some((&launch, &site)))
+                    .await;
+                decision
+            }
+            Ok(Delivered::RespawnAverted) => {
+                // A live harness held the name by the time of the respawn: pasted there.
+                self.events().emit(
+                    Line::info("session.respawn_averted")
+                        .work_item(&item)
+                        .field("tmux_target", &site.target),
+                );
+                self.note_delivery(&item, &endpoint_ref, key.as_deref(), None).await;
+                Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
+            }
+            Err(SessionError::Tmux(err @ TmuxError::SessionOccupied { .. })) => {
+                Decision::SessionOccupied { item, target: site.target, error: err.to_string() }
+            }
+            Err(err) => Decision::Failed { item, harness, error: err.to_string() },
+        }
+    }
+
+    /// Spawns the session a job was queued for.
+    async fn spawn(&self, job: &Job) -> Decision {
+        let config = self.config();
+        let item = job.target.clone();
+        let key = job.cx.delivery_id.clone();
+        let cwd = match self.prepare_workspace(&config, &item, None, false).await {
+            Ok(cwd) => cwd,
+            Err(error) => return Decision::SpawnFailed { item, error },
+        };
+        self.seed_trust(&config, &item, &cwd).await;
+        let prompt = self.render(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
+        let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
+        let launch = match self.launch(&config, &site, &prompt).await {
+            Ok(launch) => launch,
+            Err(error) => return Decision::SpawnFailed { item, error },
+        };
+        let harness = self.inner.harness.name().to_owned();
+        let handles = handles_of(&harness, &launch, &site);
+        let pull_request = job.event.pull_request().filter(|pr| pr != &item);
+        let (registry, owner, pr) =
+            (self.inner.registry.clone(), item.clone(), pull_request.clone());
+        let saved = blocking(move || {
+            let now = Timestamp::now();
+            registry.register(&owner, handles.into_endpoint(now), false)?;
+            registry.touch(&owner, &owner, key.as_deref(), now)?;
+            match pr {
+                Some(pr) => registry.link_pull_request(&owner, &pr, now),
+                None => Ok(false),
+            }
+        })
+        .await;
+        match saved {
+            Ok(false) => {}
+            Ok(true) => self.events().emit(
+                Line::info("session.pr_linked")
+                    .work_item(&item)
+                    .field("pull_request", pull_request.as_ref().map(ToString::to_string)),
+            ),
+            Err(err) => {
+                return Decision::SpawnFailed {
+                    item,
+                    error: format!(
+                        "the session runs in `{}` but its record could not be written: {err}",
+                        site.target
+                    ),
+                };
+            }
+        }
+        // The announcement follows once the worker has recorded `session.spawned`.
+        Decision::Spawned {
+            item,
+            harness,
+            session_id: launch.conversation.as_str().to_owned(),
+            target: site.target,
+            interaction: config.routing.interaction.mode.as_str(),
+        }
+    }
+
+    /// Spawns a pull request's own endpoint in a checkout of its own and pastes the event
+    /// into it. `Err` is the `session.pr_session_declined` (or spawn-failed) line; the
+    /// caller then delivers into the work item's session.
+    async fn spawn_endpoint(
+        &self,
+        job: &Job,
+        record: &LocalRecord,
+        pr: &WorkItemRef,
+    ) -> Result<(), Line> {
+        let config = self.config();
+        let declined = |reason: &str, error: Option<String>| {
+            Line::info("session.pr_session_declined")
+                .work_item(&record.work_item)
+                .field("pull_request", pr.to_string())
+                .field("reason", reason)
+                .field("error", error)
+                .field("delivery_id", &job.cx.delivery_id)
+        };
+        let same_repository = pr.repo().same_repository(record.work_item.repo());
+        let branch = job
+            .event
+            .entity
+            .as_ref()
+            .and_then(|e| e.head_branch.as_deref())
+            .and_then(|b| Branch::parse(b).ok());
+        let cwd = self
+            .prepare_workspace(&config, pr, branch.as_ref(), same_repository)
+            .await
+            .map_err(|err| declined("workspace-failed", Some(err)))?;
+        if record.own_endpoint().is_some_and(|own| own.cwd == cwd) {
+            return Err(declined("shared-worktree", None));
+        }
+        self.seed_trust(&config, pr, &cwd).await;
+        let key = job.cx.delivery_id.clone();
+        let prompt = self.render(&config, &job.event, pr, key.as_deref(), Template::Event).await;
+        let site = SessionSite::for_work_item(pr, cwd, config.instance.name.clone());
+        let launch = self.launch(&config, &site, &prompt).await.map_err(|error| {
+            Line::warning("session.spawn_failed")
+                .work_item(&record.work_item)
+                .field("endpoint", pr.to_string())
+                .field("error", error)
+                .field("will_retry", false)
+        })?;
+        let harness = self.inner.harness.name().to_owned();
+        let handles = handles_of(&harness, &launch, &site);
+        let (registry, owner, served) =
+            (self.inner.registry.clone(), record.work_item.clone(), pr.clone());
+        let saved = blocking(move || {
+            let now = Timestamp::now();
+            registry.save_handles(&owner, &served, handles, now)?;
+            registry.touch(&owner, &served, key.as_deref(), now)
+        })
+        .await;
+        if let Err(err) = saved {
+            self.events().emit(
+                Line::warning("session.link_failed")
+                    .work_item(&record.work_item)
+                    .field("linked_ref", pr.to_string())
+                    .field("error", err.to_string()),
+            );
+        }
+        self.events().emit(
+            Line::info("session.pr_spawned")
+                .work_item(&record.work_item)
+                .field("pull_request", pr.to_string())
+                .field("harness", &harness)
+                .field("harness_session_id", launch.conversation.as_str())
+                .field("tmux_target", &site.target)
+                .field("delivery_id", &job.cx.delivery_id),
+        );
+        self.announce(pr, &harness, &site.target).await;
+        Ok(())
+    }
+
+    /// Records `pr` on `record_item`'s session record as a pull request delivering it
+    /// (no session of its own yet). Idempotent; `session.pr_linked` only when new; a
+    /// write failure is logged (`session.link_failed`) and the delivery carries on.
+    pub(crate) async fn bind_pull_request(&self, record_item: &WorkItemRef, pr: &WorkItemRef) {
+        if record_item == pr {
+            return;
+        }
+        let (registry, owner, pr_ref) =
+            (self.inner.registry.clone(), record_item.clone(), pr.clone());
+        let bound =
+            blocking(move || registry.link_pull_request(&owner, &pr_ref, Timestamp::now())).await;
+        let line = match bound {
+            Ok(false) => return,
+            Ok(true) => Line::info("session.pr_linked").field("pull_request", pr.to_string()),
+            Err(err) => Line::warning("session.link_failed")
+                .field("linked_ref", pr.to_string())
+                .field("error", err.to_string()),
+        };
+        self.events().emit(line.work_item(record_item));
+    }
+
+    /// Remembers a delivery on the endpoint (and, after a respawn, its new launch).
+    async fn note_delivery(
+        &self,
+        item: &WorkItemRef,
+        endpoint: &WorkItemRef,
+        key: Option<&str>,
+        relaunched: Option<(&Launch, &SessionSite)>,
+    ) {
+        let (registry, owner, served) =
+            (self.inner.registry.clone(), item.clone(), endpoint.clone());
+        let key = key.map(str::to_owned);
+        let handles = relaunched.map(|(launch, site)| {
+            let harness = self.inner.harness.name().to_owned();
+            handles_of(&harness, launch, site)
+        });
+        let written = blocking(move || {
+            let now = Timestamp::now();
+            if let Some(handles) = handles {
+                registry.save_handles(&owner, &served, handles, now)?;
+            }
+            registry.touch(&owner, &served, key.as_deref(), now)
+        })
+        .await;
+        if let Err(err) = written {
+            self.events().emit(
+                Line::warning("session.touch_failed")
+                    .work_item(endpoint)
+                    .field("error", err.to_string()),
+            );
+        }
+    }
+
+    /// Starts a new conversation at `site` with `prompt` as its first message.
+    async fn launch(
+        &self,
+        config: &Config,
+        site: &SessionSite,
+        prompt: &str,
+    ) -> Result<Launch, String> {
+        let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
+        let settings = respawn_settings(config);
+        let (site, prompt) = (site.clone(), prompt.to_owned());
+        blocking(move || {
+            session::spawn_fresh(
+                &tmux,
+                &*harness,
+                &site,
+                &LaunchChoice::default(),
+                &prompt,
+                &settings,
+            )
+        })
+        .await
+        .map_err(|err| err.to_string())
+    }
+
+    /// The checkout `endpoint` runs in: under `routing.workspace.root` when set
+    /// (`workspace.prepared`), else `routing.spawnWorkdir`.
+    async fn prepare_workspace(
+        &self,
+        config: &Config,
+        endpoint: &WorkItemRef,
+        branch: Option<&Branch>,
+        require_branch: bool,
+    ) -> Result<PathBuf, String> {
+        let workspace = &config.routing.workspace;
+        let Some(workspaces) = super::command::workspaces(config) else {
+            let workdir = config.routing.spawn_workdir.clone();
+            return std::path::absolute(&workdir).map_err(|err| {
+                format!(
+                    "routing.spawnWorkdir `{}` cannot be made absolute: {err}",
+                    workdir.display()
+                )
+            });
+        };
+        let url = clone_url(endpoint.repo(), workspace.clone_protocol);
+        let (endpoint_ref, branch) = (endpoint.clone(), branch.cloned());
+        let checkout = blocking(move || {
+            workspaces.prepare(&endpoint_ref, &url, branch.as_ref(), require_branch)
+        })
+        .await
+        .map_err(|err| format!("workspace: {err}"))?;
+        self.events().emit(
+            Line::info("workspace.prepared")
+                .work_item(endpoint)
+                .field("strategy", workspace.strategy.as_str())
+                .field("checkout", checkout.path.display().to_string())
+                .field("branch", checkout.branch.as_ref().map(Branch::as_str)),
+        );
+        Ok(checkout.path)
+    }
+
+    /// Pre-seeds Claude Code's trust for `cwd` (best-effort; other harnesses need none).
+    async fn seed_trust(&self, config: &Config, item: &WorkItemRef, cwd: &std::path::Path) {
+        let Some(files) = self.inner.claude_files.clone() else { return };
+        if self.inner.harness.name() != "claude" {
+            return;
+        }
+        let trust = &config.routing.harness_trust;
+        let settings = loop_sessions::trust::TrustSettings {
+            enabled: trust.enabled,
+            scope: trust.scope,
+            accept_bypass_permissions: trust.accept_bypass_permissions,
+        };
+        let root = config.routing.workspace.root.clone();
+        let args = config.routing.harness_args.claude.clone();
+        let dir = cwd.to_owned();
+        let seeded = blocking(move || {
+            loop_sessions::trust::seed_claude_trust(&files, &settings, &dir, root.as_deref(), &args)
+        })
+        .await;
+        let line = match seeded {
+            Ok(notes) if notes.is_empty() => return,
+            Ok(notes) => Line::info("workspace.trusted").field("applied", notes),
+            Err(err) => Line::warning("workspace.trust_failed").field("error", err.to_string()),
+        };
+        self.events().emit(line.work_item(item).field("cwd", cwd.display().to_string()));
+    }
+
+    /// Renders the event or spawn prompt for `item` (a template path that is not a
+    /// readable file falls back to the built-in template).
+    async fn render(
+        &self,
+        config: &Config,
+        event: &Arc<Event>,
+        item: &WorkItemRef,
+        key: Option<&str>,
+        template: Template,
+    ) -> String {
+        let (path, builtin) = match template {
+            Template::Event => (config.routing.prompt_template.clone(), EVENT_TEMPLATE),
+            Template::Spawn => (config.routing.spawn_prompt_template.clone(), SPAWN_TEMPLATE),
+        };
+        let text = blocking(move || std::fs::read_to_string(path).ok())
+            .await
+            .unwrap_or_else(|| builtin.to_owned());
+        Prompt {
+            work_item: item,
+            event,
+            delivery_id: key,
+            graph_context: "",
+            interaction: config.routing.interaction.mode,
+        }
+        .render(&text)
+    }
+}
+
+/// `routing.tmux` as the session lifecycle reads it.
+fn respawn_settings(config: &Config) -> RespawnSettings {
+    let tmux = &config.routing.tmux;
+    RespawnSettings {
+        resume: tmux.resume_on_respawn,
+        probe: Duration::from_secs_f64(tmux.resume_probe_seconds.max(0.0)),
+        ..RespawnSettings::default()
+    }
+}
+
+/// The handles a launch produced, for the registry.
+fn handles_of(harness: &str, launch: &Launch, site: &SessionSite) -> EndpointHandles {
+    EndpointHandles {
+        harness: harness.to_owned(),
+        harness_session_id: Some(launch.conversation.as_str().to_owned()),
+        cwd: site.cwd.clone(),
+        tmux_target: site.target.clone(),
+        model: launch.model.clone(),
+        effort: launch.effort.clone(),
+        harness_args: launch.harness_args.clone(),
+    }
+}

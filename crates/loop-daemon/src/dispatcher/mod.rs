@@ -1,0 +1,321 @@
+//! The dispatcher: carries out what the pipeline ([`crate::pipeline`]) decided about a
+//! judged event — delivers it into a work item's live agent session, spawns one, executes
+//! a control command, or ends a session on a closure — and records every outcome.
+//!
+//! It owns the runtime pieces: one FIFO queue and one worker task per work item
+//! (serial per session), a semaphore of `routing.maxConcurrentDispatches` across them,
+//! `routing.dispatchTimeoutSeconds` per dispatch, the durable delivery ledger
+//! (`loop_store::delivery`), the existence-check cache, reactions and announcements.
+//! tmux and file IO run on blocking threads, never on the async runtime.
+//!
+//! It decides nothing loop-core decides (guards, control semantics, spawn policy,
+//! prompts); it never reads the config file itself (the service hands it each reloaded
+//! config through [`Dispatcher::set_config`]).
+//!
+//! Layout:
+//! - [`decision`]: decisions as values, their event-log line and ledger effect.
+//! - `records`: questions about the session registry snapshot.
+//! - `queue`: per-work-item workers, concurrency bound, timeout, shutdown.
+//! - `job`: delivering into a session, spawning one, respawning a dead one.
+//! - `command`: executing control commands (record, pause, resume, stop, cleanup, roster).
+//! - `closure`: closes, the `ended` stamp, reopen.
+//! - `github`: existence checks, reactions and announcements (best-effort).
+
+mod closure;
+mod command;
+pub mod decision;
+mod github;
+mod job;
+mod queue;
+pub(crate) mod records;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::config::Config;
+use loop_core::route::KnownExistence;
+use loop_github::GithubClient;
+use loop_sessions::registry::Registry as SessionRegistry;
+use loop_sessions::trust::ClaudeFiles;
+use loop_sessions::{Harness, Tmux};
+use loop_store::{DeliveryLedger, Event, EventLog, Mark, StateStore, StoreError};
+use tokio::sync::{Semaphore, watch};
+
+use self::decision::{Context, Decision, LedgerEffect};
+pub use self::records::Snapshot;
+
+/// Why the dispatcher could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatcherError {
+    #[error("cannot read the delivery ledger under `{root}`; check the state root's permissions")]
+    Ledger {
+        root: std::path::PathBuf,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// Where a delivery stands, for the poller's retry accounting (reference §5.10), in the
+/// contract's precedence: done, settled, in flight, unhandled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryStatus {
+    /// An endpoint one of the refs resolves to has it in its `recentDeliveries`.
+    Done,
+    /// Refused on purpose, with the reason.
+    Settled(String),
+    /// Taken in and not finished (or finished with a permanent drop).
+    Inflight,
+    Unhandled,
+}
+
+/// What the dispatcher is built from.
+#[derive(Debug)]
+pub struct DispatcherParts {
+    pub config: Arc<Config>,
+    pub store: StateStore,
+    /// `None`: no GitHub access (no existence checks, reactions or announcements).
+    pub github: Option<GithubClient>,
+    pub tmux: Arc<Tmux>,
+    /// The harness new sessions are spawned with (`routing.defaultHarness`).
+    pub harness: Arc<dyn Harness>,
+    /// Claude Code's files, for trust pre-seeding; `None`: no pre-seeding.
+    pub claude_files: Option<ClaudeFiles>,
+}
+
+/// The dispatcher; cheap to clone (one shared state).
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: RwLock<Arc<Config>>,
+    store: StateStore,
+    /// The session registry's rules over `store`'s local records.
+    registry: SessionRegistry,
+    github: Option<GithubClient>,
+    tmux: Arc<Tmux>,
+    harness: Arc<dyn Harness>,
+    claude_files: Option<ClaudeFiles>,
+    ledger: Mutex<DeliveryLedger>,
+    existence: Mutex<KnownExistence>,
+    queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
+    permits: Arc<Semaphore>,
+    /// Jobs queued or running, and reactions in flight.
+    busy: watch::Sender<usize>,
+    closing: std::sync::atomic::AtomicBool,
+    /// The runtime the dispatcher was opened on, for callers on blocking threads.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Dispatcher {
+    /// Opens the dispatcher over `parts.store`: loads the delivery ledger and releases
+    /// the in-flight marks a previous process left (`dispatch.abandoned`).
+    pub async fn open(parts: DispatcherParts) -> Result<Self, DispatcherError> {
+        let capacity = parts.config.routing.dedup_cache_size as usize;
+        let store = parts.store.clone();
+        let (ledger, abandoned) =
+            blocking(move || store.load_delivery_ledger(capacity)).await.map_err(|source| {
+                DispatcherError::Ledger { root: parts.store.layout().root().to_owned(), source }
+            })?;
+        let permits = Arc::new(Semaphore::new(
+            parts.config.routing.max_concurrent_dispatches.max(1) as usize,
+        ));
+        let dispatcher = Self {
+            inner: Arc::new(Inner {
+                config: RwLock::new(parts.config),
+                registry: SessionRegistry::new(parts.store.clone()),
+                store: parts.store,
+                github: parts.github,
+                tmux: parts.tmux,
+                harness: parts.harness,
+                claude_files: parts.claude_files,
+                ledger: Mutex::new(ledger),
+                existence: Mutex::default(),
+                queues: Mutex::default(),
+                permits,
+                busy: watch::Sender::new(0),
+                closing: std::sync::atomic::AtomicBool::new(false),
+                runtime: tokio::runtime::Handle::current(),
+            }),
+        };
+        if !abandoned.is_empty() {
+            dispatcher.events().emit(
+                Event::warning("dispatch.abandoned")
+                    .field("count", abandoned.len())
+                    .field("delivery_ids", &abandoned)
+                    .field("reason", "previous-process-ended"),
+            );
+            dispatcher.save_ledger().await;
+        }
+        Ok(dispatcher)
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.inner.config.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Puts a reloaded config in force for every later decision. The concurrency bound
+    /// keeps the value the dispatcher was opened with.
+    pub fn set_config(&self, config: Arc<Config>) {
+        let capacity = config.routing.dedup_cache_size as usize;
+        *self.inner.config.write().unwrap_or_else(PoisonError::into_inner) = config;
+        self.ledger().set_capacity(capacity);
+    }
+
+    /// The runtime the dispatcher runs on (for synchronous callers on blocking threads).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+
+    pub fn store(&self) -> &StateStore {
+        &self.inner.store
+    }
+
+    pub(crate) fn events(&self) -> &EventLog {
+        self.inner.store.events()
+    }
+
+    fn ledger(&self) -> std::sync::MutexGuard<'_, DeliveryLedger> {
+        self.inner.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where the delivery `key` stands for `refs` (the poller's retry accounting).
+    pub async fn delivery_status(&self, key: &str, refs: &[WorkItemRef]) -> DeliveryStatus {
+        if key.is_empty() {
+            return DeliveryStatus::Unhandled;
+        }
+        let registry = self.snapshot().await;
+        let config = self.config();
+        let done = refs.iter().any(|item| {
+            registry.matches(std::slice::from_ref(item)).into_iter().any(|record| {
+                let mode = config.routing.tmux.session_per_pr;
+                let (_, endpoint) = records::endpoint_for(record, Some(item), mode);
+                endpoint.is_some_and(|e| e.has_delivered(key))
+            })
+        });
+        if done {
+            return DeliveryStatus::Done;
+        }
+        match self.ledger().mark_of(key) {
+            Some(Mark::Settled { reason }) => DeliveryStatus::Settled(reason.clone()),
+            Some(Mark::Inflight | Mark::Kept) => DeliveryStatus::Inflight,
+            None => DeliveryStatus::Unhandled,
+        }
+    }
+
+    /// Resolves once no job is queued or running and no reaction is in flight.
+    pub async fn idle(&self) {
+        let mut busy = self.inner.busy.subscribe();
+        // The sender lives in `inner`, which `self` keeps alive.
+        let _ = busy.wait_for(|n| *n == 0).await;
+    }
+
+    fn begin_work(&self) {
+        self.inner.busy.send_modify(|n| *n += 1);
+    }
+
+    fn end_work(&self) {
+        self.inner.busy.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Every session record, read on a blocking thread; an unreadable registry reads as
+    /// empty (logged), never as an error into a dispatch.
+    pub(crate) async fn snapshot(&self) -> Snapshot {
+        let store = self.inner.store.clone();
+        match blocking(move || store.list_local_records()).await {
+            Ok(records) => Snapshot { records },
+            Err(err) => {
+                self.events()
+                    .emit(Event::error("registry.unreadable").field("error", err.to_string()));
+                Snapshot::default()
+            }
+        }
+    }
+
+    /// Takes `key` in; `false` when it is a duplicate.
+    pub(crate) async fn take_in(&self, key: &str) -> bool {
+        let taken = self.ledger().take_in(key, Timestamp::now());
+        if taken {
+            self.save_ledger().await;
+        }
+        taken
+    }
+
+    /// Writes the decision's line and applies its ledger effect to `cx.delivery_id`.
+    pub(crate) async fn record(&self, decision: &Decision, cx: &Context) {
+        if let Some(line) = decision.line(cx) {
+            self.events().emit(line);
+        }
+        let Some(key) = cx.delivery_id.as_deref() else { return };
+        let now = Timestamp::now();
+        let changed = {
+            let mut ledger = self.ledger();
+            match decision.ledger() {
+                LedgerEffect::Untouched => false,
+                LedgerEffect::Keep => {
+                    ledger.keep(key, now);
+                    true
+                }
+                LedgerEffect::Settle(reason) => {
+                    ledger.settle(key, reason, now);
+                    true
+                }
+                LedgerEffect::Release => ledger.release(key),
+            }
+        };
+        if changed {
+            self.save_ledger().await;
+        }
+    }
+
+    /// Persists the ledger; a failure is logged and the in-memory ledger stays right.
+    async fn save_ledger(&self) {
+        let snapshot = self.ledger().clone();
+        let store = self.inner.store.clone();
+        if let Err(err) = blocking(move || store.save_delivery_ledger(&snapshot)).await {
+            self.events().emit(
+                Event::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
+            );
+        }
+    }
+
+    /// Stops taking work, lets each queue finish what it holds for up to `timeout`, and
+    /// reports (`dispatch.abandoned`) and releases the keys still queued after that. The
+    /// dispatch in flight on a queue is not counted as abandoned.
+    pub async fn shutdown(&self, timeout: Duration) -> Vec<String> {
+        self.inner.closing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let queues: Vec<queue::Queue> = {
+            let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
+            queues.drain().map(|(_, q)| q).collect()
+        };
+        let abandoned = queue::stop_all(queues, timeout).await;
+        if !abandoned.is_empty() {
+            for key in &abandoned {
+                self.ledger().release(key);
+            }
+            self.save_ledger().await;
+            self.events().emit(
+                Event::warning("dispatch.abandoned")
+                    .field("count", abandoned.len())
+                    .field("delivery_ids", &abandoned),
+            );
+        }
+        abandoned
+    }
+}
+
+/// Runs blocking work (file IO, tmux) off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(value) => value,
+        // A blocking task is only cancelled when the runtime shuts down, and then the
+        // future awaiting it is dropped first; what is left is the task's own panic.
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
+    }
+}

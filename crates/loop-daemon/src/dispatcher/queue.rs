@@ -1,0 +1,168 @@
+//! Queues: one FIFO and one worker task per work item, created on first use, so a
+//! session receives its events one at a time and in order while different sessions are
+//! served in parallel — at most `routing.maxConcurrentDispatches` at once, each bounded by
+//! `routing.dispatchTimeoutSeconds` (reference §5.5, §5.12).
+//!
+//! The started reaction and the dispatch both happen inside the concurrency permit. A
+//! shutdown puts a stop at the tail of every queue, so what is queued still runs, and
+//! aborts the queues still busy when the timeout ends; their queued keys are returned as
+//! abandoned. The dispatch in flight is not abandoned work: it was taken.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use loop_core::WorkItemRef;
+use loop_core::event::Event;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::Dispatcher;
+use super::decision::{Context, Decision};
+
+/// One delivery or spawn waiting for its work item's worker.
+#[derive(Debug)]
+pub struct Job {
+    pub event: Arc<Event>,
+    pub cx: Context,
+    /// The queue key: the record's work item, or the spawn target.
+    pub target: WorkItemRef,
+    /// Queued as a spawn (no session existed when it was decided).
+    pub spawn: bool,
+    /// Keeps [`Dispatcher::idle`] waiting until the job is done or dropped.
+    busy: Busy,
+}
+
+/// Counts one unit of work while alive.
+#[derive(Debug)]
+pub struct Busy(Dispatcher);
+
+impl Busy {
+    pub fn new(dispatcher: &Dispatcher) -> Self {
+        dispatcher.begin_work();
+        Self(dispatcher.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.end_work();
+    }
+}
+
+#[derive(Debug)]
+enum Item {
+    Job(Box<Job>),
+    Stop,
+}
+
+/// A work item's queue and its worker.
+#[derive(Debug)]
+pub struct Queue {
+    sender: mpsc::UnboundedSender<Item>,
+    /// The keys queued and not yet taken by the worker.
+    pending: Arc<Mutex<VecDeque<String>>>,
+    worker: JoinHandle<()>,
+}
+
+impl Queue {
+    fn start(dispatcher: Dispatcher) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let pending = Arc::new(Mutex::new(VecDeque::new()));
+        let worker = tokio::spawn(work(dispatcher, receiver, pending.clone()));
+        Self { sender, pending, worker }
+    }
+}
+
+impl Dispatcher {
+    /// Enqueues a delivery (`spawn: false`) or a spawn on `target`'s queue and logs
+    /// `dispatch.queued`. Once shutting down nothing is queued: the key is released and
+    /// `false` returned.
+    pub(crate) async fn enqueue_or_release(
+        &self,
+        event: Arc<Event>,
+        cx: &Context,
+        target: WorkItemRef,
+        spawn: bool,
+    ) -> bool {
+        if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            self.record(&Decision::ShuttingDown { item: target }, cx).await;
+            return false;
+        }
+        self.record(&Decision::Queued { item: target.clone(), spawn }, cx).await;
+        let job =
+            Job { event, cx: cx.clone(), target: target.clone(), spawn, busy: Busy::new(self) };
+        let key = cx.delivery_id.clone().unwrap_or_default();
+        let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = queues.entry(target.clone()).or_insert_with(|| Queue::start(self.clone()));
+        queue.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key.clone());
+        if let Err(mpsc::error::SendError(item)) = queue.sender.send(Item::Job(Box::new(job))) {
+            // The worker died (a panic in a dispatch): start a fresh one for this item.
+            let fresh = Queue::start(self.clone());
+            fresh.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key);
+            // A fresh worker holds its receiver until it sees `Stop`.
+            let _ = fresh.sender.send(item);
+            queues.insert(target, fresh);
+        }
+        true
+    }
+
+    /// Runs one job inside a concurrency permit and the dispatch timeout, then records
+    /// its outcome and sends the completion reaction.
+    async fn run(&self, job: Job) {
+        let permits = self.inner.permits.clone();
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = permits.acquire_owned().await.ok();
+        let reaction = self.react(&job.event, &job.cx);
+        let seconds = self.config().routing.dispatch_timeout_seconds;
+        let decision =
+            match tokio::time::timeout(Duration::from_secs(seconds), self.dispatch(&job)).await {
+                Ok(decision) => decision,
+                Err(_elapsed) => Decision::TimedOut { item: job.target.clone(), seconds },
+            };
+        self.record(&decision, &job.cx).await;
+        if let Decision::Spawned { item, harness, target, .. } = &decision {
+            self.announce(item, harness, target).await;
+        }
+        if let Some(reaction) = reaction {
+            // The reaction task may have ended (no permit to react); nothing to do then.
+            let _ = reaction.send(decision.succeeded());
+        }
+        drop(job.busy);
+    }
+}
+
+async fn work(
+    dispatcher: Dispatcher,
+    mut receiver: mpsc::UnboundedReceiver<Item>,
+    pending: Arc<Mutex<VecDeque<String>>>,
+) {
+    while let Some(item) = receiver.recv().await {
+        match item {
+            Item::Stop => break,
+            Item::Job(job) => {
+                pending.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+                dispatcher.run(*job).await;
+            }
+        }
+    }
+}
+
+/// Stops every queue after what it holds, waits up to `timeout` in all, aborts the rest
+/// and returns the keys they still held.
+pub async fn stop_all(queues: Vec<Queue>, timeout: Duration) -> Vec<String> {
+    for queue in &queues {
+        // A worker that already ended has nothing queued.
+        let _ = queue.sender.send(Item::Stop);
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut abandoned = Vec::new();
+    for mut queue in queues {
+        if tokio::time::timeout_at(deadline, &mut queue.worker).await.is_err() {
+            queue.worker.abort();
+            let left = queue.pending.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            abandoned.extend(left);
+        }
+    }
+    abandoned
+}

@@ -1,0 +1,186 @@
+//! Questions the dispatcher asks of the session records, answered from one snapshot of
+//! the registry: which live record owns a ref, what state its session is in, and which
+//! endpoint an event goes to (reference §5.3, §5.7).
+//!
+//! Pure over the snapshot: listing the registry (file IO) is the caller's, on a blocking
+//! thread.
+
+use loop_core::WorkItemRef;
+use loop_core::config::SessionPerPr;
+use loop_core::control::SessionState;
+use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
+use loop_sessions::registry::rules;
+
+/// The session records of this machine, as read once for one decision.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub records: Vec<LocalRecord>,
+}
+
+impl Snapshot {
+    /// The records whose own session is live (active or paused).
+    pub fn live(&self) -> impl Iterator<Item = &LocalRecord> {
+        self.records.iter().filter(|r| rules::is_live(r))
+    }
+
+    /// The live record owning `item`: its own record, else one holding it as a pull
+    /// request (additive resolution: a ref with its own record never resolves elsewhere).
+    pub fn owner(&self, item: &WorkItemRef) -> Option<&LocalRecord> {
+        self.live()
+            .find(|r| &r.work_item == item)
+            .or_else(|| self.live().find(|r| r.endpoints.contains_key(item)))
+    }
+
+    /// The live records owning any of `items`, each once, in the order first reached.
+    pub fn matches<'a>(&'a self, items: &[WorkItemRef]) -> Vec<&'a LocalRecord> {
+        let mut found: Vec<&LocalRecord> = Vec::new();
+        for item in items {
+            let own = self.live().find(|r| &r.work_item == item);
+            let owners: Vec<&LocalRecord> = match own {
+                Some(record) => vec![record],
+                None => self.live().filter(|r| r.endpoints.contains_key(item)).collect(),
+            };
+            for record in owners {
+                if !found.iter().any(|f| f.work_item == record.work_item) {
+                    found.push(record);
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether a live record owns any of `items` (the existence check is then skipped).
+    pub fn owns_any(&self, items: &[WorkItemRef]) -> bool {
+        items.iter().any(|item| self.owner(item).is_some())
+    }
+
+    /// The record (of any status) whose work item is `item`.
+    pub fn record(&self, item: &WorkItemRef) -> Option<&LocalRecord> {
+        self.records.iter().find(|r| &r.work_item == item)
+    }
+}
+
+/// The state of a record's own session.
+pub fn session_state(record: Option<&LocalRecord>) -> SessionState {
+    match record.and_then(LocalRecord::own_endpoint).map(|e| e.status) {
+        Some(EndpointStatus::Active) => SessionState::Active,
+        Some(EndpointStatus::Paused) => SessionState::Paused,
+        Some(EndpointStatus::Closed) | None => SessionState::None,
+    }
+}
+
+/// Whether an event about `pull_request` gets a session of its own rather than the work
+/// item's (reference §5.7): never under `never`; for a PR in the work item's own
+/// repository only under `always`; otherwise yes.
+pub fn wants_own_session(
+    mode: SessionPerPr,
+    work_item: &WorkItemRef,
+    pull_request: &WorkItemRef,
+) -> bool {
+    match mode {
+        SessionPerPr::Never => false,
+        SessionPerPr::Always => true,
+        SessionPerPr::CrossRepository => !pull_request.repo().same_repository(work_item.repo()),
+    }
+}
+
+/// The endpoint an event goes to: the PR's own session when the mode gives it one and it
+/// has been spawned and is live, else the record's own. `None` when neither exists.
+pub fn endpoint_for<'a>(
+    record: &'a LocalRecord,
+    pull_request: Option<&WorkItemRef>,
+    mode: SessionPerPr,
+) -> (&'a WorkItemRef, Option<&'a Endpoint>) {
+    if let Some(pr) = pull_request
+        && pr != &record.work_item
+        && wants_own_session(mode, &record.work_item, pr)
+        && let Some((key, endpoint)) = record.endpoints.get_key_value(pr)
+        && endpoint.is_live()
+        && !endpoint.tmux_target.is_empty()
+    {
+        return (key, Some(endpoint));
+    }
+    (&record.work_item, record.own_endpoint())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use jiff::Timestamp;
+
+    use super::*;
+
+    fn r(s: &str) -> WorkItemRef {
+        s.parse().expect("a valid ref")
+    }
+
+    fn endpoint(status: EndpointStatus, target: &str) -> Endpoint {
+        Endpoint {
+            harness: "h".into(),
+            harness_session_id: None,
+            cwd: PathBuf::from("/w"),
+            tmux_target: target.into(),
+            status,
+            recent_deliveries: Vec::new(),
+            created_at: Timestamp::UNIX_EPOCH,
+            last_event_at: None,
+            model: None,
+            effort: None,
+            harness_args: Vec::new(),
+        }
+    }
+
+    fn record(item: &str, status: EndpointStatus, prs: &[&str]) -> LocalRecord {
+        let mut record = LocalRecord::new(r(item));
+        record.endpoints.insert(r(item), endpoint(status, "loop-x"));
+        for pr in prs {
+            record.endpoints.insert(r(pr), endpoint(EndpointStatus::Active, ""));
+        }
+        record
+    }
+
+    #[test]
+    fn a_recorded_binding_finds_the_owner_and_a_closed_record_owns_nothing() {
+        let registry = Snapshot {
+            records: vec![
+                record("github:o/a#15", EndpointStatus::Active, &["github:o/a#16"]),
+                record("github:o/a#20", EndpointStatus::Closed, &["github:o/a#21"]),
+            ],
+        };
+        assert_eq!(registry.owner(&r("github:o/a#16")).map(|r| r.work_item.number()), Some(15));
+        assert!(registry.owner(&r("github:o/a#21")).is_none());
+        assert!(registry.owner(&r("github:o/a#20")).is_none());
+    }
+
+    #[test]
+    fn a_re_link_delivers_to_both_records() {
+        let registry = Snapshot {
+            records: vec![
+                record("github:o/a#15", EndpointStatus::Active, &["github:o/a#16"]),
+                record("github:o/a#17", EndpointStatus::Active, &[]),
+            ],
+        };
+        let matched = registry.matches(&[r("github:o/a#17"), r("github:o/a#16")]);
+        let numbers: Vec<u64> = matched.iter().map(|r| r.work_item.number()).collect();
+        assert_eq!(numbers, [17, 15]);
+    }
+
+    #[test]
+    fn a_same_repository_pr_never_gets_its_own_session_under_cross_repository() {
+        let mut rec = record("github:o/a#15", EndpointStatus::Active, &[]);
+        rec.endpoints.insert(r("github:o/a#16"), endpoint(EndpointStatus::Active, "loop-pr"));
+        rec.endpoints.insert(r("github:o/b#3"), endpoint(EndpointStatus::Active, "loop-b"));
+        let cross = SessionPerPr::CrossRepository;
+        assert_eq!(endpoint_for(&rec, Some(&r("github:o/a#16")), cross).0, &r("github:o/a#15"));
+        assert_eq!(endpoint_for(&rec, Some(&r("github:o/b#3")), cross).0, &r("github:o/b#3"));
+        assert_eq!(
+            endpoint_for(&rec, Some(&r("github:o/b#3")), SessionPerPr::Never).0,
+            &r("github:o/a#15")
+        );
+        assert_eq!(
+            endpoint_for(&rec, Some(&r("github:o/a#16")), SessionPerPr::Always).0,
+            &r("github:o/a#16")
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Pull requests and closures: a linked PR reaches its issue's session, a PR closing ends
+//! only itself, an issue closing ends its session (cleaned up only for an authorized
+//! closer), and a reopen clears the stamp.
+
+use loop_core::record::{Control, Ended};
+use loop_sim::Action;
+
+use crate::dispatch_lab::{Lab, OWNER, REPO, STRANGER};
+
+fn reopen(lab: &Lab, number: u64) {
+    lab.sim
+        .act(Action::Reopen { repo: REPO.to_owned(), number, actor: OWNER.to_owned() })
+        .expect("reopened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pr_closing_its_issue_routes_into_the_issue_session_and_closing_the_pr_keeps_it_open() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix it", &format!("Closes #{number}"), "fix-widget", &[])
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "reviewers: look at the edge case");
+    lab.settle().await;
+    let pasted = lab.pasted().await;
+    assert!(pasted.last().expect("pasted").contains("look at the edge case"), "{pasted:#?}");
+    assert_eq!(lab.named("session.spawned").len(), 1, "no session for the PR itself");
+    let record = lab.store().load_local_record(&lab.item(number)).expect("readable").expect("live");
+    assert!(record.endpoints.contains_key(&lab.item(pr)), "the binding is recorded");
+
+    lab.sim.close(REPO, pr, OWNER).expect("closed");
+    lab.settle().await;
+    let kept = lab.named("session.kept_open").pop().expect("kept open");
+    assert_eq!(kept["closed_ref"], lab.item(pr).to_string());
+    assert!(lab.harness_alive(number), "the issue's session keeps running");
+    assert!(lab.named("session.autoclosed").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_a_branch_linked_pr_leaves_the_issue_session_open() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Part one", "", &format!("issue-{number}-part-one"), &[])
+        .expect("a pull request");
+    lab.settle().await;
+    lab.sim.merge(REPO, pr, OWNER).expect("merged");
+    lab.settle().await;
+    let kept = lab.named("session.kept_open").pop().expect("kept open");
+    assert_eq!(kept["reason"], "pr-merged");
+    assert!(lab.harness_alive(number));
+    assert!(lab.named("session.autoclosed").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_authorized_close_ends_the_session_cleans_up_and_a_reopen_clears_the_stamp() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.sim.close(REPO, number, OWNER).expect("closed");
+    lab.settle().await;
+    let closed = lab.named("session.autoclosed").pop().expect("autoclosed");
+    assert_eq!(closed["reason"], "issue-closed");
+    let cleaned = lab.named("session.cleaned").pop().expect("cleaned");
+    assert_eq!(cleaned["via"], "close-event");
+    assert!(!lab.tmux_session_exists(number));
+    assert!(lab.store().load_local_record(&lab.item(number)).expect("readable").is_none());
+    let ended = lab.store().read_section::<Ended>(&lab.item(number)).expect("readable");
+    let ended = ended.into_value().expect("stamped");
+    assert_eq!((ended.state.as_str(), ended.kind.as_str()), ("closed", "issue"));
+    let control = lab.store().read_section::<Control>(&lab.item(number)).expect("readable");
+    assert!(control.into_value().is_none(), "disarmed");
+    assert_eq!(lab.pasted().await.len(), 1, "a close is never pasted");
+
+    reopen(&lab, number);
+    lab.settle().await;
+    assert_eq!(lab.named("work_item.reopened").len(), 1);
+    let ended = lab.store().read_section::<Ended>(&lab.item(number)).expect("readable");
+    assert!(ended.into_value().is_none(), "the stamp is cleared");
+    lab.comment(number, OWNER, "back again");
+    lab.settle().await;
+    assert_eq!(
+        lab.refusals().last().map(String::as_str),
+        Some("awaiting-start"),
+        "needs a new start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_by_anyone_else_ends_the_session_but_defers_the_cleanup() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.sim.close(REPO, number, STRANGER).expect("closed");
+    lab.settle().await;
+    assert_eq!(lab.named("session.autoclosed").len(), 1);
+    let deferred = lab.named("cleanup.deferred").pop().expect("deferred");
+    assert_eq!(deferred["reason"], "unauthorized-actor");
+    assert!(lab.named("session.cleaned").is_empty());
+    assert!(lab.tmux_session_exists(number), "kept for the operator");
+    assert!(!lab.harness_alive(number), "the harness was ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_never_spawns_and_an_untracked_close_writes_nothing() {
+    let mut lab =
+        Lab::start("  spawnOnUnmatched: always\n  control:\n    requireStartCommand: false\n")
+            .await;
+    let number = lab.sim.open_issue(REPO, OWNER, "Spawns on sight", &[]).expect("an issue");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    lab.comment(number, OWNER, "the-loop stop");
+    lab.settle().await;
+    lab.sim.close(REPO, number, STRANGER).expect("closed");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1, "a close never spawns");
+    let ended = lab.store().read_section::<Ended>(&lab.item(number)).expect("readable");
+    assert!(ended.into_value().is_some(), "a tracked item is stamped");
+
+    let mut plain = Lab::start("").await;
+    let untracked = plain.sim.open_issue(REPO, OWNER, "Never labelled", &[]).expect("an issue");
+    plain.sim.close(REPO, untracked, OWNER).expect("closed");
+    plain.settle().await;
+    let record = plain.store().load_portable_record(&plain.item(untracked)).expect("readable");
+    assert!(record.is_none(), "nothing written for an untracked item: {record:?}");
+}

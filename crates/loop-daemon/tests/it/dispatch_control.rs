@@ -1,0 +1,142 @@
+//! Control commands executed end to end, and what survives a restart.
+
+use loop_core::record::{Control, EndpointStatus};
+
+use crate::dispatch_lab::{Lab, OWNER};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_closes_the_session_like_a_merge_and_disarms_the_item() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "the-loop stop");
+    lab.settle().await;
+    let command = lab.named("control.command").pop().expect("a command line");
+    assert_eq!(
+        (command["command"].as_str(), command["effect"].as_str()),
+        (Some("stop"), Some("stopped"))
+    );
+    let record = lab.store().load_local_record(&lab.item(number)).expect("readable").expect("kept");
+    assert_eq!(record.own_endpoint().expect("own").status, EndpointStatus::Closed);
+    assert!(!lab.harness_alive(number), "the harness was ended");
+    assert!(lab.tmux_session_exists(number), "the session is retained (keepSessionOnClose)");
+
+    // Disarmed: a later comment spawns nothing.
+    lab.comment(number, OWNER, "are you there?");
+    lab.settle().await;
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("awaiting-start"));
+    assert_eq!(lab.named("session.spawned").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_releases_the_local_resources_and_keeps_the_portable_record() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "the-loop cleanup");
+    lab.settle().await;
+    let cleaned = lab.named("session.cleaned").pop().expect("a cleaned line");
+    assert_eq!(cleaned["removed"], serde_json::json!(["tmux", "session"]), "{cleaned:#}");
+    assert!(!lab.tmux_session_exists(number));
+    assert!(lab.store().load_local_record(&lab.item(number)).expect("readable").is_none());
+    let control = lab.store().read_section::<Control>(&lab.item(number)).expect("readable");
+    assert_eq!(control.into_value().expect("kept").command.name(), "cleanup");
+
+    // Retroactive: a cleanup with nothing left says so.
+    lab.comment(number, OWNER, "the-loop cleanup");
+    lab.settle().await;
+    let command = lab.named("control.command").pop().expect("a command line");
+    assert_eq!(command["effect"], "nothing-to-clean");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_on_a_paused_session_resumes_it_without_a_second_spawn() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "the-loop pause");
+    lab.comment(number, OWNER, "the-loop start");
+    lab.comment(number, OWNER, "go on");
+    lab.settle().await;
+    let effects: Vec<String> = lab
+        .named("control.command")
+        .iter()
+        .map(|c| c["effect"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(effects, ["paused", "resumed"]);
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    assert!(lab.pasted().await.last().expect("pasted").contains("go on"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_with_nothing_paused_is_refused_and_does_not_arm() {
+    let mut lab = Lab::start("").await;
+    let number = lab.open_labelled_issue();
+    lab.comment(number, OWNER, "the-loop resume");
+    lab.comment(number, OWNER, "anything");
+    lab.settle().await;
+    let rejected = lab.named("control.rejected").pop().expect("a rejection");
+    assert_eq!(rejected["reason"], "nothing-to-resume");
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("awaiting-start"));
+    assert!(lab.named("session.spawned").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_start_survives_a_restart_and_a_redelivery_is_not_pasted_twice() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "first instruction");
+    lab.settle().await;
+    let instruction = lab.last_delivery("issue_comment");
+    assert_eq!(lab.pasted().await.len(), 2);
+
+    lab.restart().await;
+    lab.redeliver(&instruction).await;
+    assert_eq!(lab.pasted().await.len(), 2, "the same delivery is not pasted twice");
+    assert!(
+        lab.refusals().iter().any(|r| r == "duplicate-delivery" || r == "already-processed"),
+        "{:?}",
+        lab.refusals()
+    );
+
+    // The session was started before the restart: later comments still reach it.
+    lab.comment(number, OWNER, "after the restart");
+    lab.settle().await;
+    assert!(lab.pasted().await.last().expect("pasted").contains("after the restart"));
+    assert_eq!(lab.launches().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_recorded_before_a_restart_spawns_on_a_later_event_without_a_new_comment() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    // The session goes away without disarming the item (a crash, a manual kill).
+    let target = lab.item(number).tmux_session();
+    lab.tmux(&["kill-session", "-t", &target]);
+    lab.store().delete_local_record(&lab.item(number)).expect("deleted");
+    lab.restart().await;
+    lab.comment(number, OWNER, "picking this up again");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 2, "{:#?}", lab.refusals());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_pane_is_respawned_with_the_recorded_conversation_on_the_next_event() {
+    let mut lab = Lab::start("  tmux:\n    resumeProbeSeconds: 0.2\n").await;
+    let number = lab.started_issue().await;
+    let conversation = lab.launches()[0]["argv"]
+        .as_array()
+        .and_then(|argv| argv.last())
+        .and_then(|id| id.as_str())
+        .expect("the session id")
+        .to_owned();
+    lab.kill_harness(number);
+    lab.comment(number, OWNER, "are you back?");
+    lab.settle().await;
+    let respawned = lab.named("session.respawned").pop().expect("a respawn");
+    assert_eq!(respawned["resumed"], true, "{respawned:#}");
+    let launches = lab.launches();
+    assert_eq!(launches.len(), 2);
+    let argv: Vec<&str> =
+        launches[1]["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str()).collect();
+    assert!(argv.windows(2).any(|w| w == ["--resume", conversation.as_str()]), "{argv:?}");
+    assert!(lab.pasted().await.last().expect("pasted").contains("are you back?"));
+    assert!(lab.announcements(number).len() == 1, "no second announcement");
+}

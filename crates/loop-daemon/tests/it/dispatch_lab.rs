@@ -1,0 +1,428 @@
+//! The dispatcher's test bench: the real receiver and dispatcher, `loop-sim` as GitHub
+//! (webhooks emitted by the simulator, signed), a private tmux server and the stand-in
+//! harness recording what is pasted into it. Each lab has its own temp dir, state root,
+//! tmux socket and ports.
+//!
+//! [`Lab::settle`] waits for everything a user action caused: the simulator's webhooks
+//! answered, the receiver's journal processed up to a sentinel delivery (processing is
+//! in journal order), and the dispatcher idle — repeated while the-loop's own comments
+//! cause new deliveries.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use loop_core::WorkItemRef;
+use loop_daemon::config_source::ConfigSource;
+use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
+use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
+use loop_github::{GithubClient, GithubSettings, TokenSource};
+use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sim::{Sim, WebhookTarget};
+use loop_store::{EventLog, StateLayout, StateStore};
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
+
+use crate::common::{PATIENCE, SECRET, request};
+
+pub const REPO: &str = "octo/app";
+pub const LABEL: &str = "the-loop: auto-execute";
+/// In `routing.authorizedUsers`.
+pub const OWNER: &str = "octocat";
+/// Not authorized.
+pub const STRANGER: &str = "mallory";
+const SENTINEL_ACTION: &str = "lab-sentinel";
+
+/// The `loop-stand-in` binary, built once per test run.
+pub fn stand_in() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "loop-sim", "--bin", "loop-stand-in"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building loop-stand-in failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+        let binary = target.join("debug/loop-stand-in");
+        assert!(binary.exists(), "{} missing after build", binary.display());
+        binary
+    })
+}
+
+/// Hands judged events to the dispatcher and counts sentinels (which it keeps).
+#[derive(Debug)]
+struct Counting {
+    dispatcher: Dispatcher,
+    sentinels: Arc<watch::Sender<u64>>,
+}
+
+impl Dispatch for Counting {
+    fn dispatch(&self, judged: Judged) {
+        if judged.event.action.as_deref() == Some(SENTINEL_ACTION) {
+            self.sentinels.send_modify(|n| *n += 1);
+            return;
+        }
+        self.dispatcher.dispatch(judged);
+    }
+}
+
+/// A running the-loop (receiver + dispatcher) against a simulated GitHub.
+#[derive(Debug)]
+pub struct Lab {
+    pub dir: tempfile::TempDir,
+    pub sim: Sim,
+    pub dispatcher: Dispatcher,
+    receiver: Option<RunningReceiver>,
+    sentinels: watch::Receiver<u64>,
+    sentinels_tx: Arc<watch::Sender<u64>>,
+    sent: u64,
+    extra: String,
+}
+
+#[derive(Debug)]
+struct RunningReceiver {
+    addr: std::net::SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Lab {
+    /// A lab whose config is the lab's defaults plus `extra`, YAML appended inside the
+    /// `routing:` block (so indented by two spaces).
+    pub async fn start(extra: &str) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let sim = Sim::start().await.expect("the simulator starts");
+        sim.create_repo(REPO).expect("a repo");
+        let (sentinels_tx, sentinels) = watch::channel(0);
+        let sentinels_tx = Arc::new(sentinels_tx);
+        let dispatcher = open_dispatcher(dir.path(), &sim, extra).await;
+        let mut lab = Self {
+            dir,
+            sim,
+            dispatcher,
+            receiver: None,
+            sentinels,
+            sentinels_tx,
+            sent: 0,
+            extra: extra.to_owned(),
+        };
+        lab.start_receiver().await;
+        lab
+    }
+
+    async fn start_receiver(&mut self) {
+        let (config, _) = ConfigSource::open(self.config_path()).expect("the config loads");
+        let counting =
+            Counting { dispatcher: self.dispatcher.clone(), sentinels: self.sentinels_tx.clone() };
+        let receiver = Receiver::new(config, self.layout(), Secret::from_value(Some(SECRET)))
+            .expect("the receiver opens")
+            .with_dispatch(Arc::new(counting))
+            .with_existence(Arc::new(self.dispatcher.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
+        let addr = listener.local_addr().expect("an address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let served = receiver.run(listener, async move {
+                let _ = stopped.await;
+            });
+            served.await.expect("the receiver serves");
+        });
+        self.sim.set_webhook(Some(WebhookTarget {
+            url: format!("http://{addr}/gh-webhook"),
+            secret: Some(SECRET.to_owned()),
+        }));
+        self.receiver = Some(RunningReceiver { addr, stop, task });
+    }
+
+    /// Stops the receiver and the dispatcher and starts both again over the same state:
+    /// a daemon restart.
+    pub async fn restart(&mut self) {
+        self.settle().await;
+        self.sim.set_webhook(None);
+        if let Some(running) = self.receiver.take() {
+            let _ = running.stop.send(());
+            tokio::time::timeout(PATIENCE, running.task).await.expect("it stops").expect("joined");
+        }
+        let abandoned = self.dispatcher.shutdown(PATIENCE).await;
+        assert!(abandoned.is_empty(), "a settled lab abandons nothing: {abandoned:?}");
+        self.dispatcher = open_dispatcher(self.dir.path(), &self.sim, &self.extra).await;
+        self.start_receiver().await;
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("cli-config.yaml")
+    }
+
+    pub fn layout(&self) -> StateLayout {
+        StateLayout::new(self.dir.path().join("state"))
+    }
+
+    pub fn store(&self) -> StateStore {
+        StateStore::new(self.layout(), EventLog::disabled())
+    }
+
+    pub fn item(&self, number: u64) -> WorkItemRef {
+        format!("github:{REPO}#{number}").parse().expect("a valid ref")
+    }
+
+    /// Waits until everything the actions so far caused has been handled.
+    pub async fn settle(&mut self) {
+        loop {
+            let before = self.sim.deliveries().len();
+            tokio::time::timeout(PATIENCE, self.sim.webhooks_settled())
+                .await
+                .expect("webhooks answered");
+            self.sentinel().await;
+            tokio::time::timeout(PATIENCE, self.dispatcher.idle())
+                .await
+                .expect("the dispatcher idles");
+            if self.sim.deliveries().len() == before {
+                return;
+            }
+        }
+    }
+
+    /// Posts a sentinel delivery and waits until the receiver has processed it.
+    async fn sentinel(&mut self) {
+        self.sent += 1;
+        let body = serde_json::json!({
+            "action": SENTINEL_ACTION,
+            "repository": {"full_name": REPO},
+            "issue": {"number": 999_999},
+            "sender": {"login": OWNER},
+        })
+        .to_string();
+        let signature = loop_sim::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        let id = format!("sentinel-{}", self.sent);
+        let addr = self.receiver.as_ref().expect("the receiver runs").addr;
+        let headers = [
+            ("X-GitHub-Event", "issues"),
+            ("X-GitHub-Delivery", id.as_str()),
+            ("X-Hub-Signature-256", signature.as_str()),
+        ];
+        let answer = request(addr, "POST", "/gh-webhook", &headers, body.as_bytes()).await;
+        assert_eq!(answer.status, 202, "{answer:?}");
+        let sent = self.sent;
+        tokio::time::timeout(PATIENCE, self.sentinels.wait_for(|n| *n >= sent))
+            .await
+            .expect("the sentinel is processed")
+            .expect("the counter lives");
+    }
+
+    /// Opens a labelled issue by the owner; returns its number.
+    pub fn open_labelled_issue(&self) -> u64 {
+        self.sim.open_issue(REPO, OWNER, "Fix the widget", &[LABEL]).expect("an issue")
+    }
+
+    pub fn comment(&self, number: u64, author: &str, body: &str) -> u64 {
+        self.sim.comment(REPO, number, author, body).expect("a comment")
+    }
+
+    /// Opens a labelled issue and starts it: a spawned session.
+    pub async fn started_issue(&mut self) -> u64 {
+        let number = self.open_labelled_issue();
+        self.comment(number, OWNER, "the-loop start");
+        self.settle().await;
+        assert_eq!(self.named("session.spawned").len(), 1, "{:#?}", self.events());
+        number
+    }
+
+    /// What the stand-in recorded as submitted, in order — once it has recorded every
+    /// message the event log says was pasted (the harness records a paste after tmux
+    /// handed it over, so this polls, boundedly, for the harness to catch up).
+    pub async fn pasted(&self) -> Vec<String> {
+        let expected = self
+            .events()
+            .iter()
+            .filter(|e| match e["event"].as_str() {
+                Some("session.spawned" | "session.respawned") => true,
+                Some("dispatch.succeeded") => e["already_delivered"] != true,
+                _ => false,
+            })
+            .count();
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let pasted: Vec<String> = read_lines(&self.dir.path().join("messages.jsonl"))
+                .into_iter()
+                .map(|line| line["text"].as_str().expect("text").to_owned())
+                .collect();
+            if pasted.len() >= expected {
+                return pasted;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the harness recorded {} of {expected} pasted messages",
+                pasted.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn launches(&self) -> Vec<Value> {
+        read_lines(&self.dir.path().join("launches.jsonl"))
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        read_lines(self.layout().event_log())
+    }
+
+    pub fn named(&self, name: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["event"] == name).collect()
+    }
+
+    /// The `reason`s of every `dispatch.dropped` and `control.rejected` line.
+    pub fn refusals(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == "dispatch.dropped" || e["event"] == "control.rejected")
+            .filter_map(|e| e["reason"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The reactions on a comment, in order.
+    pub fn reactions_on_comment(&self, number: u64, comment: u64) -> Vec<String> {
+        let world = self.sim.world();
+        let item = world.item(REPO, number).expect("the item");
+        item.comments
+            .iter()
+            .find(|c| c.id == comment)
+            .map(|c| c.reactions.iter().map(|r| r.content.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The-loop's own comments on an item.
+    pub fn announcements(&self, number: u64) -> Vec<String> {
+        self.sim.comments_by(REPO, number, self.sim.viewer())
+    }
+
+    pub fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(self.dir.path().join("tmux.sock"))
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+fn config_text(dir: &Path, sim: &Sim, extra: &str) -> String {
+    format!(
+        "state:\n  root: {root}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\nrouting:\n  enabled: true\n  authorizedUsers: [{OWNER}]\n  spawnWorkdir: {work}\n{extra}",
+        root = dir.join("state").display(),
+        base = sim.url(),
+        work = dir.join("work").display(),
+    )
+}
+
+async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str) -> Dispatcher {
+    std::fs::create_dir_all(dir.join("work")).expect("a work dir");
+    std::fs::create_dir_all(dir.join("scratch")).expect("a scratch dir");
+    std::fs::write(dir.join("cli-config.yaml"), config_text(dir, sim, extra)).expect("the config");
+    let (config, _) = ConfigSource::open(dir.join("cli-config.yaml")).expect("the config loads");
+    let config = config.current().clone();
+    let layout = StateLayout::new(dir.join("state"));
+    let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "gh-webhook"));
+    let mut settings = GithubSettings::for_host("github.com");
+    settings.base_url = Some(sim.url());
+    settings.max_retries = 0;
+    let tokens = TokenSource::new("github.com", &[], [("GITHUB_TOKEN".to_owned(), "t".to_owned())]);
+    let github = GithubClient::new(settings, tokens).expect("a client");
+    let mut tmux = TmuxSettings::new(TmuxSocket::Path(dir.join("tmux.sock")), dir.join("scratch"));
+    tmux.config_file = Some(PathBuf::from("/dev/null"));
+    tmux.command_timeout = Duration::from_secs(20);
+    let stand_in = stand_in().display().to_string();
+    let record = dir.join("messages.jsonl").display().to_string();
+    let launches = dir.join("launches.jsonl").display().to_string();
+    let argv = |extra: &[&str]| -> Vec<String> {
+        let mut argv = vec![
+            stand_in.clone(),
+            "--record".into(),
+            record.clone(),
+            "--launches".into(),
+            launches.clone(),
+        ];
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        argv
+    };
+    let harness = CommandHarness {
+        name: "stand-in".into(),
+        fresh: argv(&["--session-id", "{session_id}"]),
+        resume: Some(argv(&["--resume", "{session_id}"])),
+    };
+    Dispatcher::open(DispatcherParts {
+        config,
+        store,
+        github: Some(github),
+        tmux: Arc::new(Tmux::new(tmux)),
+        harness: Arc::new(harness),
+        claude_files: None,
+    })
+    .await
+    .expect("the dispatcher opens")
+}
+
+/// Reads a JSON-lines file; a missing file has no lines.
+pub fn read_lines(path: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+}
+
+impl Lab {
+    /// POSTs a delivery the simulator already sent, again, as GitHub's redelivery does.
+    pub async fn redeliver(&mut self, delivery: &loop_sim::Delivery) {
+        let addr = self.receiver.as_ref().expect("the receiver runs").addr;
+        let mut headers = vec![
+            ("X-GitHub-Event", delivery.event.as_str()),
+            ("X-GitHub-Delivery", delivery.id.as_str()),
+        ];
+        if let Some(signature) = &delivery.signature {
+            headers.push(("X-Hub-Signature-256", signature.as_str()));
+        }
+        let answer = request(addr, "POST", "/gh-webhook", &headers, delivery.body.as_bytes()).await;
+        assert_eq!(answer.status, 202, "{answer:?}");
+        self.settle().await;
+    }
+
+    /// The last delivery the simulator sent for `event`.
+    pub fn last_delivery(&self, event: &str) -> loop_sim::Delivery {
+        self.sim.deliveries().into_iter().rev().find(|d| d.event == event).expect("a delivery")
+    }
+
+    /// The dedup key the dispatcher logged for the last line named `name`.
+    pub fn key_of_last(&self, name: &str) -> String {
+        let line = self.named(name).pop().unwrap_or_else(|| panic!("a `{name}` line"));
+        line["delivery_id"].as_str().expect("a delivery id").to_owned()
+    }
+
+    /// Kills the harness process of a session, leaving a dead pane.
+    pub fn kill_harness(&self, number: u64) {
+        let target = self.item(number).tmux_session();
+        let output = self.tmux(&["list-panes", "-t", &format!("={target}"), "-F", "#{pane_pid}"]);
+        let pid = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        assert!(!pid.is_empty(), "a pane pid for {target}");
+        let killed = Command::new("kill").args(["-9", &pid]).status().expect("kill runs");
+        assert!(killed.success());
+    }
+
+    /// Whether the session's pane runs a live harness.
+    pub fn harness_alive(&self, number: u64) -> bool {
+        let target = self.item(number).tmux_session();
+        let output = self.tmux(&["list-panes", "-t", &format!("={target}"), "-F", "#{pane_dead}"]);
+        output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "0"
+    }
+
+    /// Whether the tmux session exists at all.
+    pub fn tmux_session_exists(&self, number: u64) -> bool {
+        let target = self.item(number).tmux_session();
+        self.tmux(&["has-session", "-t", &format!("={target}")]).status.success()
+    }
+}

@@ -6,6 +6,7 @@
 mod common;
 mod config;
 mod events;
+mod explain;
 mod lifecycle;
 mod sim;
 mod start;

@@ -216,6 +216,11 @@ impl Composer {
         }
     }
 
+    /// The message composed so far (not yet submitted).
+    pub fn draft_text(&self) -> String {
+        String::from_utf8_lossy(&self.draft).into_owned()
+    }
+
     fn pop_char(&mut self) {
         let text = String::from_utf8_lossy(&self.draft).into_owned();
         let mut chars = text.chars();
@@ -268,6 +273,15 @@ mod tests {
     #[test]
     fn backspace_removes_one_character() {
         assert_eq!(submitted(&["héé\x7f!\r".as_bytes()]), vec![text("hé!")]);
+    }
+
+    #[test]
+    fn the_draft_shows_what_is_composed_so_far() {
+        let mut composer = Composer::new();
+        composer.feed(b"\x1b[200~one\rtw");
+        assert_eq!(composer.draft_text(), "one\ntw");
+        composer.feed(b"o\x1b[201~\r");
+        assert_eq!(composer.draft_text(), "");
     }
 
     #[test]

@@ -61,7 +61,18 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
         if read == 0 {
             return Ok(());
         }
-        for composed in composer.feed(&buf[..read]) {
+        let completed = composer.feed(&buf[..read]);
+        if completed.is_empty() {
+            // Echo the line being composed, so a human attached to the pane sees typing.
+            let draft = composer.draft_text();
+            let line = draft.rsplit('\n').next().unwrap_or("");
+            let shown: String = line.chars().filter(|c| !c.is_control()).collect();
+            let tail: String =
+                shown.chars().rev().take(70).collect::<Vec<_>>().into_iter().rev().collect();
+            write!(stdout, "\r\x1b[K> {tail}")?;
+            stdout.flush()?;
+        }
+        for composed in completed {
             let text = match composed {
                 Composed::Submitted(text) => text,
                 Composed::EndOfInput => return Ok(()),

@@ -6,6 +6,7 @@
 mod common;
 mod poll;
 mod poll_closure;
+mod poll_kill;
 mod poll_spawn;
 mod poll_support;
 mod receiver;

@@ -303,8 +303,13 @@ impl Bench {
 
 /// A client for the simulator, as `integrations.github.api.baseUrl` would make it.
 pub fn clients(sim: &Sim) -> GithubClients {
+    clients_for(&sim.url())
+}
+
+/// A client for the simulator at `url`.
+pub fn clients_for(url: &str) -> GithubClients {
     let mut settings = GithubSettings::for_host("github.com");
-    settings.base_url = Some(sim.url());
+    settings.base_url = Some(url.to_owned());
     let tokens = TokenSource::new(
         "github.com",
         &["GH_TOKEN".to_owned()],

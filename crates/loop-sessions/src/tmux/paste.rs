@@ -41,7 +41,7 @@ impl PastePayload {
         self.file.path()
     }
 
-    /// The path as a single-quoted tmux word (the path is plain, see [`is_plain_path`]).
+    /// The path as a single-quoted tmux word (`write` refused any path that is not plain).
     pub fn quoted_path(&self) -> String {
         format!("'{}'", self.path().display())
     }

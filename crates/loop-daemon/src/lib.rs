@@ -9,6 +9,7 @@
 
 pub mod config_source;
 pub mod dispatcher;
+pub mod metrics;
 pub mod pipeline;
 pub mod poller;
 pub mod receiver;

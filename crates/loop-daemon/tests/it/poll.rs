@@ -355,3 +355,26 @@ async fn a_repository_with_issues_off_is_quarantined_and_its_pull_requests_still
     assert_eq!(bench.events("poll.scope_degraded").len(), 1, "said once");
     assert!(bench.events("poll.scope_error").is_empty());
 }
+
+#[tokio::test]
+async fn clients_come_from_the_config_with_the_token_of_the_named_variable() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    let yaml = format!(
+        "repositories: [{REPO}]\nrouting:\n  authorizedUsers: [ann]\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n      tokenEnv: [MY_TOKEN]\n",
+        bench.sim.url()
+    );
+    bench.config = loop_core::config::parse(&yaml).unwrap().config;
+    let env = [("MY_TOKEN".to_owned(), "t".to_owned())];
+    let clients = loop_daemon::poller::GithubClients::for_config(&bench.config, &env).unwrap();
+    bench.poller = loop_daemon::poller::Poller::new(
+        bench.store.clone(),
+        clients,
+        bench.stand_in.clone(),
+        crate::poll_support::VERSION,
+    );
+    let report = bench.cycle().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.items_seen, 1);
+    assert!(poll_ledger(&bench, n).is_some());
+}

@@ -9,9 +9,11 @@ use std::time::Duration;
 use loop_sessions::{Tmux, TmuxSettings, TmuxSocket};
 use tempfile::TempDir;
 
-/// The `loop-stand-in` binary, built once per test run (cargo does not build another
-/// package's binaries for this crate's tests). When the build cannot run — another crate
-/// of the workspace is mid-edit — an existing binary is used.
+/// The `loop-stand-in` binary. Cargo does not build another package's binaries for this
+/// crate's tests, so it is built here — unless a build newer than the stand-in's two
+/// source files exists (a nested cargo waits for the workspace's build lock, which other
+/// builds may hold for a long time). When the build cannot run — another crate of the
+/// workspace is mid-edit — an existing binary is used.
 pub fn stand_in() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -19,6 +21,15 @@ pub fn stand_in() -> &'static Path {
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
         let binary = target.join("debug/loop-stand-in");
+        let sources = ["../loop-sim/src/stand_in.rs", "../loop-sim/src/bin/loop-stand-in.rs"]
+            .map(|source| Path::new(env!("CARGO_MANIFEST_DIR")).join(source));
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok();
+        let fresh = modified(&binary).is_some_and(|built| {
+            sources.iter().all(|source| modified(source).is_some_and(|m| m < built))
+        });
+        if fresh {
+            return binary;
+        }
         let built = Command::new(env!("CARGO"))
             .args(["build", "--quiet", "-p", "loop-sim", "--bin", "loop-stand-in"])
             .status()

@@ -308,3 +308,31 @@ fn an_empty_prompt_is_refused_before_tmux_is_asked() {
     assert!(matches!(err, DeliveryError::EmptyPrompt { .. }), "{err}");
     assert_eq!(lab.scratch_entries(), 0);
 }
+
+#[test]
+fn concurrent_deliveries_from_several_threads_all_arrive_in_per_thread_order() {
+    let lab = Lab::new();
+    let targets = ["loop-github-octo-app-1", "loop-github-octo-app-2"];
+    for target in targets {
+        spawn_stand_in(&lab, target);
+    }
+    std::thread::scope(|scope| {
+        for worker in 0..4 {
+            let lab = &lab;
+            scope.spawn(move || {
+                for n in 0..10 {
+                    let text = format!("worker {worker} message {n}\nsecond line");
+                    lab.tmux.deliver(targets[worker % 2], &text).expect("delivered");
+                }
+            });
+        }
+    });
+    let messages = wait_for("forty messages", || Some(lab.messages()).filter(|m| m.len() == 40));
+    for worker in 0..4 {
+        let mine: Vec<&String> =
+            messages.iter().filter(|m| m.starts_with(&format!("worker {worker} "))).collect();
+        let expected: Vec<String> =
+            (0..10).map(|n| format!("worker {worker} message {n}\nsecond line")).collect();
+        assert_eq!(mine, expected.iter().collect::<Vec<_>>(), "worker {worker}");
+    }
+}

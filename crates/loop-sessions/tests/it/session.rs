@@ -310,3 +310,39 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
     assert!(!checkout.exists());
     assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Dead, "session kept");
 }
+
+#[test]
+fn a_killed_pane_takes_its_session_with_it_and_the_next_delivery_resumes() {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    let first = session::spawn_fresh(
+        &lab.tmux,
+        &harness,
+        &site,
+        &LaunchChoice::default(),
+        "boot",
+        &settings(),
+    )
+    .expect("spawned");
+    wait_for("the boot prompt", || Some(lab.messages()).filter(|m| m.len() == 1));
+    assert!(lab.tmux_raw(&["kill-pane", "-t", &format!("={}:", site.target)]).status.success());
+    assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Absent);
+    let outcome = session::deliver_or_respawn(
+        &lab.tmux,
+        &harness,
+        &site,
+        Some(first.conversation.as_str()),
+        &LaunchChoice::default(),
+        "after the kill",
+        &settings(),
+    )
+    .expect("respawned");
+    assert!(matches!(&outcome, Delivered::Respawned(r) if r.launch.resumed), "{outcome:?}");
+    let messages = wait_for("the event", || Some(lab.messages()).filter(|m| m.len() == 2));
+    assert_eq!(messages[1], "after the kill");
+    let launches = lab.launches();
+    assert!(
+        argv_of(&launches[1]).ends_with(&["--resume".to_owned(), first.conversation.to_string()])
+    );
+}

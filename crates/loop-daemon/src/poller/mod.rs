@@ -72,11 +72,19 @@ pub enum PollerError {
 #[derive(Debug, Clone, Default)]
 pub struct GithubClients {
     by_host: BTreeMap<String, GithubClient>,
+    /// The host of the first client given.
+    primary: Option<String>,
 }
 
 impl GithubClients {
     pub fn new(clients: impl IntoIterator<Item = GithubClient>) -> Self {
-        Self { by_host: clients.into_iter().map(|c| (c.host().to_ascii_lowercase(), c)).collect() }
+        let mut github = Self::default();
+        for client in clients {
+            let host = client.host().to_ascii_lowercase();
+            github.primary.get_or_insert_with(|| host.clone());
+            github.by_host.insert(host, client);
+        }
+        github
     }
 
     /// One client per host the configured scopes name, each taking its token from `env`
@@ -102,6 +110,12 @@ impl GithubClients {
             clients.push(GithubClient::new(settings, tokens)?);
         }
         Ok(Self::new(clients))
+    }
+
+    /// The client of the first configured host: the one the dispatcher uses for
+    /// reactions, announcements and existence checks.
+    pub fn primary(&self) -> Option<&GithubClient> {
+        self.by_host.get(self.primary.as_ref()?)
     }
 
     fn for_repo(&self, repo: &RepoRef) -> Option<&GithubClient> {

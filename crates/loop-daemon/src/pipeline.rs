@@ -1,31 +1,41 @@
-//! The dispatching half of the one pipeline both ingresses feed. The receiver judges a
-//! delivery (normalize, route, self-marker, repository bound, actor guard, existence
-//! check, control parse, instance scope, control decision — `receiver::pipeline`) and
-//! hands the [`Judged`] event here, where the rest runs in the reference's order (§5.2):
-//! dedup, scope refusal, reopen, control execution, match, close, spawn gate, PR
-//! bindings, enqueue. Every outcome is recorded as a [`Decision`].
+//! The one pipeline both ingresses feed (SPEC §5; reference §2, §5.2).
 //!
-//! The rules are loop-core's; this module only gathers the facts they read (records, the
-//! last recorded command) and applies their answers through the dispatcher. It never
-//! pastes or spawns itself: that happens on the work item's queue.
+//! [`judge`] takes a normalized event through routing and the guards: route →
+//! self-marker → repository bound → actor guard → existence check → control parse,
+//! instance scope and control decision. The receiver calls it for each journalled
+//! delivery and hands the [`Judged`] value to the dispatcher; the poller's events take
+//! the same path through `poller::seam::Dispatch`, implemented here over the dispatcher.
+//!
+//! [`Dispatcher::handle`] runs the rest in the reference's order: dedup, scope refusal,
+//! reopen, control execution, match, close, spawn gate, PR bindings, enqueue, each
+//! outcome recorded as a [`Decision`]. The rules are loop-core's; this module gathers
+//! the facts they read (records, rosters, the last recorded command) and applies their
+//! answers. It never pastes or spawns itself: that happens on the work item's queue.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
+use loop_core::config::Config;
 use loop_core::control::{
-    self, ControlDecision, Effect, Grantor, Parsed, SpawnRequest, spawn_gate, start_required,
+    self, ControlDecision, Effect, Grantor, Parsed, SessionState, SpawnRequest, Vocabulary,
+    spawn_gate, start_required,
 };
-use loop_core::event::Actor;
+use loop_core::event::{Actor, Event};
+use loop_core::guards::{self, ActorPass, RoutingDrop};
 use loop_core::login::Login;
-use loop_core::record::ControlSource;
-use loop_core::route::{Existence, IssueExistence};
+use loop_core::record::{Collaborators, Control, ControlSource, EndpointStatus};
+use loop_core::route::{self, Existence, IssueExistence};
+use loop_store::{Event as LogEvent, EventLog, StateStore};
 
-use crate::receiver::{Dispatch, Judged};
-
+use crate::dispatcher::DeliveryStatus;
 use crate::dispatcher::Dispatcher;
 use crate::dispatcher::decision::{Context, Decision};
 use crate::dispatcher::records::{endpoint_for, session_state};
+use crate::poller::seam::{self, Dispatched};
+use crate::receiver::{Delivery, Dispatch, Judged};
+use loop_store::Mark;
 
 /// Which ingress an event came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +185,8 @@ impl Dispatcher {
         // Match, then closes, unmatched events, bindings and delivery.
         let matched = registry.matches(&refs);
         if event.is_close() {
-            self.close(&event, &cx, ingress, &registry, &refs).await;
+            // A stamp that could not be written is logged; the webhook path has no retry.
+            let _logged = self.end_closed(&event, &cx, ingress, &registry, &refs).await;
             return self.record(&Decision::Closed, &cx).await;
         }
         if matched.is_empty() {
@@ -253,6 +264,58 @@ impl Dispatch for Dispatcher {
     }
 }
 
+/// The poll ingress: a polled event is judged and handled exactly as a webhook's, and
+/// what became of it is read back from the delivery ledger.
+impl seam::Dispatch for Dispatcher {
+    async fn dispatch(&self, event: Event) -> Dispatched {
+        let delivery = Delivery {
+            seq: 0,
+            delivery_id: None,
+            gh_event: event.kind.as_str().to_owned(),
+            verified: false,
+            received_at: Timestamp::now(),
+        };
+        let (config, store, events) = (self.config(), self.store().clone(), self.events().clone());
+        let existence = self.clone();
+        let judged = crate::dispatcher::blocking(move || {
+            judge(event, delivery, config, &store, &existence, &events)
+        })
+        .await;
+        let judged = match judged {
+            Ok(judged) => judged,
+            Err(dropped) => return Dispatched::Settled(dropped.reason.to_owned()),
+        };
+        let Some(key) = judged.dedup_key.as_ref().map(|key| key.as_str().to_owned()) else {
+            self.handle(judged, Ingress::Poll).await;
+            return Dispatched::Enqueued;
+        };
+        self.handle(judged, Ingress::Poll).await;
+        match self.mark_of(&key) {
+            Some(Mark::Settled { reason }) => Dispatched::Settled(reason),
+            Some(Mark::Inflight | Mark::Kept) => Dispatched::Enqueued,
+            None => Dispatched::Failed("the dispatcher released the delivery".to_owned()),
+        }
+    }
+
+    async fn status(&self, key: &str, refs: &[WorkItemRef]) -> DeliveryStatus {
+        self.delivery_status(key, refs).await
+    }
+
+    async fn close(&self, event: Event) -> Result<(), String> {
+        let refs: Vec<WorkItemRef> = route::route(&event).items().cloned().collect();
+        let cx = Context {
+            gh_event: event.kind.as_str().to_owned(),
+            action: event.action.clone(),
+            delivery_id: event.dedup_key().map(|key| key.as_str().to_owned()),
+            gh_delivery: None,
+            actor: event.actor.name().map(str::to_owned),
+            work_items: refs.clone(),
+        };
+        let snapshot = self.snapshot().await;
+        self.end_closed(&event, &cx, Ingress::Poll, &snapshot, &refs).await
+    }
+}
+
 /// The existence check the receiver runs on its processing thread: a cached answer, else
 /// GitHub asked (and a definite answer cached). Without a client every ref is unknown,
 /// which keeps it.
@@ -262,4 +325,198 @@ impl IssueExistence for Dispatcher {
         let known = self.runtime().block_on(known);
         known.existence(item)
     }
+}
+
+/// Why judging dropped an event (its line is already written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    pub reason: &'static str,
+}
+
+/// Judges a normalized event, for both ingresses: route → self-marker → repository bound
+/// → actor guard → existence check → control parse, instance scope and control decision
+/// (SPEC §5). Every drop writes its event-log line with a reason (reference §8) carrying
+/// `delivery_id`, `gh_event`, `action` and, once known, `actor` and `work_items`. Reads
+/// records and rosters from `store`: call it on a blocking thread.
+pub fn judge(
+    event: Event,
+    delivery: Delivery,
+    config: Arc<Config>,
+    store: &StateStore,
+    existence: &dyn IssueExistence,
+    events: &EventLog,
+) -> Result<Judged, Dropped> {
+    let line = |line: LogEvent| delivery_fields(line, &delivery, &event);
+    let routed = route::route(&event);
+    if routed.is_empty() {
+        events.emit(line(LogEvent::debug("routing.dropped")).field("reason", "no-work-item"));
+        return Err(Dropped { reason: "no-work-item" });
+    }
+    let work_items: Vec<WorkItemRef> = routed.items().cloned().collect();
+    let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> LogEvent| {
+        line(level("routing.dropped"))
+            .field("reason", drop.reason())
+            .field("actor", event.actor.name())
+            .field("work_items", &work_items)
+    };
+    if let Err(drop) = guards::self_marker(&event) {
+        events.emit(dropped(&drop, LogEvent::debug));
+        return Err(Dropped { reason: drop.reason() });
+    }
+    let bounded = match guards::repository_bound(&event, routed, &config.repositories) {
+        Ok(bounded) => bounded,
+        Err(drop) => {
+            let repository = match &drop {
+                RoutingDrop::UndeclaredRepository { repository } => Some(repository.to_string()),
+                _ => None,
+            };
+            events.emit(dropped(&drop, LogEvent::info).field("repository", repository));
+            return Err(Dropped { reason: drop.reason() });
+        }
+    };
+    let authorized = &config.routing.authorized_users;
+    let pass = guards::actor(&event, &bounded.routed, authorized, |item| roster(store, item));
+    let pass = match pass {
+        Ok(pass) => pass,
+        Err(drop) => {
+            events.emit(dropped(&drop, LogEvent::warning));
+            return Err(Dropped { reason: drop.reason() });
+        }
+    };
+    let work_items: Vec<WorkItemRef> = bounded.routed.items().cloned().collect();
+    if pass == ActorPass::Collaborator {
+        events.emit(
+            line(LogEvent::info("routing.collaborator"))
+                .field("actor", event.actor.name())
+                .field("work_items", &work_items),
+        );
+    }
+    let labeled = event.carries_label(&config.routing.auto_execute_label);
+    events.emit(
+        line(LogEvent::info("routing.routed"))
+            .field("actor", event.actor.name())
+            .field("work_items", &work_items)
+            .field("labeled", labeled)
+            .field("undeclared", (!bounded.dropped.is_empty()).then_some(&bounded.dropped)),
+    );
+
+    let owners = live_owners(store);
+    let owner = |item: &WorkItemRef| owners.get(item).map(|(owner, _)| owner.clone());
+    let owned = work_items.iter().any(|item| owners.contains_key(item));
+    let verified = bounded.routed.verify(owned, existence);
+    for ghost in &verified.dropped {
+        events.emit(
+            line(LogEvent::warning("routing.linkage_dropped"))
+                .work_item(ghost)
+                .field("source", "branch")
+                .field("reason", "not-found"),
+        );
+    }
+    if let Some(reason) = verified.drop_reason() {
+        events.emit(
+            line(LogEvent::warning("dispatch.dropped"))
+                .field("reason", reason)
+                .field("work_items", &verified.dropped),
+        );
+        return Err(Dropped { reason });
+    }
+    let refs: Vec<WorkItemRef> = verified.kept.items().cloned().collect();
+
+    let parsed = event
+        .comment_body()
+        .map_or(Parsed::Plain, |body| Vocabulary::from(&config.routing.control).parse(body));
+    let command = match &parsed {
+        Parsed::Command { command, .. } => Some(*command),
+        Parsed::Plain | Parsed::Ambiguous { .. } => None,
+    };
+    let pull_request = event.pull_request();
+    let target = control::target(command, &refs, pull_request.as_ref(), owner);
+    let scope = guards::instance_scope(&config.instance, event.comment_body(), &refs, |item| {
+        owners.contains_key(item) || last_command(store, item).is_some()
+    });
+    let last_recorded = target.as_ref().and_then(|target| last_command(store, target));
+    let session = target
+        .as_ref()
+        .and_then(|target| owners.get(target))
+        .map_or(SessionState::None, |(_, state)| *state);
+    let gate = control::spawn_gate(&SpawnRequest {
+        policy: config.routing.spawn_on_unmatched,
+        labeled,
+        actor: pass,
+        target: target.as_ref(),
+        start_required: control::start_required(&config.routing.control),
+        command,
+        last_recorded,
+    });
+    let decision = control::decide(&parsed, &event.actor, authorized, session, gate);
+    let dedup_key = event.dedup_key();
+    Ok(Judged {
+        delivery,
+        event,
+        dedup_key,
+        refs,
+        actor: pass,
+        labeled,
+        target,
+        parsed,
+        scope,
+        decision,
+        config,
+    })
+}
+
+/// The collaborator logins of one work item (none when unreadable: a roster that
+/// cannot be read grants nobody).
+fn roster(store: &StateStore, item: &WorkItemRef) -> Vec<Login> {
+    match store.read_section::<Collaborators>(item) {
+        Ok(slot) => slot.into_value().map_or_else(Vec::new, |roster| {
+            roster.users.into_iter().map(|user| user.login).collect()
+        }),
+        Err(err) => {
+            tracing::warn!(work_item = %item, error = %err, "cannot read the collaborator roster");
+            Vec::new()
+        }
+    }
+}
+
+/// The last control command recorded for a work item.
+fn last_command(store: &StateStore, item: &WorkItemRef) -> Option<control::Command> {
+    match store.read_section::<Control>(item) {
+        Ok(slot) => slot.into_value().map(|control| control.command),
+        Err(err) => {
+            tracing::warn!(work_item = %item, error = %err, "cannot read the control record");
+            None
+        }
+    }
+}
+
+/// Every ref a live session serves on this machine, with the work item that owns it
+/// and that endpoint's state.
+fn live_owners(store: &StateStore) -> HashMap<WorkItemRef, (WorkItemRef, SessionState)> {
+    let records = match store.list_local_records() {
+        Ok(records) => records,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot list the session records");
+            return HashMap::new();
+        }
+    };
+    let mut owners = HashMap::new();
+    for record in records {
+        for (served, endpoint) in &record.endpoints {
+            let state = match endpoint.status {
+                EndpointStatus::Active => SessionState::Active,
+                EndpointStatus::Paused => SessionState::Paused,
+                EndpointStatus::Closed => continue,
+            };
+            owners.insert(served.clone(), (record.work_item.clone(), state));
+        }
+    }
+    owners
+}
+
+/// `gh_event`, `action` and `delivery_id`, the fields every line about a delivery has.
+pub(crate) fn delivery_fields(line: LogEvent, delivery: &Delivery, event: &Event) -> LogEvent {
+    line.field("gh_event", &delivery.gh_event)
+        .field("action", &event.action)
+        .field("delivery_id", &delivery.delivery_id)
 }

@@ -19,16 +19,17 @@ use super::{Dispatcher, blocking};
 use crate::pipeline::Ingress;
 
 impl Dispatcher {
-    /// Handles a close event against the live records matching `refs`.
-    pub(crate) async fn close(
+    /// Handles a close event against the live records matching `refs`. `Err` when the
+    /// `ended` stamp could not be written (logged too).
+    pub(crate) async fn end_closed(
         &self,
         event: &Event,
         cx: &Context,
         ingress: Ingress,
         registry: &Snapshot,
         refs: &[WorkItemRef],
-    ) {
-        let Some(closed) = event.closed_item() else { return };
+    ) -> Result<(), String> {
+        let Some(closed) = event.closed_item() else { return Ok(()) };
         let merged = event.entity.as_ref().and_then(|e| e.merged).unwrap_or(false);
         let is_pr = event.kind == EventKind::PullRequest;
         let reason = match (is_pr, merged) {
@@ -73,14 +74,14 @@ impl Dispatcher {
             }
         }
         if owned_elsewhere {
-            return;
+            return Ok(());
         }
         let tracked = session_ended || registry.record(&closed).is_some() || {
             let (store, item) = (self.store().clone(), closed.clone());
             matches!(blocking(move || store.load_portable_record(&item)).await, Ok(Some(_)))
         };
         if !tracked {
-            return;
+            return Ok(());
         }
         let ended = Ended {
             state: closed_as.to_owned(),
@@ -90,9 +91,9 @@ impl Dispatcher {
             source: ingress.source().to_owned(),
             actor: closer.clone(),
         };
-        self.stamp_ended(&closed, ended, cx).await;
+        self.stamp_ended(&closed, ended, cx).await?;
         if !session_ended {
-            return;
+            return Ok(());
         }
         match authorized {
             Some(actor) => {
@@ -110,10 +111,16 @@ impl Dispatcher {
                     .field("delivery_id", &cx.delivery_id),
             ),
         }
+        Ok(())
     }
 
     /// Writes the `ended` stamp and disarms the item (control and roster cleared).
-    async fn stamp_ended(&self, item: &WorkItemRef, ended: Ended, cx: &Context) {
+    async fn stamp_ended(
+        &self,
+        item: &WorkItemRef,
+        ended: Ended,
+        cx: &Context,
+    ) -> Result<(), String> {
         let line = Line::info("work_item.ended")
             .work_item(item)
             .field("state", &ended.state)
@@ -129,12 +136,18 @@ impl Dispatcher {
         })
         .await;
         match written {
-            Ok(_) => self.events().emit(line),
-            Err(err) => self.events().emit(
-                Line::error("work_item.stamp_failed")
-                    .work_item(item)
-                    .field("error", err.to_string()),
-            ),
+            Ok(_) => {
+                self.events().emit(line);
+                Ok(())
+            }
+            Err(err) => {
+                self.events().emit(
+                    Line::error("work_item.stamp_failed")
+                        .work_item(item)
+                        .field("error", err.to_string()),
+                );
+                Err(format!("could not stamp `{item}` ended: {err}"))
+            }
         }
     }
 

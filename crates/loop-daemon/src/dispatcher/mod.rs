@@ -36,6 +36,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
+pub use loop_core::poll::DeliveryStatus;
 use loop_core::route::KnownExistence;
 use loop_github::GithubClient;
 use loop_sessions::registry::Registry as SessionRegistry;
@@ -56,19 +57,6 @@ pub enum DispatcherError {
         #[source]
         source: StoreError,
     },
-}
-
-/// Where a delivery stands, for the poller's retry accounting (reference §5.10), in the
-/// contract's precedence: done, settled, in flight, unhandled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    /// An endpoint one of the refs resolves to has it in its `recentDeliveries`.
-    Done,
-    /// Refused on purpose, with the reason.
-    Settled(String),
-    /// Taken in and not finished (or finished with a permanent drop).
-    Inflight,
-    Unhandled,
 }
 
 /// What the dispatcher is built from.
@@ -185,7 +173,10 @@ impl Dispatcher {
         self.inner.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Where the delivery `key` stands for `refs` (the poller's retry accounting).
+    /// Where the delivery `key` stands for `refs`, for the poller's retry accounting
+    /// (reference §5.10), in the contract's precedence: done (an endpoint one of the refs
+    /// resolves to holds it in `recentDeliveries`), settled, in flight (taken in, or ended
+    /// for good), unhandled (never taken in, or released).
     pub async fn delivery_status(&self, key: &str, refs: &[WorkItemRef]) -> DeliveryStatus {
         if key.is_empty() {
             return DeliveryStatus::Unhandled;
@@ -204,9 +195,14 @@ impl Dispatcher {
         }
         match self.ledger().mark_of(key) {
             Some(Mark::Settled { reason }) => DeliveryStatus::Settled(reason.clone()),
-            Some(Mark::Inflight | Mark::Kept) => DeliveryStatus::Inflight,
+            Some(Mark::Inflight | Mark::Kept) => DeliveryStatus::InFlight,
             None => DeliveryStatus::Unhandled,
         }
+    }
+
+    /// The ledger's mark for `key`.
+    pub(crate) fn mark_of(&self, key: &str) -> Option<Mark> {
+        self.ledger().mark_of(key).cloned()
     }
 
     /// Resolves once no job is queued or running and no reaction is in flight.

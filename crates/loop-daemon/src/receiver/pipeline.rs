@@ -1,7 +1,7 @@
 //! Judging one journalled delivery, after its 202 was sent: normalize → event filter →
-//! route → self-marker → repository bound → actor guard → existence check → control
-//! parse, instance scope and control decision — then hand the judged event to a
-//! [`Dispatch`].
+//! the judging both ingresses share ([`crate::pipeline::judge`]: route → self-marker →
+//! repository bound → actor guard → existence check → control parse, instance scope and
+//! control decision) — then hand the judged event to a [`Dispatch`].
 //!
 //! Every step that drops the delivery writes its event-log line with a reason
 //! (reference §8) carrying `delivery_id`, `gh_event`, `action` and, once known, `actor`
@@ -13,23 +13,22 @@
 //! [`ConfigSource::reload_if_changed`] (reference §1.8); host, port, path and the secret
 //! are the receiver's and need a restart.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use loop_core::Login;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::{self, ControlDecision, Parsed, SessionState, SpawnRequest, Vocabulary};
+use loop_core::control::{ControlDecision, Parsed};
 use loop_core::event::{DedupKey, Event};
-use loop_core::guards::{self, ActorPass, RoutingDrop, ScopePass, ScopeRefusal};
-use loop_core::record::{Collaborators, Control, EndpointStatus};
-use loop_core::route::{self, IssueExistence};
+use loop_core::guards::{ActorPass, ScopePass, ScopeRefusal};
+use loop_core::route::IssueExistence;
 use loop_store::inbox::Journalled;
 use loop_store::{Event as LogEvent, EventLog, StateStore};
 use serde_json::Value;
 
 use crate::config_source::{ConfigSource, Reload};
+use crate::pipeline::{delivery_fields, judge};
 
 /// The delivery a judged event came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,13 +136,6 @@ fn describe(decision: &ControlDecision) -> (&'static str, Option<&'static str>, 
     }
 }
 
-/// `gh_event`, `action` and `delivery_id`, the fields every line about a delivery has.
-fn delivery_fields(line: LogEvent, delivery: &Delivery, event: &Event) -> LogEvent {
-    line.field("gh_event", &delivery.gh_event)
-        .field("action", &event.action)
-        .field("delivery_id", &delivery.delivery_id)
-}
-
 /// Existence answers the pipeline can hold across threads (blanket-implemented).
 pub trait ExistenceAnswers: IssueExistence + Send + Sync + std::fmt::Debug {}
 
@@ -207,125 +199,11 @@ impl Pipeline {
                 .emit(line(LogEvent::debug("routing.dropped")).field("reason", "disabled-event"));
             return;
         }
-        let routed = route::route(&event);
-        if routed.is_empty() {
-            self.events
-                .emit(line(LogEvent::debug("routing.dropped")).field("reason", "no-work-item"));
-            return;
+        if let Ok(judged) =
+            judge(event, delivery, config, &self.store, self.existence.as_ref(), &self.events)
+        {
+            self.dispatch.dispatch(judged);
         }
-        let work_items: Vec<WorkItemRef> = routed.items().cloned().collect();
-        let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> LogEvent| {
-            line(level("routing.dropped"))
-                .field("reason", drop.reason())
-                .field("actor", event.actor.name())
-                .field("work_items", &work_items)
-        };
-        if let Err(drop) = guards::self_marker(&event) {
-            self.events.emit(dropped(&drop, LogEvent::debug));
-            return;
-        }
-        let bounded = match guards::repository_bound(&event, routed, &config.repositories) {
-            Ok(bounded) => bounded,
-            Err(drop) => {
-                let repository = match &drop {
-                    RoutingDrop::UndeclaredRepository { repository } => {
-                        Some(repository.to_string())
-                    }
-                    _ => None,
-                };
-                self.events.emit(dropped(&drop, LogEvent::info).field("repository", repository));
-                return;
-            }
-        };
-        let authorized = &config.routing.authorized_users;
-        let pass = guards::actor(&event, &bounded.routed, authorized, |item| self.roster(item));
-        let pass = match pass {
-            Ok(pass) => pass,
-            Err(drop) => {
-                self.events.emit(dropped(&drop, LogEvent::warning));
-                return;
-            }
-        };
-        let work_items: Vec<WorkItemRef> = bounded.routed.items().cloned().collect();
-        if pass == ActorPass::Collaborator {
-            self.events.emit(
-                line(LogEvent::info("routing.collaborator"))
-                    .field("actor", event.actor.name())
-                    .field("work_items", &work_items),
-            );
-        }
-        let labeled = event.carries_label(&config.routing.auto_execute_label);
-        self.events.emit(
-            line(LogEvent::info("routing.routed"))
-                .field("actor", event.actor.name())
-                .field("work_items", &work_items)
-                .field("labeled", labeled)
-                .field("undeclared", (!bounded.dropped.is_empty()).then_some(&bounded.dropped)),
-        );
-
-        let owners = self.live_owners();
-        let owner = |item: &WorkItemRef| owners.get(item).map(|(owner, _)| owner.clone());
-        let owned = work_items.iter().any(|item| owners.contains_key(item));
-        let verified = bounded.routed.verify(owned, self.existence.as_ref());
-        for ghost in &verified.dropped {
-            self.events.emit(
-                line(LogEvent::warning("routing.linkage_dropped"))
-                    .work_item(ghost)
-                    .field("source", "branch")
-                    .field("reason", "not-found"),
-            );
-        }
-        if let Some(reason) = verified.drop_reason() {
-            self.events.emit(
-                line(LogEvent::warning("dispatch.dropped"))
-                    .field("reason", reason)
-                    .field("work_items", &verified.dropped),
-            );
-            return;
-        }
-        let refs: Vec<WorkItemRef> = verified.kept.items().cloned().collect();
-
-        let parsed = event
-            .comment_body()
-            .map_or(Parsed::Plain, |body| Vocabulary::from(&config.routing.control).parse(body));
-        let command = match &parsed {
-            Parsed::Command { command, .. } => Some(*command),
-            Parsed::Plain | Parsed::Ambiguous { .. } => None,
-        };
-        let pull_request = event.pull_request();
-        let target = control::target(command, &refs, pull_request.as_ref(), owner);
-        let scope = guards::instance_scope(&config.instance, event.comment_body(), &refs, |item| {
-            owners.contains_key(item) || self.last_command(item).is_some()
-        });
-        let last_recorded = target.as_ref().and_then(|target| self.last_command(target));
-        let session = target
-            .as_ref()
-            .and_then(|target| owners.get(target))
-            .map_or(SessionState::None, |(_, state)| *state);
-        let gate = control::spawn_gate(&SpawnRequest {
-            policy: config.routing.spawn_on_unmatched,
-            labeled,
-            actor: pass,
-            target: target.as_ref(),
-            start_required: control::start_required(&config.routing.control),
-            command,
-            last_recorded,
-        });
-        let decision = control::decide(&parsed, &event.actor, authorized, session, gate);
-        let dedup_key = event.dedup_key();
-        self.dispatch.dispatch(Judged {
-            delivery,
-            event,
-            dedup_key,
-            refs,
-            actor: pass,
-            labeled,
-            target,
-            parsed,
-            scope,
-            decision,
-            config,
-        });
     }
 
     /// The config in force for this delivery, re-read when the file changed.
@@ -352,54 +230,5 @@ impl Pipeline {
             }
         }
         Arc::clone(self.config.current())
-    }
-
-    /// The collaborator logins of one work item (none when unreadable: a roster that
-    /// cannot be read grants nobody).
-    fn roster(&self, item: &WorkItemRef) -> Vec<Login> {
-        match self.store.read_section::<Collaborators>(item) {
-            Ok(slot) => slot.into_value().map_or_else(Vec::new, |roster| {
-                roster.users.into_iter().map(|user| user.login).collect()
-            }),
-            Err(err) => {
-                tracing::warn!(work_item = %item, error = %err, "cannot read the collaborator roster");
-                Vec::new()
-            }
-        }
-    }
-
-    /// The last control command recorded for a work item.
-    fn last_command(&self, item: &WorkItemRef) -> Option<control::Command> {
-        match self.store.read_section::<Control>(item) {
-            Ok(slot) => slot.into_value().map(|control| control.command),
-            Err(err) => {
-                tracing::warn!(work_item = %item, error = %err, "cannot read the control record");
-                None
-            }
-        }
-    }
-
-    /// Every ref a live session serves on this machine, with the work item that owns it
-    /// and that endpoint's state.
-    fn live_owners(&self) -> HashMap<WorkItemRef, (WorkItemRef, SessionState)> {
-        let records = match self.store.list_local_records() {
-            Ok(records) => records,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot list the session records");
-                return HashMap::new();
-            }
-        };
-        let mut owners = HashMap::new();
-        for record in records {
-            for (served, endpoint) in &record.endpoints {
-                let state = match endpoint.status {
-                    EndpointStatus::Active => SessionState::Active,
-                    EndpointStatus::Paused => SessionState::Paused,
-                    EndpointStatus::Closed => continue,
-                };
-                owners.insert(served.clone(), (record.work_item.clone(), state));
-            }
-        }
-        owners
     }
 }

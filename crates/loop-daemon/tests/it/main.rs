@@ -4,6 +4,12 @@
 //! file in a temp directory, and talks to it over real HTTP.
 
 mod common;
+mod dispatch;
+mod dispatch_closure;
+mod dispatch_control;
+mod dispatch_lab;
+mod dispatch_poll;
+mod dispatch_refusals;
 mod poll;
 mod poll_closure;
 mod poll_kill;
@@ -12,8 +18,3 @@ mod poll_support;
 mod receiver;
 mod replay;
 mod simulator;
-mod dispatch;
-mod dispatch_lab;
-mod dispatch_refusals;
-mod dispatch_control;
-mod dispatch_closure;

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Dispatch latency: a signed issue_comment webhook POSTed to the real receiver until the
+# stand-in harness in the work item's live tmux session has recorded the message.
+# p50/p99/max over 200 events after 10 warm-up events (release build).
+# Budget (issue 6): p50 <= 50 ms.
+# Needs: tmux.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet -p loop-sim --bin loop-stand-in
+export LOOP_STAND_IN="${CARGO_TARGET_DIR:-$PWD/target}/release/loop-stand-in"
+cargo bench --quiet -p loop-daemon --bench dispatch

@@ -13,7 +13,10 @@
 //! the magic messages `/exit` and `/hang` end the program or stop it reading input.
 //!
 //! This module holds the composing rules and the argument parsing (no terminal, no
-//! environment reads); the binary `loop-stand-in` owns the terminal and the files.
+//! environment reads); [`program`] owns the terminal and the files, run by the binary
+//! `loop-stand-in` and by `the-loop stand-in-harness`.
+
+pub mod program;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -276,6 +276,13 @@ impl Bench {
         self.poller.cycle(&self.config, &mut shutdown).await
     }
 
+    /// One cycle with a stop already requested when it starts.
+    pub async fn cycle_stopped(&mut self) -> CycleReport {
+        let mut shutdown = Shutdown::new(self.stop.subscribe());
+        let _ = self.stop.send(());
+        self.poller.cycle(&self.config, &mut shutdown).await
+    }
+
     /// A fresh poller process over the same state root and the same dispatcher: nothing
     /// in memory survives (no ETags, no remembered threads).
     pub fn restart(&mut self) {

@@ -10,7 +10,9 @@
 pub mod config_source;
 pub mod dispatcher;
 pub mod metrics;
+pub mod operator;
 pub mod pipeline;
 pub mod poller;
 pub mod receiver;
+pub mod service;
 pub mod shutdown;

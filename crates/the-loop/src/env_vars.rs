@@ -6,3 +6,6 @@ pub const CLI_CONFIG: &str = "THE_LOOP_CLI_CONFIG";
 
 /// The user's home directory, for `~/.the-loop/cli-config.yaml`.
 pub const HOME: &str = "HOME";
+
+/// Where Claude Code keeps its config when not under `$HOME` (for trust pre-seeding).
+pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";

@@ -11,6 +11,8 @@ use anyhow::Context as _;
 use loop_core::config::Config;
 use loop_store::{StateLayout, lock_holder};
 
+use crate::env_vars;
+
 /// One ingress the service can host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ingress {
@@ -111,6 +113,16 @@ pub fn liveness(ingress: Ingress, layout: &StateLayout) -> anyhow::Result<Livene
         .with_context(|| format!("cannot tell whether the {} is running", ingress.name()))?
         .map(|holder| holder.pid);
     Ok(Liveness { ingress, pidfile, holder })
+}
+
+/// The facts about this machine a dispatching process needs (home, Claude's config dir,
+/// the temp dir for private prompt files).
+pub fn host() -> loop_daemon::service::Host {
+    loop_daemon::service::Host {
+        home: std::env::var_os(env_vars::HOME).map(PathBuf::from).unwrap_or_default(),
+        claude_config_dir: std::env::var(env_vars::CLAUDE_CONFIG_DIR).ok(),
+        scratch_dir: std::env::temp_dir(),
+    }
 }
 
 /// The log a detached service appends its output to.

@@ -19,12 +19,14 @@ use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use loop_daemon::config_source::ConfigSource;
+use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
-use loop_store::{PidLock, StoreError};
+use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::service::{self, Ingress};
@@ -71,7 +73,7 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
     };
     let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
     let (source, _) = ConfigSource::open(&loaded.location.path)?;
-    let receiver = match Receiver::new(source, layout, secret) {
+    let receiver = match Receiver::new(source, layout.clone(), secret) {
         Ok(receiver) => receiver.hold_processing(args.hold_processing),
         Err(err @ (ReceiverError::UnsetSecret { .. } | ReceiverError::Path { .. })) => {
             printer.error(&err);
@@ -105,6 +107,23 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
             .await
             .with_context(|| format!("cannot listen on {}:{}", gh.host, gh.port))?;
         let addr = listener.local_addr().context("cannot read the bound address")?;
+        let github = loop_daemon::service::github_client(&loaded.config)
+            .inspect_err(|err| {
+                printer.warning(format!(
+                    "no GitHub access ({err}): no existence checks, reactions or announcements"
+                ));
+            })
+            .ok();
+        let parts = loop_daemon::service::dispatcher_parts(
+            Arc::clone(&loaded.config),
+            StateStore::new(layout.clone(), service_events(&loaded.config, &layout)),
+            github,
+            &service::host(),
+        );
+        let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
+        let receiver = receiver
+            .with_dispatch(Arc::new(dispatcher.clone()))
+            .with_existence(Arc::new(dispatcher.clone()));
         printer.info(format!(
             "receiving webhooks at {} (pid {}){}",
             receiver::url(addr, &gh.path),
@@ -117,10 +136,27 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
                 _ = terminate.recv() => {}
             }
         };
-        receiver.run(listener, stop).await.context("the webhook receiver failed")
+        let served = receiver.run(listener, stop).await.context("the webhook receiver failed");
+        // The receiver finished the delivery it was judging; what the dispatcher still
+        // holds is released for the next start (`dispatch.abandoned`).
+        dispatcher.shutdown(DISPATCH_GRACE).await;
+        served
     })?;
     printer.info("webhook receiver stopped");
     Ok(ExitStatus::Success)
+}
+
+/// How long the dispatcher may finish its queues at shutdown, after the receiver stopped
+/// (both within the 5 s every process has to exit).
+const DISPATCH_GRACE: Duration = Duration::from_millis(400);
+
+/// The event log the service writes (`eventLog.enabled: false` disables it).
+fn service_events(config: &loop_core::config::Config, layout: &StateLayout) -> EventLog {
+    if config.event_log.enabled {
+        EventLog::new(layout.event_log(), "gh-webhook")
+    } else {
+        EventLog::disabled()
+    }
 }
 
 /// How long a detached start waits for the service to hold its locks.

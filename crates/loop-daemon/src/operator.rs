@@ -1,0 +1,212 @@
+//! The operator's levers: control commands issued from the CLI (`the-loop sessions
+//! start|stop|pause|resume|cleanup`, `the-loop collaborators add|remove`), decided by
+//! loop-core's control table and executed by the dispatcher exactly as a comment's would
+//! be (reference §2.4).
+//!
+//! CLI access outranks the label: the operator is authorized by being at the keyboard,
+//! and a `start` needs only `routing.spawnOnUnmatched` not to be `never`. The operator's
+//! login is recorded (`source: cli`), never used to authorize. Arming commands are
+//! recorded only when they act, disarming ones always; a `start` is recorded before its
+//! spawn and the previous record put back when no session appeared. Every command logs
+//! `control.command` (or `control.rejected`) with `source: cli`.
+//!
+//! It does not post the keyword comment back to the work item (the caller does, through
+//! the GitHub client) and decides nothing loop-core decides.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use loop_core::WorkItemRef;
+use loop_core::config::SpawnPolicy;
+use loop_core::control::{
+    self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEffect, SpawnRefusal,
+};
+use loop_core::event::{Actor, Event};
+use loop_core::login::Login;
+use loop_core::record::{Control, ControlSource};
+use loop_store::Event as Line;
+use serde_json::json;
+
+use crate::dispatcher::decision::Context;
+use crate::dispatcher::records::session_state;
+use crate::dispatcher::{Dispatcher, blocking};
+
+/// What a command issued from the CLI came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Issued {
+    /// Executed; `effect` as `control.command` names it (`paused`, `stopped`, `cleaned`,
+    /// `nothing-to-clean`, `partial`, `resumed`, `spawned`, `noop`, …).
+    Executed { effect: &'static str },
+    /// A `start` whose spawn produced no live session (see the event log for why).
+    SpawnFailed,
+    /// Refused, with the reason code (`nothing-to-resume`, `spawn-policy`, …).
+    Rejected { reason: &'static str },
+    /// A roster edit: one effect per login.
+    Roster(Vec<(Login, RosterEffect)>),
+}
+
+impl Dispatcher {
+    /// Decides and executes `command` on `target` for the operator `operator`
+    /// (`logins`: the collaborators a roster command names). A spawn is queued and
+    /// awaited.
+    pub async fn issue(
+        &self,
+        target: &WorkItemRef,
+        command: Command,
+        operator: &Login,
+        logins: Vec<Login>,
+    ) -> Issued {
+        let registry = self.snapshot().await;
+        let record = registry.owner(target).cloned();
+        let owner = record.as_ref().map_or_else(|| target.clone(), |r| r.work_item.clone());
+        let config = self.config();
+        let gate = match config.routing.spawn_on_unmatched {
+            SpawnPolicy::Never => Err(SpawnRefusal::SpawnPolicy),
+            _ => Ok(()),
+        };
+        let decision = control::decide(
+            &Parsed::Command { command, logins },
+            &Actor::User(operator.clone()),
+            std::slice::from_ref(operator),
+            session_state(record.as_ref()),
+            gate,
+        );
+        match decision {
+            ControlDecision::Execute { command, effect, .. } => {
+                let previous = self.read_control(&owner).await;
+                if command.disarms() || effect != Effect::Noop {
+                    self.record_cli_command(&owner, command, operator).await;
+                }
+                let issued = if effect == Effect::Spawn {
+                    self.spawn_for_operator(&owner, operator, previous).await
+                } else {
+                    let effect = self.execute(effect, &owner, record.as_ref(), operator).await;
+                    Issued::Executed { effect }
+                };
+                let effect = match &issued {
+                    Issued::Executed { effect } => *effect,
+                    _ => "spawn-failed",
+                };
+                self.events().emit(
+                    Line::info("control.command")
+                        .work_item(&owner)
+                        .field("command", command.name())
+                        .field("source", "cli")
+                        .field("actor", operator.as_str())
+                        .field("effect", effect),
+                );
+                issued
+            }
+            ControlDecision::Rejected { command, rejection } => {
+                self.events().emit(
+                    Line::warning("control.rejected")
+                        .work_item(&owner)
+                        .field("command", command.name())
+                        .field("source", "cli")
+                        .field("actor", operator.as_str())
+                        .field("reason", rejection.reason()),
+                );
+                Issued::Rejected { reason: rejection.reason() }
+            }
+            ControlDecision::Roster { edit, logins, .. } => {
+                let grantor = Grantor {
+                    by: operator.clone(),
+                    at: Timestamp::now(),
+                    source: ControlSource::Cli,
+                    note: None,
+                };
+                let effects = self.edit_roster(&owner, edit, logins, grantor).await;
+                for (collaborator, effect) in &effects {
+                    self.events().emit(
+                        Line::info("control.command")
+                            .work_item(&owner)
+                            .field("command", command.name())
+                            .field("source", "cli")
+                            .field("actor", operator.as_str())
+                            .field("collaborator", collaborator.as_str())
+                            .field("effect", effect.as_str()),
+                    );
+                }
+                Issued::Roster(effects)
+            }
+            // A single command never parses as ambiguous or plain; `execute` is the
+            // graph's (not an operator verb).
+            ControlDecision::Forward
+            | ControlDecision::Ambiguous { .. }
+            | ControlDecision::HandToGraph { .. } => Issued::Rejected { reason: "not-an-operator-command" },
+        }
+    }
+
+    async fn read_control(&self, item: &WorkItemRef) -> Option<Control> {
+        let (store, item) = (self.store().clone(), item.clone());
+        blocking(move || store.read_section::<Control>(&item))
+            .await
+            .ok()
+            .and_then(|slot| slot.into_value())
+    }
+
+    /// Records `command` as `item`'s last, issued from the CLI by `operator`.
+    async fn record_cli_command(&self, item: &WorkItemRef, command: Command, operator: &Login) {
+        let control = Control {
+            command,
+            source: ControlSource::Cli,
+            actor: Some(operator.clone()),
+            requested_at: Timestamp::now(),
+            note: None,
+            instance: self.config().instance.name.clone(),
+        };
+        self.write_control(item, Some(control)).await;
+    }
+
+    async fn write_control(&self, item: &WorkItemRef, control: Option<Control>) {
+        let (store, target) = (self.store().clone(), item.clone());
+        if let Err(err) = blocking(move || store.write_section(&target, control.as_ref())).await {
+            self.events().emit(
+                Line::error("control.record_failed")
+                    .work_item(item)
+                    .field("source", "cli")
+                    .field("error", err.to_string()),
+            );
+        }
+    }
+
+    /// Spawns `item`'s session from a synthesized, pre-labelled `issues labeled` event
+    /// (the CLI outranks the label), waits for the queue, and puts `previous` back as the
+    /// control record when no live session appeared.
+    async fn spawn_for_operator(
+        &self,
+        item: &WorkItemRef,
+        operator: &Login,
+        previous: Option<Control>,
+    ) -> Issued {
+        let label = self.config().routing.auto_execute_label.clone();
+        let repo = item.repo();
+        let payload = json!({
+            "action": "labeled",
+            "repository": {
+                "full_name": format!("{}/{}", repo.owner(), repo.name()),
+                "html_url": format!("https://{}/{}/{}", repo.host(), repo.owner(), repo.name()),
+            },
+            "issue": {"number": item.number(), "labels": [{"name": label}], "html_url": item.url()},
+            "label": {"name": label},
+            "sender": {"login": operator.as_str()},
+        });
+        let event = Event::from_webhook("issues", &payload);
+        let cx = Context {
+            gh_event: "issues".to_owned(),
+            action: Some("labeled".to_owned()),
+            delivery_id: Some(format!("cli-start:{item}:{}", Timestamp::now().as_millisecond())),
+            gh_delivery: None,
+            actor: Some(operator.as_str().to_owned()),
+            work_items: vec![item.clone()],
+        };
+        self.enqueue_or_release(Arc::new(event), &cx, item.clone(), true).await;
+        self.idle().await;
+        if self.snapshot().await.owner(item).is_some() {
+            Issued::Executed { effect: "spawned" }
+        } else {
+            self.write_control(item, previous).await;
+            Issued::SpawnFailed
+        }
+    }
+}

@@ -1,8 +1,11 @@
 //! Control commands executed end to end, and what survives a restart.
 
-use loop_core::record::{Control, EndpointStatus};
+use std::time::Duration;
 
-use crate::dispatch_lab::{Lab, OWNER};
+use loop_core::record::{Control, EndpointStatus};
+use loop_daemon::dispatcher::DeliveryStatus;
+
+use crate::dispatch_lab::{Harness, Lab, OWNER};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_closes_the_session_like_a_merge_and_disarms_the_item() {
@@ -139,4 +142,52 @@ async fn a_dead_pane_is_respawned_with_the_recorded_conversation_on_the_next_eve
     assert!(argv.windows(2).any(|w| w == ["--resume", conversation.as_str()]), "{argv:?}");
     assert!(lab.pasted().await.last().expect("pasted").contains("are you back?"));
     assert!(lab.announcements(number).len() == 1, "no second announcement");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_quick_events_for_an_unstarted_item_make_one_spawn_and_one_delivery() {
+    let mut lab = Lab::start("").await;
+    let number = lab.open_labelled_issue();
+    lab.comment(number, OWNER, "the-loop start");
+    lab.comment(number, OWNER, "and right away: mind the tests");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    assert_eq!(lab.launches().len(), 1);
+    let pasted = lab.pasted().await;
+    assert_eq!(pasted.len(), 2, "{pasted:#?}");
+    assert!(pasted[1].contains("mind the tests"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_past_its_timeout_fails_releases_the_key_and_reacts_with_an_error() {
+    let mut lab = Lab::start_with("  dispatchTimeoutSeconds: 1\n", Harness::Stuck).await;
+    let number = lab.open_labelled_issue();
+    let start = lab.comment(number, OWNER, "the-loop start");
+    lab.settle().await;
+    let failed = lab.named("dispatch.failed").pop().expect("a failure");
+    assert!(failed["error"].as_str().is_some_and(|e| e.contains("within 1 s")), "{failed:#}");
+    let key = failed["delivery_id"].as_str().expect("a key").to_owned();
+    let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
+    assert_eq!(status, DeliveryStatus::Unhandled, "released: a redelivery may retry");
+    assert_eq!(lab.reactions_on_comment(number, start), ["eyes", "confused"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_abandons_and_releases_only_what_is_still_queued() {
+    let lab = Lab::start_with("", Harness::Stuck).await;
+    let number = lab.open_labelled_issue();
+    lab.comment(number, OWNER, "the-loop start");
+    lab.comment(number, OWNER, "queued behind the spawn");
+    let queued = lab.wait_for_lines("dispatch.queued", 2).await;
+    let in_flight = queued[0]["delivery_id"].as_str().expect("a key").to_owned();
+    let behind = queued[1]["delivery_id"].as_str().expect("a key").to_owned();
+    let abandoned = lab.dispatcher.shutdown(Duration::from_millis(300)).await;
+    assert_eq!(abandoned, std::slice::from_ref(&behind), "the dispatch in flight is not abandoned");
+    let line = lab.named("dispatch.abandoned").pop().expect("reported");
+    assert_eq!(line["count"], 1);
+    let item = lab.item(number);
+    let status = lab.dispatcher.delivery_status(&behind, std::slice::from_ref(&item)).await;
+    assert_eq!(status, DeliveryStatus::Unhandled);
+    let status = lab.dispatcher.delivery_status(&in_flight, &[item]).await;
+    assert_eq!(status, DeliveryStatus::InFlight);
 }

@@ -80,6 +80,16 @@ pub struct Lab {
     sentinels_tx: Arc<watch::Sender<u64>>,
     sent: u64,
     extra: String,
+    harness: Harness,
+}
+
+/// What the sessions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    /// The stand-in, recording what is pasted.
+    StandIn,
+    /// A program that never starts reading input (a harness stuck at start).
+    Stuck,
 }
 
 #[derive(Debug)]
@@ -93,12 +103,17 @@ impl Lab {
     /// A lab whose config is the lab's defaults plus `extra`, YAML appended inside the
     /// `routing:` block (so indented by two spaces).
     pub async fn start(extra: &str) -> Self {
+        Self::start_with(extra, Harness::StandIn).await
+    }
+
+    /// A lab whose sessions run `harness`.
+    pub async fn start_with(extra: &str, harness: Harness) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let sim = Sim::start().await.expect("the simulator starts");
         sim.create_repo(REPO).expect("a repo");
         let (sentinels_tx, sentinels) = watch::channel(0);
         let sentinels_tx = Arc::new(sentinels_tx);
-        let dispatcher = open_dispatcher(dir.path(), &sim, extra).await;
+        let dispatcher = open_dispatcher(dir.path(), &sim, extra, harness).await;
         let mut lab = Self {
             dir,
             sim,
@@ -108,6 +123,7 @@ impl Lab {
             sentinels_tx,
             sent: 0,
             extra: extra.to_owned(),
+            harness,
         };
         lab.start_receiver().await;
         lab
@@ -148,7 +164,8 @@ impl Lab {
         }
         let abandoned = self.dispatcher.shutdown(PATIENCE).await;
         assert!(abandoned.is_empty(), "a settled lab abandons nothing: {abandoned:?}");
-        self.dispatcher = open_dispatcher(self.dir.path(), &self.sim, &self.extra).await;
+        self.dispatcher =
+            open_dispatcher(self.dir.path(), &self.sim, &self.extra, self.harness).await;
         self.start_receiver().await;
     }
 
@@ -323,7 +340,7 @@ fn config_text(dir: &Path, sim: &Sim, extra: &str) -> String {
     )
 }
 
-async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str) -> Dispatcher {
+async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str, which: Harness) -> Dispatcher {
     std::fs::create_dir_all(dir.join("work")).expect("a work dir");
     std::fs::create_dir_all(dir.join("scratch")).expect("a scratch dir");
     std::fs::write(dir.join("cli-config.yaml"), config_text(dir, sim, extra)).expect("the config");
@@ -353,10 +370,17 @@ async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str) -> Dispatcher {
         argv.extend(extra.iter().map(|s| (*s).to_owned()));
         argv
     };
-    let harness = CommandHarness {
-        name: "stand-in".into(),
-        fresh: argv(&["--session-id", "{session_id}"]),
-        resume: Some(argv(&["--resume", "{session_id}"])),
+    let harness = match which {
+        Harness::StandIn => CommandHarness {
+            name: "stand-in".into(),
+            fresh: argv(&["--session-id", "{session_id}"]),
+            resume: Some(argv(&["--resume", "{session_id}"])),
+        },
+        Harness::Stuck => CommandHarness {
+            name: "stuck".into(),
+            fresh: vec!["sleep".into(), "600".into()],
+            resume: None,
+        },
     };
     Dispatcher::open(DispatcherParts {
         config,
@@ -418,6 +442,19 @@ impl Lab {
         let target = self.item(number).tmux_session();
         let output = self.tmux(&["list-panes", "-t", &format!("={target}"), "-F", "#{pane_dead}"]);
         output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "0"
+    }
+
+    /// Polls the event log until it holds `count` lines named `name`.
+    pub async fn wait_for_lines(&self, name: &str, count: usize) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let lines = self.named(name);
+            if lines.len() >= count {
+                return lines;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{count} `{name}` lines");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Whether the tmux session exists at all.

@@ -355,6 +355,7 @@ impl<D: Dispatch> Poller<D> {
             }
         }
         if !report.interrupted {
+            self.forget_unlisted(&listed, &report.scopes_degraded);
             self.refresh_linkage(&listed, sweep, &mut report).await;
         }
 
@@ -496,6 +497,17 @@ impl<D: Dispatch> Poller<D> {
                 .field("error", error)
                 .field("will_retry", true),
         );
+    }
+
+    /// Drops what this process remembers about items no longer listed (a degraded
+    /// scope's items are kept: their absence says nothing).
+    fn forget_unlisted(&mut self, listed: &[(ListedItem, String)], degraded: &[String]) {
+        let keep = |item: &WorkItemRef| {
+            listed.iter().any(|(l, _)| l.item == *item)
+                || degraded.contains(&item.repo().to_string().to_ascii_lowercase())
+        };
+        self.memory.threads.retain(|item, _| keep(item));
+        self.memory.linkage.retain(|item, _| keep(item));
     }
 
     /// Asks for the linked issues of pull requests that are new to this process or whose

@@ -39,7 +39,7 @@ enum Template {
 
 impl Dispatcher {
     /// Carries out a dequeued job against the registry as it is now.
-    pub(crate) async fn dispatch(&self, job: &Job) -> Decision {
+    pub(crate) async fn carry_out(&self, job: &Job) -> Decision {
         let registry = self.snapshot().await;
         match registry.owner(&job.target).cloned() {
             None if job.spawn => self.spawn(job).await,

@@ -116,7 +116,7 @@ impl Dispatcher {
         let reaction = self.react(&job.event, &job.cx);
         let seconds = self.config().routing.dispatch_timeout_seconds;
         let decision =
-            match tokio::time::timeout(Duration::from_secs(seconds), self.dispatch(&job)).await {
+            match tokio::time::timeout(Duration::from_secs(seconds), self.carry_out(&job)).await {
                 Ok(decision) => decision,
                 Err(_elapsed) => Decision::TimedOut { item: job.target.clone(), seconds },
             };

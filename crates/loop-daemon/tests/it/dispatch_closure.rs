@@ -124,3 +124,54 @@ async fn a_close_never_spawns_and_an_untracked_close_writes_nothing() {
     let record = plain.store().load_portable_record(&plain.item(untracked)).expect("readable");
     assert!(record.is_none(), "nothing written for an untracked item: {record:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_repository_pr_without_a_workspace_root_is_declined_and_reaches_the_item() {
+    let mut lab = Lab::start("").await;
+    lab.sim.create_repo("octo/lib").expect("a second repo");
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(
+            "octo/lib",
+            OWNER,
+            "Lib part",
+            &format!("Closes {REPO}#{number}"),
+            "lib-part",
+            &[],
+        )
+        .expect("a pull request");
+    lab.sim.comment("octo/lib", pr, OWNER, "the lib side is ready").expect("a comment");
+    lab.settle().await;
+    let declined = lab.named("session.pr_session_declined").pop().expect("declined");
+    assert_eq!(declined["reason"], "no-separate-checkout");
+    assert!(lab.pasted().await.last().expect("pasted").contains("the lib side is ready"));
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    let record = lab.store().load_local_record(&lab.item(number)).expect("readable").expect("live");
+    let pr_ref = format!("github:octo/lib#{pr}").parse().expect("a ref");
+    assert!(record.endpoints.contains_key(&pr_ref), "the binding is still recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_binds_to_the_pull_request_itself_even_when_it_links_a_ticket() {
+    let mut lab = Lab::start("").await;
+    let issue = lab.sim.open_issue(REPO, OWNER, "A ticket", &[]).expect("an issue");
+    let pr = lab
+        .sim
+        .open_pull_request(
+            REPO,
+            OWNER,
+            "Change",
+            &format!("Closes #{issue}"),
+            "change",
+            &[crate::dispatch_lab::LABEL],
+        )
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "the-loop review");
+    lab.settle().await;
+    let spawned = lab.named("session.spawned");
+    assert_eq!(spawned.len(), 1, "{:#?}", lab.refusals());
+    assert_eq!(spawned[0]["work_item"], lab.item(pr).to_string());
+    let control = lab.store().read_section::<Control>(&lab.item(pr)).expect("readable");
+    assert_eq!(control.into_value().expect("recorded").command.name(), "review");
+}

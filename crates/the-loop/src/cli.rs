@@ -57,6 +57,10 @@ pub enum Command {
     /// without credentials; Ctrl-C to stop)
     Sim(SimArgs),
 
+    /// Run one poll cycle in the foreground and exit (the cron form; takes the poller's
+    /// lock): 0 clean, 1 a repository could not be listed, 2 cannot run
+    Poll(PollArgs),
+
     /// Bring up every enabled ingress (today: the webhook receiver) in one service process
     Start(StartArgs),
 
@@ -144,6 +148,13 @@ pub struct SimArgs {
     /// The login API tokens act as (the author of what the-loop writes)
     #[arg(long, value_name = "LOGIN", default_value = "loop-operator")]
     pub viewer: String,
+}
+
+#[derive(Debug, Args)]
+pub struct PollArgs {
+    /// Run exactly one cycle, then exit (required: continuous polling is `the-loop start`)
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

@@ -33,9 +33,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::config::Config;
 use loop_core::{RepoRef, WorkItemRef};
-use loop_github::{
-    GithubClient, GithubError, GithubSettings, ItemKind, ListedItem, ThreadComment, TokenSource,
-};
+use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment};
 use loop_store::heartbeat::{CycleSummary, Heartbeat};
 use loop_store::index::PortableIndex;
 use loop_store::{Event, PidLock, StateStore, StoreError};
@@ -87,13 +85,10 @@ impl GithubClients {
         github
     }
 
-    /// One client per host the configured scopes name, each taking its token from `env`
-    /// (a snapshot of the environment) by `integrations.github.api.tokenEnv`, else from
-    /// `gh auth token` run as `integrations.github.cli.binary`.
-    /// `integrations.github.api.baseUrl`, when set, is every client's REST base (a
-    /// simulator, or the one Enterprise host of a deployment).
-    pub fn for_config(config: &Config, env: &[(String, String)]) -> Result<Self, GithubError> {
-        let api = &config.integrations.github.api;
+    /// One client per host the configured scopes name, each as `integrations.github`
+    /// configures it ([`GithubClient::from_config`]: `baseUrl`, the token from the
+    /// variables named by `tokenEnv`, else `gh auth token`).
+    pub fn for_config(config: &Config) -> Result<Self, GithubError> {
         let mut hosts: Vec<String> = Vec::new();
         for scope in scope::scopes(config) {
             let host = scope.repo.host().to_ascii_lowercase();
@@ -101,14 +96,10 @@ impl GithubClients {
                 hosts.push(host);
             }
         }
-        let mut clients = Vec::new();
-        for host in hosts {
-            let mut settings = GithubSettings::for_host(&host);
-            settings.base_url.clone_from(&api.base_url);
-            let tokens = TokenSource::new(&host, &api.token_env, env.iter().cloned())
-                .with_gh_program(&config.integrations.github.cli.binary);
-            clients.push(GithubClient::new(settings, tokens)?);
-        }
+        let clients = hosts
+            .iter()
+            .map(|host| GithubClient::from_config(host, &config.integrations.github))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self::new(clients))
     }
 

@@ -357,16 +357,20 @@ async fn a_repository_with_issues_off_is_quarantined_and_its_pull_requests_still
 }
 
 #[tokio::test]
-async fn clients_come_from_the_config_with_the_token_of_the_named_variable() {
+async fn clients_come_from_the_config_with_the_token_from_the_configured_gh() {
     let mut bench = Bench::new(&[REPO], "").await;
     let n = bench.open_issue(REPO, "ann");
+    let dir = tempfile::tempdir().unwrap();
+    let gh = dir.path().join("gh");
+    std::fs::write(&gh, "#!/bin/sh\necho token-from-gh\n").unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let yaml = format!(
-        "repositories: [{REPO}]\nrouting:\n  authorizedUsers: [ann]\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n      tokenEnv: [MY_TOKEN]\n",
+        "repositories: [{REPO}]\nrouting:\n  authorizedUsers: [ann]\nintegrations:\n  github:\n    cli:\n      binary: {}\n    api:\n      baseUrl: {}\n      tokenEnv: [THE_LOOP_POLL_TEST_UNSET_TOKEN]\n",
+        gh.display(),
         bench.sim.url()
     );
     bench.config = loop_core::config::parse(&yaml).unwrap().config;
-    let env = [("MY_TOKEN".to_owned(), "t".to_owned())];
-    let clients = loop_daemon::poller::GithubClients::for_config(&bench.config, &env).unwrap();
+    let clients = loop_daemon::poller::GithubClients::for_config(&bench.config).unwrap();
     bench.poller = loop_daemon::poller::Poller::new(
         bench.store.clone(),
         clients,

@@ -3,6 +3,7 @@
 mod config;
 mod events;
 mod explain;
+mod poll;
 mod restart;
 mod service;
 mod sim;
@@ -19,6 +20,7 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Config(command) => config::run(command, &cli.global, printer),
         Command::Events(args) => events::run(args, &cli.global, printer),
         Command::Sim(args) => sim::run(args, &cli.global, printer),
+        Command::Poll(args) => poll::run(args, &cli.global, printer),
         Command::Start(args) => start::run(args, &cli.global, printer),
         Command::Stop(args) => stop::run(args, &cli.global, printer),
         Command::Status => status::run(&cli.global, printer),

@@ -8,5 +8,6 @@ mod config;
 mod events;
 mod explain;
 mod lifecycle;
+mod poll;
 mod sim;
 mod start;

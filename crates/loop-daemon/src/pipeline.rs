@@ -86,6 +86,11 @@ impl Dispatcher {
             actor: event.actor.name().map(str::to_owned),
             work_items: refs.clone(),
         };
+        // The receiver re-reads the config file per delivery: what judged this event is
+        // what the dispatcher runs under from now on (hot reload).
+        if !Arc::ptr_eq(&config, &self.config()) {
+            self.set_config(config.clone());
+        }
         if !config.routing.enabled {
             return;
         }

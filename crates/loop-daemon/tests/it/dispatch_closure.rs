@@ -175,3 +175,68 @@ async fn review_binds_to_the_pull_request_itself_even_when_it_links_a_ticket() {
     let control = lab.store().read_section::<Control>(&lab.item(pr)).expect("readable");
     assert_eq!(control.into_value().expect("recorded").command.name(), "review");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_named_issue_that_does_not_exist_is_dropped_and_the_pr_is_the_target() {
+    let mut lab = Lab::start("").await;
+    let pr = lab
+        .sim
+        .open_pull_request(
+            REPO,
+            OWNER,
+            "Ghost link",
+            "",
+            "issue-4242-fix",
+            &[crate::dispatch_lab::LABEL],
+        )
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "the-loop start");
+    lab.settle().await;
+    let dropped = lab.named("routing.linkage_dropped");
+    assert!(dropped.iter().any(|d| d["work_item"] == lab.item(4242).to_string()), "{dropped:#?}");
+    let spawned = lab.named("session.spawned");
+    assert_eq!(spawned.len(), 1, "{:#?}", lab.refusals());
+    assert_eq!(spawned[0]["work_item"], lab.item(pr).to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_labelled_pr_linked_to_no_issue_is_its_own_work_item_and_its_merge_ends_the_session() {
+    let mut lab = Lab::start("").await;
+    let pr = lab
+        .sim
+        .open_pull_request(
+            REPO,
+            OWNER,
+            "Standalone",
+            "",
+            "standalone",
+            &[crate::dispatch_lab::LABEL],
+        )
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "the-loop start");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    lab.sim.merge(REPO, pr, OWNER).expect("merged");
+    lab.settle().await;
+    let closed = lab.named("session.autoclosed").pop().expect("autoclosed");
+    assert_eq!(closed["reason"], "pr-merged");
+    let ended = lab.store().read_section::<Ended>(&lab.item(pr)).expect("readable");
+    assert_eq!(ended.into_value().expect("stamped").state, "merged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_typed_on_a_linked_pr_stops_the_session_that_owns_the_work() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix", &format!("Closes #{number}"), "fix", &[])
+        .expect("a pull request");
+    lab.settle().await;
+    lab.comment(pr, OWNER, "the-loop stop");
+    lab.settle().await;
+    let command = lab.named("control.command").pop().expect("executed");
+    assert_eq!(command["work_item"], lab.item(number).to_string());
+    assert_eq!(command["effect"], "stopped");
+    assert!(!lab.harness_alive(number));
+}

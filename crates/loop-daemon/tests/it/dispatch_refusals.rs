@@ -134,3 +134,16 @@ async fn a_comment_while_paused_is_settled_and_not_replayed_on_resume() {
     assert!(pasted[1].contains("after the resume"));
     assert!(!pasted.iter().any(|p| p.contains("while you were paused")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comment_on_an_unlabelled_item_is_released_for_a_later_retry() {
+    let mut lab = Lab::start("").await;
+    let number =
+        lab.sim.open_issue(crate::dispatch_lab::REPO, OWNER, "No label", &[]).expect("an issue");
+    lab.comment(number, OWNER, "hello");
+    lab.settle().await;
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("spawn-policy"));
+    let key = lab.key_of_last("dispatch.dropped");
+    let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
+    assert_eq!(status, DeliveryStatus::Unhandled);
+}

@@ -109,11 +109,43 @@ struct SegmentRead {
     ignored: Option<Ignored>,
 }
 
-/// Bookkeeping for one segment file.
+/// Bookkeeping for one segment file: which of its receipts are still pending, as one
+/// bit per sequence number from the segment's id on (memory stays small however many
+/// deliveries wait).
 #[derive(Debug, Default)]
 struct Segment {
-    /// Receipts in this segment not yet marked processed.
-    pending: BTreeSet<u64>,
+    bits: Vec<u64>,
+    pending: usize,
+}
+
+impl Segment {
+    fn insert(&mut self, offset: u64) {
+        let (word, bit) = (offset as usize / 64, offset % 64);
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        if self.bits[word] & (1 << bit) == 0 {
+            self.bits[word] |= 1 << bit;
+            self.pending += 1;
+        }
+    }
+
+    /// Clears `offset`; whether it was pending.
+    fn remove(&mut self, offset: u64) -> bool {
+        let (word, bit) = (offset as usize / 64, offset % 64);
+        match self.bits.get_mut(word) {
+            Some(bits) if *bits & (1 << bit) != 0 => {
+                *bits &= !(1 << bit);
+                self.pending -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.pending == 0
+    }
 }
 
 /// The open journal: one writer appends and marks; [`Inbox::sync`] makes it durable.
@@ -126,8 +158,6 @@ pub struct Inbox {
     live_id: u64,
     live_len: u64,
     next_seq: u64,
-    /// Which segment holds each pending receipt.
-    pending: BTreeMap<u64, u64>,
 }
 
 impl Inbox {
@@ -136,7 +166,6 @@ impl Inbox {
     pub fn open(dir: &Path) -> Result<(Self, Contents), StoreError> {
         fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
         let mut segments = BTreeMap::new();
-        let mut pending_at = BTreeMap::new();
         let mut contents = Contents::default();
         let mut next_seq = 0;
         let mut processed = BTreeSet::new();
@@ -157,16 +186,19 @@ impl Inbox {
             if processed.contains(&entry.seq) {
                 continue;
             }
-            if let Some(segment) = segments.get_mut(&id) {
-                segment.pending.insert(entry.seq);
+            if let (Some(segment), Some(offset)) =
+                (segments.get_mut(&id), entry.seq.checked_sub(id))
+            {
+                segment.insert(offset);
             }
-            pending_at.insert(entry.seq, id);
             contents.pending.push(entry);
         }
         contents.pending.sort_by_key(|entry| entry.seq);
 
         // Never append after an old segment's (possibly torn) tail.
         let live_id = next_seq.max(segments.last_key_value().map_or(0, |(id, _)| id + 1));
+        // A segment's receipts are numbered from its id on.
+        let next_seq = live_id;
         let path = segment_path(dir, live_id);
         let file = OpenOptions::new()
             .append(true)
@@ -184,7 +216,6 @@ impl Inbox {
             live_id,
             live_len,
             next_seq,
-            pending: pending_at,
         };
         inbox.retire_finished()?;
         Ok((inbox, contents))
@@ -209,20 +240,20 @@ impl Inbox {
         };
         self.write_entry(&header, Some(&receipt.body))?;
         self.next_seq += 1;
-        self.pending.insert(seq, self.live_id);
-        self.segments.entry(self.live_id).or_default().pending.insert(seq);
+        self.segments.entry(self.live_id).or_default().insert(seq - self.live_id);
         Ok(Journalled { seq, receipt })
     }
 
     /// Records that receipt `seq` was processed, so it is never replayed (buffered like
     /// [`Inbox::append`]). Unknown sequence numbers are ignored.
     pub fn mark_processed(&mut self, seq: u64) -> Result<(), StoreError> {
-        let Some(segment) = self.pending.remove(&seq) else { return Ok(()) };
-        self.write_entry(&Header::Processed { seq }, None)?;
-        if let Some(segment) = self.segments.get_mut(&segment) {
-            segment.pending.remove(&seq);
+        // Receipts precede the next segment's id, so the holder is the last id <= seq.
+        let holder = self.segments.range_mut(..=seq).next_back();
+        let Some((&id, segment)) = holder else { return Ok(()) };
+        if !segment.remove(seq - id) {
+            return Ok(());
         }
-        Ok(())
+        self.write_entry(&Header::Processed { seq }, None)
     }
 
     /// Writes every buffered entry and makes it durable with one `fdatasync`, then
@@ -255,6 +286,7 @@ impl Inbox {
     fn retire_finished(&mut self) -> Result<(), StoreError> {
         if self.live_len >= SEGMENT_RETIRE_BYTES {
             let id = self.next_seq.max(self.live_id + 1);
+            self.next_seq = id;
             let path = segment_path(&self.dir, id);
             let file = OpenOptions::new()
                 .append(true)
@@ -269,7 +301,7 @@ impl Inbox {
             self.segments.insert(id, Segment::default());
         }
         while let Some((&id, segment)) = self.segments.first_key_value() {
-            if id == self.live_id || !segment.pending.is_empty() {
+            if id == self.live_id || !segment.is_done() {
                 break;
             }
             let path = segment_path(&self.dir, id);
@@ -492,6 +524,30 @@ mod tests {
         let read = read_from(dir.path(), fresh[1], 3).unwrap();
         assert_eq!(read.iter().map(|e| e.seq).collect::<Vec<_>>(), fresh[1..4]);
         assert_eq!(read_from(dir.path(), old.seq, 1).unwrap()[0].seq, old.seq);
+    }
+
+    #[test]
+    fn a_segment_holding_only_marks_is_followed_by_correctly_numbered_receipts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let a = inbox.append(receipt(Some("a"), "{}")).unwrap();
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        inbox.mark_processed(a.seq).unwrap(); // the new live segment holds only this mark
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
+        assert!(contents.pending.is_empty());
+        let b = inbox.append(receipt(Some("b"), "{}")).unwrap();
+        assert!(b.seq > a.seq);
+        inbox.sync().unwrap();
+        inbox.mark_processed(b.seq).unwrap();
+        inbox.mark_processed(b.seq).unwrap(); // a second mark is ignored
+        inbox.sync().unwrap();
+        drop(inbox);
+        let (_, contents) = Inbox::open(dir.path()).unwrap();
+        assert!(contents.pending.is_empty());
     }
 
     #[test]

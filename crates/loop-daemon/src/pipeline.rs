@@ -19,8 +19,8 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::control::{
-    self, ControlDecision, Effect, Grantor, Parsed, SessionState, SpawnRequest, Vocabulary,
-    spawn_gate, start_required,
+    self, ControlDecision, Effect, Grantor, Parsed, RosterEdit, SessionState, SpawnRequest,
+    Vocabulary, spawn_gate, start_required,
 };
 use loop_core::event::{Actor, Event};
 use loop_core::guards::{self, ActorPass, RoutingDrop};
@@ -160,7 +160,10 @@ impl Dispatcher {
                         .record(&Decision::NoWorkItem { reason: "no-work-item" }, &cx)
                         .await;
                 };
-                let command = command.unwrap_or(control::Command::AddCollaborator);
+                let command = match edit {
+                    RosterEdit::Grant => control::Command::AddCollaborator,
+                    RosterEdit::Revoke => control::Command::RemoveCollaborator,
+                };
                 let grantor = Grantor {
                     by: actor.clone(),
                     at: Timestamp::now(),

@@ -12,6 +12,7 @@ mod dispatch_poll;
 mod dispatch_refusals;
 mod poll;
 mod poll_closure;
+mod poll_e2e;
 mod poll_edges;
 mod poll_kill;
 mod poll_spawn;

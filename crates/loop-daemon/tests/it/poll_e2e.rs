@@ -1,0 +1,63 @@
+//! The poller end to end: loop-sim as GitHub, the real dispatcher behind the poller's
+//! seam, a private tmux server and the stand-in harness (the dispatcher's lab). Seed 004
+//! through a real session, and hybrid mode — webhook and poller together deliver each
+//! comment once.
+
+use loop_core::config::Config;
+use loop_daemon::config_source::ConfigSource;
+use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::poller::{CycleReport, Poller};
+use loop_daemon::shutdown::Shutdown;
+
+use crate::common::PATIENCE;
+use crate::dispatch_lab::{Lab, OWNER, REPO};
+
+/// A poller over the lab's state and dispatcher, polling the lab's repository.
+fn poller(lab: &Lab) -> (Poller<Dispatcher>, Config) {
+    let (source, _) = ConfigSource::open(lab.config_path()).expect("the lab's config");
+    let mut config = Config::clone(source.current());
+    config.repositories = vec![REPO.parse().expect("a repository")];
+    let clients = crate::poll_support::clients(&lab.sim);
+    (Poller::new(lab.store(), clients, lab.dispatcher.clone(), "e2e"), config)
+}
+
+/// One cycle, then waits until the dispatcher has carried out what it was handed.
+async fn cycle(lab: &Lab, poller: &mut Poller<Dispatcher>, config: &Config) -> CycleReport {
+    let (stop, signal) = tokio::sync::broadcast::channel(1);
+    let report = poller.cycle(config, &mut Shutdown::new(signal)).await;
+    drop(stop);
+    tokio::time::timeout(PATIENCE, lab.dispatcher.idle()).await.expect("the dispatcher idles");
+    report
+}
+
+#[tokio::test]
+async fn a_start_posted_before_first_sight_spawns_one_session_and_later_comments_reach_it() {
+    let lab = Lab::start("").await;
+    lab.sim.set_webhook(None);
+    let (mut poller, config) = poller(&lab);
+    let n = lab.open_labelled_issue();
+    lab.comment(n, OWNER, "the-loop start");
+    cycle(&lab, &mut poller, &config).await;
+    assert_eq!(lab.named("session.spawned").len(), 1, "{:#?}", lab.events());
+    lab.comment(n, OWNER, "please add a test");
+    let report = cycle(&lab, &mut poller, &config).await;
+    assert_eq!(report.comments_forwarded, 1);
+    cycle(&lab, &mut poller, &config).await;
+    let pasted = lab.pasted().await;
+    assert_eq!(pasted.iter().filter(|t| t.contains("please add a test")).count(), 1, "{pasted:#?}");
+    assert_eq!(lab.named("session.spawned").len(), 1, "one session");
+}
+
+#[tokio::test]
+async fn in_hybrid_mode_a_comment_the_webhook_delivered_is_not_delivered_again_by_polling() {
+    let mut lab = Lab::start("").await;
+    let (mut poller, config) = poller(&lab);
+    let n = lab.started_issue().await;
+    cycle(&lab, &mut poller, &config).await;
+    lab.comment(n, OWNER, "pushed and polled");
+    lab.settle().await;
+    let report = cycle(&lab, &mut poller, &config).await;
+    assert_eq!(report.comments_forwarded, 0, "{:#?}", lab.events());
+    let pasted = lab.pasted().await;
+    assert_eq!(pasted.iter().filter(|t| t.contains("pushed and polled")).count(), 1, "{pasted:#?}");
+}

@@ -63,6 +63,9 @@ const JOURNAL_QUEUE: usize = 4096;
 /// Durable deliveries waiting for the processor; beyond this they wait in the journal only.
 const PROCESS_QUEUE: usize = 256;
 
+/// Said at start and on every reload while signatures are not verified.
+pub(crate) const UNSIGNED_WARNING: &str = "`webhooks.ghWebhook.allowUnsigned` is on and there is no secret: signatures will NOT be verified; anyone who can reach the receiver can inject events";
+
 /// The `Server` header of every answer.
 const SERVER_NAME: &str = concat!("the-loop-gh-webhook/", env!("CARGO_PKG_VERSION"));
 
@@ -172,10 +175,7 @@ impl Receiver {
         }
         let mut warnings = Vec::new();
         if secret.is_none() {
-            warnings.push(format!(
-                "`{}` is unset and `allowUnsigned` is on: signatures will NOT be verified; anyone who can reach the receiver can inject events",
-                gh.secret_env
-            ));
+            warnings.push(format!("`{}` is unset: {UNSIGNED_WARNING}", gh.secret_env));
         }
         if current.routing.authorized_users.is_empty() {
             warnings.push(
@@ -272,13 +272,16 @@ impl Receiver {
             .map_err(ReceiverError::Writer)?;
         if !hold_processing {
             let processor = Processor {
-                pipeline: Arc::new(Mutex::new(pipeline::Pipeline::new(
-                    config,
-                    store.clone(),
-                    events.clone(),
-                    dispatch,
-                    existence,
-                ))),
+                pipeline: Arc::new(Mutex::new(
+                    pipeline::Pipeline::new(
+                        config,
+                        store.clone(),
+                        events.clone(),
+                        dispatch,
+                        existence,
+                    )
+                    .warn_unsigned(secret.is_none()),
+                )),
                 backlog,
                 next_seq,
                 deliveries: process_rx,

@@ -150,6 +150,8 @@ pub struct Pipeline {
     dispatch: Arc<dyn Dispatch>,
     /// Definite existence answers for branch-only refs (the GitHub client fills it).
     existence: Arc<dyn ExistenceAnswers>,
+    /// Signatures are not verified (`allowUnsigned` with no secret): said on every reload.
+    unsigned: bool,
 }
 
 impl Pipeline {
@@ -160,7 +162,13 @@ impl Pipeline {
         dispatch: Arc<dyn Dispatch>,
         existence: Arc<dyn ExistenceAnswers>,
     ) -> Self {
-        Self { config, store, events, dispatch, existence }
+        Self { config, store, events, dispatch, existence, unsigned: false }
+    }
+
+    /// Repeats the unsigned-deliveries warning on every reload (SPEC §1).
+    pub fn warn_unsigned(mut self, unsigned: bool) -> Self {
+        self.unsigned = unsigned;
+        self
     }
 
     /// Judges one delivery and hands it on, or drops it with a reasoned line.
@@ -214,6 +222,9 @@ impl Pipeline {
                 let mut detail = vec![format!("reloaded `{}`", self.config.path().display())];
                 detail.extend(warnings.iter().map(ToString::to_string));
                 detail.extend(super::filter_warning(&config));
+                if self.unsigned {
+                    detail.push(super::UNSIGNED_WARNING.to_owned());
+                }
                 for warning in detail.iter().skip(1) {
                     tracing::warn!("{warning}");
                 }

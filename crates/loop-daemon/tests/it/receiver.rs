@@ -145,7 +145,16 @@ async fn an_unset_secret_refuses_to_start_unless_unsigned_deliveries_are_allowed
         running.post("/gh-webhook", &[("X-GitHub-Event", "issue_comment")], body.as_bytes()).await;
     assert_eq!(answer.status, 202);
     assert!(!running.next_judged().await.delivery.verified);
+
+    // Every reload says it again.
+    site.write_config(
+        "webhooks:\n  ghWebhook:\n    allowUnsigned: true\nrepositories: [octo/app]\n",
+    );
+    running.post("/gh-webhook", &[("X-GitHub-Event", "issue_comment")], body.as_bytes()).await;
+    running.next_judged().await;
     running.stop().await;
+    let reloaded = site.events_named("config.reloaded");
+    assert!(reloaded[0]["detail"].as_str().unwrap().contains("NOT be verified"), "{reloaded:#?}");
 }
 
 #[tokio::test]

@@ -89,7 +89,8 @@ impl Command {
         matches!(self, Self::AddCollaborator | Self::RemoveCollaborator)
     }
 
-    fn keyword(self, keywords: &ControlKeywords) -> &str {
+    /// The comment text that issues this command (`routing.control.keywords.<name>`).
+    pub fn keyword(self, keywords: &ControlKeywords) -> &str {
         match self {
             Self::Start => &keywords.start,
             Self::Contribute => &keywords.contribute,

@@ -23,7 +23,7 @@ use loop_core::control::{
 };
 use loop_core::event::{Actor, Event};
 use loop_core::login::Login;
-use loop_core::record::{Control, ControlSource};
+use loop_core::record::{Control, ControlSource, PollLedger};
 use loop_store::Event as Line;
 use serde_json::json;
 
@@ -133,8 +133,42 @@ impl Dispatcher {
             // graph's (not an operator verb).
             ControlDecision::Forward
             | ControlDecision::Ambiguous { .. }
-            | ControlDecision::HandToGraph { .. } => Issued::Rejected { reason: "not-an-operator-command" },
+            | ControlDecision::HandToGraph { .. } => {
+                Issued::Rejected { reason: "not-an-operator-command" }
+            }
         }
+    }
+
+    /// Closes `item`'s live session the way a merge does (retention per
+    /// `routing.tmux`), recording no command; `false` when there is none.
+    pub async fn close_for_operator(&self, item: &WorkItemRef) -> bool {
+        let snapshot = self.snapshot().await;
+        let Some(record) = snapshot.owner(item).cloned() else { return false };
+        self.close_session(&record).await;
+        true
+    }
+
+    /// Forgets `item` on this machine (reference §6.2): closes a live session through
+    /// the close path, deletes the session record and clears the portable `control`
+    /// and `poll` sections; logs `session.reset`. `Ok(true)` when a live session was
+    /// ended.
+    pub async fn reset_for_operator(&self, item: &WorkItemRef) -> Result<bool, String> {
+        let ended = self.close_for_operator(item).await;
+        let (store, target) = (self.store().clone(), item.clone());
+        let cleared = blocking(move || {
+            store.delete_local_record(&target)?;
+            store.write_section::<Control>(&target, None)?;
+            store.write_section::<PollLedger>(&target, None)
+        })
+        .await
+        .map_err(|err| err.to_string());
+        let line = match &cleared {
+            Ok(_) => Line::info("session.reset"),
+            Err(error) => Line::error("session.reset").field("error", error),
+        };
+        self.events()
+            .emit(line.work_item(item).field("source", "cli").field("ended_session", ended));
+        cleared.map(|_| ended)
     }
 
     async fn read_control(&self, item: &WorkItemRef) -> Option<Control> {

@@ -73,6 +73,15 @@ pub enum Command {
     /// Stop the service, then start it detached
     Restart(StopArgs),
 
+    /// See and steer work items and their agent sessions
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+
+    /// Grant or revoke a work item's collaborators (their comments are input, never
+    /// commands); the CLI twin of the `add-collaborator` / `remove-collaborator` keywords
+    #[command(subcommand)]
+    Collaborators(CollaboratorsCommand),
+
     /// Why did (nothing) happen? The decision trail of one delivery or one work item,
     /// from the event log: what arrived, each guard passed or failed, what was done
     Explain(ExplainArgs),
@@ -171,6 +180,130 @@ pub struct StartArgs {
     /// Leave the caller's session first (how a detached `start` runs the service)
     #[arg(long, hide = true, requires = "foreground")]
     pub own_session: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Every session record on this machine, with its last control command
+    List {
+        /// Only sessions in this state
+        #[arg(long, value_enum)]
+        status: Option<SessionStatus>,
+    },
+
+    /// One work item: arming, session, ledger, collaborators (`--json`: the records)
+    Show(WorkItemArg),
+
+    /// Attach this terminal to the work item's tmux session (read-only for a closed one)
+    Attach {
+        #[command(flatten)]
+        item: WorkItemArg,
+        /// Watch without typing into the session
+        #[arg(long)]
+        read_only: bool,
+    },
+
+    /// Arm the work item and spawn its session (a paused one is resumed); the label is
+    /// not needed from here
+    Start(ControlArgs),
+
+    /// Close the session and disarm the work item
+    Stop(ControlArgs),
+
+    /// Stop delivering events to the session (the conversation is kept)
+    Pause(ControlArgs),
+
+    /// Deliver events to a paused session again (never spawns)
+    Resume(ControlArgs),
+
+    /// Remove the work item's local resources (tmux sessions, checkouts, session
+    /// record) and disarm it; its portable record is kept
+    Cleanup(ControlArgs),
+
+    /// Close the session the way a merge does, without recording a command
+    Close {
+        #[command(flatten)]
+        item: WorkItemArg,
+        /// Keep the tmux session (default: `routing.tmux.keepSessionOnClose`)
+        #[arg(long, conflicts_with = "kill_tmux")]
+        keep_tmux: bool,
+        /// Kill the tmux session
+        #[arg(long)]
+        kill_tmux: bool,
+    },
+
+    /// Forget work items on this machine: close a live session, delete the session
+    /// record, clear the `control` and `poll` sections (no comment is posted)
+    Reset {
+        /// The work item (repeat for several)
+        #[arg(
+            long = "work-item",
+            value_name = "REF",
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        work_items: Vec<loop_core::WorkItemRef>,
+        /// Every work item with a record on this machine
+        #[arg(long)]
+        all: bool,
+        /// Say what would be done, change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
+
+    /// Record that a pull request delivers the work item, so its events reach the
+    /// work item's session
+    LinkPr {
+        #[command(flatten)]
+        item: WorkItemArg,
+        /// `N`, `#N` (same repository) or a full ref
+        #[arg(long, value_name = "PR")]
+        pull_request: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SessionStatus {
+    Active,
+    Paused,
+    Closed,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkItemArg {
+    /// The work item (`github:owner/repo#N`)
+    #[arg(long = "work-item", value_name = "REF")]
+    pub work_item: loop_core::WorkItemRef,
+}
+
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    #[command(flatten)]
+    pub item: WorkItemArg,
+    /// Do not post the keyword comment back to the work item
+    #[arg(long)]
+    pub no_comment: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CollaboratorsCommand {
+    /// Grant each login collaborator access to the work item
+    Add(CollaboratorsArgs),
+    /// Revoke it
+    Remove(CollaboratorsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CollaboratorsArgs {
+    /// The work item (`github:owner/repo#N`)
+    #[arg(value_name = "REF")]
+    pub work_item: loop_core::WorkItemRef,
+    /// GitHub logins (`@login` or `login`)
+    #[arg(value_name = "@LOGIN", required = true)]
+    pub logins: Vec<String>,
+    /// Do not post the keyword comment back to the work item
+    #[arg(long)]
+    pub no_comment: bool,
 }
 
 #[derive(Debug, Args)]

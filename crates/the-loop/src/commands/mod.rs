@@ -1,11 +1,13 @@
 //! One module per verb: glue from parsed arguments to the libraries and back to the printer.
 
+mod collaborators;
 mod config;
 mod events;
 mod explain;
 mod poll;
 mod restart;
 mod service;
+mod sessions;
 mod sim;
 mod start;
 mod status;
@@ -26,5 +28,7 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Status => status::run(&cli.global, printer),
         Command::Restart(args) => restart::run(args, &cli.global, printer),
         Command::Explain(args) => explain::run(args, &cli.global, printer),
+        Command::Sessions(command) => sessions::run(command, &cli.global, printer),
+        Command::Collaborators(command) => collaborators::run(command, &cli.global, printer),
     }
 }

@@ -9,5 +9,6 @@ mod events;
 mod explain;
 mod lifecycle;
 mod poll;
+mod sessions;
 mod sim;
 mod start;

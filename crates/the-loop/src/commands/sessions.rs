@@ -1,0 +1,544 @@
+//! `the-loop sessions …`: the operator's view of work items and their sessions, and the
+//! levers over them (reference §2.4, sessions §1.7, §2.8, §6.1–6.2).
+//!
+//! Views (`list`, `show`) read the records; `attach` execs `tmux attach-session`;
+//! `link-pr` and `reset` edit this machine's records. The control verbs (`start`,
+//! `stop`, `pause`, `resume`, `cleanup`) and `close` run in this process through the
+//! dispatcher — the same decisions and effects as the keyword comments — and then post
+//! the keyword back to the work item, self-marked and naming the instance, so the thread
+//! stays the record (`--no-comment` skips it; a failed post only warns). Glue only.
+
+use std::os::unix::process::CommandExt as _;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use loop_core::WorkItemRef;
+use loop_core::config::Config;
+use loop_core::control::Command;
+use loop_core::explain::{ItemState, describe_item};
+use loop_core::guards::mark_self_authored;
+use loop_core::login::Login;
+use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
+use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::operator::Issued;
+use loop_store::index::PortableIndex;
+use loop_store::{Event as Line, EventLog, StateLayout, StateStore};
+use serde_json::json;
+
+use super::service;
+use crate::ExitStatus;
+use crate::cli::{ControlArgs, GlobalArgs, SessionStatus, SessionsCommand};
+use crate::config_file::CliConfig;
+use crate::printer::Printer;
+use crate::state_root;
+
+/// The event log's `source` for what the CLI does.
+const SOURCE: &str = "cli";
+
+pub fn run(
+    command: SessionsCommand,
+    global: &GlobalArgs,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let loaded = CliConfig::load(global, printer)?;
+    let site = Site::new(&loaded.config);
+    match command {
+        SessionsCommand::List { status } => list(&site, status, global.json, printer),
+        SessionsCommand::Show(item) => show(&site, &item.work_item, global.json, printer),
+        SessionsCommand::Attach { item, read_only } => {
+            attach(&site, &item.work_item, read_only, printer)
+        }
+        SessionsCommand::Start(args) => {
+            control(&loaded.config, &site, Command::Start, args, printer)
+        }
+        SessionsCommand::Stop(args) => control(&loaded.config, &site, Command::Stop, args, printer),
+        SessionsCommand::Pause(args) => {
+            control(&loaded.config, &site, Command::Pause, args, printer)
+        }
+        SessionsCommand::Resume(args) => {
+            control(&loaded.config, &site, Command::Resume, args, printer)
+        }
+        SessionsCommand::Cleanup(args) => {
+            control(&loaded.config, &site, Command::Cleanup, args, printer)
+        }
+        SessionsCommand::Close { item, keep_tmux, kill_tmux } => {
+            let keep = if kill_tmux { Some(false) } else { keep_tmux.then_some(true) };
+            close(&loaded.config, &site, &item.work_item, keep, printer)
+        }
+        SessionsCommand::Reset { work_items, all, dry_run } => {
+            reset(&loaded.config, &site, work_items, all, dry_run, printer)
+        }
+        SessionsCommand::LinkPr { item, pull_request } => {
+            link_pr(&site, &item.work_item, &pull_request, printer)
+        }
+    }
+}
+
+/// The state root this invocation works on.
+pub struct Site {
+    pub layout: StateLayout,
+    pub store: StateStore,
+}
+
+impl Site {
+    pub fn new(config: &Config) -> Self {
+        let layout = state_root::layout(config);
+        let events = if config.event_log.enabled {
+            EventLog::new(layout.event_log(), SOURCE)
+        } else {
+            EventLog::disabled()
+        };
+        Self { store: StateStore::new(layout.clone(), events), layout }
+    }
+
+    fn control(&self, item: &WorkItemRef) -> anyhow::Result<Option<Control>> {
+        Ok(self
+            .store
+            .read_section::<Control>(item)
+            .with_context(|| format!("cannot read the portable record of {item}"))?
+            .into_value())
+    }
+
+    fn record(&self, item: &WorkItemRef) -> anyhow::Result<Option<LocalRecord>> {
+        self.store
+            .load_local_record(item)
+            .with_context(|| format!("cannot read the session record of {item}"))
+    }
+}
+
+fn status_name(status: EndpointStatus) -> &'static str {
+    match status {
+        EndpointStatus::Active => "active",
+        EndpointStatus::Paused => "paused",
+        EndpointStatus::Closed => "closed",
+    }
+}
+
+fn list(
+    site: &Site,
+    status: Option<SessionStatus>,
+    json: bool,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let wanted = status.map(|s| match s {
+        SessionStatus::Active => EndpointStatus::Active,
+        SessionStatus::Paused => EndpointStatus::Paused,
+        SessionStatus::Closed => EndpointStatus::Closed,
+    });
+    let records: Vec<LocalRecord> = site
+        .store
+        .list_local_records()
+        .context("cannot list the session records")?
+        .into_iter()
+        .filter(|r| wanted.is_none_or(|w| r.own_endpoint().is_some_and(|e| e.status == w)))
+        .collect();
+    let mut rows = Vec::new();
+    for record in &records {
+        rows.push((record, site.control(&record.work_item)?));
+    }
+    if json {
+        let entries: Vec<_> = rows
+            .iter()
+            .map(|(record, control)| json!({"ref": record.work_item.to_string(), "record": record, "control": control}))
+            .collect();
+        printer.data(serde_json::Value::Array(entries));
+        return Ok(ExitStatus::Success);
+    }
+    if rows.is_empty() {
+        printer.info("(no registered sessions)");
+        return Ok(ExitStatus::Success);
+    }
+    printer.data(format!(
+        "{:<32} {:<8} {:<8} {:<36} {:<9} {:<18} {}",
+        "Work item", "Harness", "Status", "Tmux", "Session", "Control", "Last event"
+    ));
+    for (record, control) in rows {
+        let own = record.own_endpoint();
+        let control = control.map_or_else(
+            || "-".to_owned(),
+            |c| {
+                let source = match c.source {
+                    loop_core::record::ControlSource::Comment => "comment",
+                    loop_core::record::ControlSource::Cli => "cli",
+                };
+                format!("{} ({source})", c.command.name())
+            },
+        );
+        printer.data(format!(
+            "{:<32} {:<8} {:<8} {:<36} {:<9} {:<18} {}",
+            record.work_item.to_string(),
+            own.map_or("-", |e| e.harness.as_str()),
+            own.map_or("-", |e| status_name(e.status)),
+            own.map(|e| e.tmux_target.as_str()).filter(|t| !t.is_empty()).unwrap_or("-"),
+            own.and_then(|e| e.harness_session_id.as_deref())
+                .map_or("-", |id| &id[..id.len().min(8)]),
+            control,
+            own.and_then(|e| e.last_event_at).map_or_else(|| "-".to_owned(), |t| t.to_string()),
+        ));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn show(
+    site: &Site,
+    item: &WorkItemRef,
+    json: bool,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let section = |name: &str| format!("cannot read the `{name}` section of {item}");
+    let state = ItemState {
+        control: site.control(item)?,
+        session: site.record(item)?,
+        ledger: site
+            .store
+            .read_section::<PollLedger>(item)
+            .with_context(|| section("poll"))?
+            .into_value(),
+        ended: site
+            .store
+            .read_section::<Ended>(item)
+            .with_context(|| section("ended"))?
+            .into_value(),
+        collaborators: site
+            .store
+            .read_section::<Collaborators>(item)
+            .with_context(|| section("collaborators"))?
+            .into_value(),
+    };
+    let known = state.control.is_some()
+        || state.session.is_some()
+        || state.ledger.is_some()
+        || state.ended.is_some();
+    if json {
+        printer.data(json!({
+            "ref": item.to_string(),
+            "session": state.session,
+            "control": state.control,
+            "poll": state.ledger,
+            "ended": state.ended,
+            "collaborators": state.collaborators,
+        }));
+    } else {
+        printer.data(item.to_string());
+        for line in describe_item(&state) {
+            printer.data(format!("  {line}"));
+        }
+    }
+    Ok(if known { ExitStatus::Success } else { ExitStatus::Negative })
+}
+
+fn attach(
+    site: &Site,
+    item: &WorkItemRef,
+    read_only: bool,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let Some(record) = site.record(item)? else {
+        printer.error(format!("{item} has no session on this machine"));
+        printer.hint("`the-loop sessions list` shows the sessions there are");
+        return Ok(ExitStatus::Negative);
+    };
+    let Some(own) = record.own_endpoint() else {
+        printer.error(format!("{item}'s session record has no session of its own"));
+        return Ok(ExitStatus::Negative);
+    };
+    if own.tmux_target.is_empty() {
+        printer.error(format!("{item} has no tmux session recorded yet"));
+        return Ok(ExitStatus::Negative);
+    }
+    let read_only = loop_sessions::registry::rules::attach_read_only(own.status, read_only);
+    if read_only && own.status == EndpointStatus::Closed {
+        printer.info("the session is closed: attaching read-only");
+    }
+    let tmux = loop_sessions::Tmux::new(loop_sessions::TmuxSettings::new(
+        loop_sessions::TmuxSocket::Inherited,
+        std::env::temp_dir(),
+    ));
+    match tmux.liveness(&own.tmux_target) {
+        Ok(liveness) if liveness.may_be_live() => {}
+        Ok(_) => {
+            printer.error(format!("the tmux session `{}` is gone", own.tmux_target));
+            printer.hint("`the-loop sessions list` shows the sessions there are");
+            return Ok(ExitStatus::Negative);
+        }
+        Err(err) => {
+            printer.error(format!("cannot ask tmux about `{}`: {err}", own.tmux_target));
+            printer.hint("is tmux installed and on PATH?");
+            return Ok(ExitStatus::Negative);
+        }
+    }
+    let argv = tmux
+        .attach_command(&own.tmux_target, read_only)
+        .context("cannot build the tmux command")?;
+    let Some((program, args)) = argv.split_first() else {
+        anyhow::bail!("the tmux command is empty");
+    };
+    // Only returns when the exec failed.
+    let err = std::process::Command::new(program).args(args).exec();
+    printer.error(format!("cannot run tmux: {err}"));
+    Ok(ExitStatus::Negative)
+}
+
+/// The local user, recorded as the command's actor (never used to authorize).
+pub fn operator() -> Login {
+    ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find_map(|name| name.parse::<Login>().ok())
+        .unwrap_or_else(|| {
+            "operator".parse().unwrap_or_else(|_| unreachable!("`operator` is a valid login"))
+        })
+}
+
+/// Runs `f` with a dispatcher over this machine's state, on a runtime of its own.
+pub fn with_dispatcher<T>(
+    config: &Arc<Config>,
+    site: &Site,
+    f: impl AsyncFnOnce(&Dispatcher) -> T,
+) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let parts = loop_daemon::service::dispatcher_parts(
+            Arc::clone(config),
+            site.store.clone(),
+            loop_daemon::service::github_client(config).ok(),
+            &service::host(),
+        );
+        let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
+        let value = f(&dispatcher).await;
+        dispatcher.shutdown(std::time::Duration::from_secs(5)).await;
+        Ok(value)
+    })
+}
+
+fn control(
+    config: &Arc<Config>,
+    site: &Site,
+    command: Command,
+    args: ControlArgs,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let item = &args.item.work_item;
+    let operator = operator();
+    let issued = with_dispatcher(config, site, async |d| {
+        d.issue(item, command, &operator, Vec::new()).await
+    })?;
+    let (status, say) = match (&issued, command) {
+        (Issued::Executed { effect: "noop" }, Command::Start) => {
+            (ExitStatus::Success, "already running".to_owned())
+        }
+        (Issued::Executed { effect: "noop" }, Command::Pause) => {
+            (ExitStatus::Negative, "nothing to pause (recorded: paused)".to_owned())
+        }
+        (Issued::Executed { effect: "noop" }, Command::Stop) => {
+            (ExitStatus::Negative, "no live session (recorded: stopped)".to_owned())
+        }
+        (Issued::Executed { effect: "partial" }, _) => (
+            ExitStatus::Negative,
+            "partly cleaned up — see `the-loop events --event session.cleaned`".to_owned(),
+        ),
+        (Issued::Executed { effect }, _) => (ExitStatus::Success, (*effect).to_owned()),
+        (Issued::SpawnFailed, _) => (
+            ExitStatus::Negative,
+            format!("no session could be spawned — `the-loop explain {item}` says why"),
+        ),
+        (Issued::Rejected { reason }, _) => (
+            ExitStatus::Negative,
+            format!(
+                "refused: {}",
+                loop_core::explain::reason_text(reason, &serde_json::Map::new())
+            ),
+        ),
+        (Issued::Roster(_), _) => (ExitStatus::Success, "collaborators edited".to_owned()),
+    };
+    let line = format!("{item}: {} — {say}", command.name());
+    if status == ExitStatus::Success {
+        printer.info(line)
+    } else {
+        printer.error(line)
+    }
+    if !args.no_comment && matches!(issued, Issued::Executed { .. }) {
+        post_keyword(
+            config,
+            site,
+            item,
+            command.keyword(&config.routing.control.keywords),
+            &operator,
+            printer,
+        );
+    }
+    if let (Command::Start, Some(record)) = (command, site.record(item)?)
+        && let Some(own) = record.own_endpoint().filter(|e| !e.tmux_target.is_empty())
+    {
+        printer.info(format!(
+            "attach: tmux attach -t {}  (or `the-loop sessions attach --work-item {item}`)",
+            own.tmux_target
+        ));
+    }
+    Ok(status)
+}
+
+/// Posts `keyword` (and its arguments) on `item`, self-marked and addressed to this
+/// instance; a failure is a warning and a `control.announce_failed` line.
+pub fn post_keyword(
+    config: &Config,
+    site: &Site,
+    item: &WorkItemRef,
+    keyword: &str,
+    operator: &Login,
+    printer: Printer,
+) {
+    let instance =
+        config.instance.name.as_deref().map(|n| format!(" instance:{n}")).unwrap_or_default();
+    let body = mark_self_authored(&format!(
+        "{keyword}{instance}\n\n_Issued from the-loop CLI by `{operator}`._"
+    ));
+    let posted =
+        loop_daemon::service::github_client(config).map_err(|e| e.to_string()).and_then(|client| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(client.post_comment(item, &body)).map_err(|e| e.to_string())
+        });
+    match posted {
+        Ok(comment) => site.store.events().emit(
+            Line::info("control.announced").work_item(item).field("comment_url", comment.html_url),
+        ),
+        Err(error) => {
+            printer.warning(format!("could not post `{keyword}` on {item}: {error}"));
+            site.store.events().emit(
+                Line::warning("control.announce_failed").work_item(item).field("error", error),
+            );
+        }
+    }
+}
+
+fn close(
+    config: &Arc<Config>,
+    site: &Site,
+    item: &WorkItemRef,
+    keep_tmux: Option<bool>,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let mut config = Config::clone(config);
+    if let Some(keep) = keep_tmux {
+        config.routing.tmux.keep_session_on_close = keep;
+    }
+    let closed =
+        with_dispatcher(&Arc::new(config), site, async |d| d.close_for_operator(item).await)?;
+    if closed {
+        printer.info(format!("{item}: closed"));
+        Ok(ExitStatus::Success)
+    } else {
+        printer.error(format!("{item} has no live session to close"));
+        Ok(ExitStatus::Negative)
+    }
+}
+
+fn reset(
+    config: &Arc<Config>,
+    site: &Site,
+    items: Vec<WorkItemRef>,
+    all: bool,
+    dry_run: bool,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let mut items = items;
+    if all {
+        items.extend(
+            site.store
+                .list_local_records()
+                .context("cannot list the session records")?
+                .into_iter()
+                .map(|r| r.work_item),
+        );
+        if let Ok(text) = std::fs::read_to_string(site.layout.portable_index())
+            && let Ok(index) = serde_json::from_str::<PortableIndex>(&text)
+        {
+            items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));
+        }
+        if items.is_empty() {
+            printer.error("nothing to reset: no work item has a record on this machine");
+            return Ok(ExitStatus::Negative);
+        }
+    }
+    items.sort();
+    items.dedup();
+    let verb = if dry_run { "would reset" } else { "reset" };
+    let mut failed = 0;
+    for item in &items {
+        if dry_run {
+            let live =
+                site.record(item)?.is_some_and(|r| loop_sessions::registry::rules::is_live(&r));
+            printer.info(format!(
+                "{item}: would {}remove the session record and clear `control` and `poll`",
+                if live { "end the live session, " } else { "" }
+            ));
+            continue;
+        }
+        let outcome = with_dispatcher(config, site, async |d| d.reset_for_operator(item).await)?;
+        match outcome {
+            Ok(ended) => printer.info(format!(
+                "{item}: {}reset — removed session, control, poll",
+                if ended { "ended a live session; " } else { "" }
+            )),
+            Err(err) => {
+                failed += 1;
+                printer.error(format!("{item}: {err}"));
+            }
+        }
+    }
+    printer.info(format!("{verb} {} work item(s)", items.len() - failed));
+    Ok(if failed == 0 { ExitStatus::Success } else { ExitStatus::Negative })
+}
+
+fn link_pr(
+    site: &Site,
+    item: &WorkItemRef,
+    pull_request: &str,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let number = pull_request.trim().trim_start_matches('#');
+    let pr: WorkItemRef = match number.parse::<u64>() {
+        Ok(n) if n > 0 => item.repo().item(n),
+        _ => match pull_request.trim().parse() {
+            Ok(pr) => pr,
+            Err(err) => {
+                printer.error(format!(
+                    "`{pull_request}` is not a pull request (`N`, `#N` or a ref): {err}"
+                ));
+                return Ok(ExitStatus::CouldNotRun);
+            }
+        },
+    };
+    if site.record(item)?.is_none() {
+        printer.error(format!("{item} has no session record on this machine: nothing to link"));
+        return Ok(ExitStatus::Negative);
+    }
+    let registry = loop_sessions::registry::Registry::new(site.store.clone());
+    match registry.link_pull_request(item, &pr, jiff::Timestamp::now()) {
+        Ok(true) => {
+            site.store.events().emit(
+                Line::info("session.pr_linked")
+                    .work_item(item)
+                    .field("pull_request", pr.to_string()),
+            );
+            printer.info(format!("linked {pr} to {item}"));
+            Ok(ExitStatus::Success)
+        }
+        Ok(false) => {
+            printer.info(format!("{pr} is already linked to {item} (or its session is closed)"));
+            Ok(ExitStatus::Success)
+        }
+        Err(err @ loop_sessions::registry::RegistryError::SelfLink { .. }) => {
+            printer.error(err);
+            Ok(ExitStatus::CouldNotRun)
+        }
+        Err(err) => Err(err).context("cannot link the pull request"),
+    }
+}

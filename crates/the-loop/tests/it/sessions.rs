@@ -1,0 +1,230 @@
+//! `the-loop sessions …` and `the-loop collaborators …` through the real binary, against
+//! the simulated GitHub (`integrations.github.api.baseUrl`, token from `GH_TOKEN`) and real
+//! tmux on a private socket directory (`TMUX_TMPDIR` per test), with a shell stand-in for
+//! the `claude` harness on `PATH`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use loop_sim::Sim;
+
+use crate::common::{Cli, Run};
+
+const REPO: &str = "octo/app";
+const ITEM: &str = "github:octo/app#1";
+
+/// A site: the simulator with issue #1, a config pointing at it, a private tmux.
+struct Site {
+    cli: Cli,
+    sim: Sim,
+    tmux_dir: PathBuf,
+    /// Keeps the simulator's runtime alive.
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Site {
+    fn new(spawn_policy: &str) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
+        sim.create_repo(REPO).unwrap();
+        sim.open_issue(REPO, "octocat", "A bug", &[]).unwrap();
+        let mut cli = Cli::new();
+        let root = cli.cwd().join("state");
+        let bin = cli.cwd().join("bin");
+        let tmux_dir = cli.cwd().join("tmux");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&tmux_dir).unwrap();
+        // The stand-in harness: records how it was launched, then reads its terminal raw
+        // (as an interactive agent does) and keeps what is pasted.
+        let (launches, received) = (cli.cwd().join("launches.txt"), cli.cwd().join("received.txt"));
+        let claude = bin.join("claude");
+        std::fs::write(
+            &claude,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {}\nstty raw -echo\nexec cat >> {}\n",
+                launches.display(),
+                received.display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
+        cli.write(
+            ".the-loop/cli-config.yaml",
+            &format!(
+                "state:\n  root: {root}\nrepositories: [{REPO}]\ninstance:\n  name: laptop\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: {spawn_policy}\n  harnessTrust:\n    enabled: false\n  harnessPlugins:\n    enabled: false\n  spawnWorkdir: {work}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n",
+                root = root.display(),
+                work = cli.cwd().display(),
+                base = sim.url(),
+            ),
+        );
+        cli.env("GH_TOKEN", "test-token");
+        cli.env("TMUX_TMPDIR", &tmux_dir);
+        cli.env("USER", "alice");
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        cli.env("PATH", path);
+        Self { cli, sim, tmux_dir, _runtime: runtime }
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.cli.run(args)
+    }
+
+    /// What the-loop posted on issue #1 (as the simulator's viewer).
+    fn posted(&self) -> Vec<String> {
+        self.sim.comments_by(REPO, 1, self.sim.viewer())
+    }
+
+    fn show_json(&self) -> serde_json::Value {
+        let run = self.run(&["sessions", "show", "--work-item", ITEM, "--json"]);
+        serde_json::from_str(&run.stdout).unwrap_or_else(|_| panic!("show --json is JSON\n{run}"))
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("kill-server")
+            .env("TMUX_TMPDIR", &self.tmux_dir)
+            .env_remove("TMUX")
+            .status();
+    }
+}
+
+#[test]
+fn pause_without_a_session_is_recorded_exits_1_and_posts_the_keyword_self_marked() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "pause", "--work-item", ITEM])
+        .expect_code(1)
+        .expect_stderr("nothing to pause");
+    let shown = site.show_json();
+    assert_eq!(shown["control"]["command"], "pause");
+    assert_eq!(shown["control"]["source"], "cli");
+    assert_eq!(shown["control"]["actor"], "alice");
+    let posted = site.posted();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert!(posted[0].starts_with("the-loop pause instance:laptop"), "{}", posted[0]);
+    assert!(posted[0].contains("by `alice`"), "{}", posted[0]);
+    assert!(posted[0].contains("<!-- the-loop:agent-comment -->"), "self-marked: {}", posted[0]);
+}
+
+#[test]
+fn no_comment_keeps_the_thread_quiet() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"]).expect_code(1);
+    assert!(site.posted().is_empty());
+    assert_eq!(site.show_json()["control"]["command"], "stop");
+}
+
+#[test]
+fn resume_with_nothing_paused_is_refused_and_not_recorded() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "resume", "--work-item", ITEM])
+        .expect_code(1)
+        .expect_stderr("no paused session");
+    assert!(site.show_json()["control"].is_null());
+    assert!(site.posted().is_empty(), "nothing executed, nothing posted");
+}
+
+#[test]
+fn start_is_refused_when_the_spawn_policy_is_never_and_nothing_is_recorded() {
+    let site = Site::new("never");
+    site.run(&["sessions", "start", "--work-item", ITEM]).expect_code(1).expect_stderr("refused");
+    assert!(site.show_json()["control"].is_null());
+}
+
+#[test]
+fn start_spawns_a_session_in_tmux_then_list_pause_stop_and_cleanup_steer_it() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "start", "--work-item", ITEM])
+        .expect_code(0)
+        .expect_stderr("spawned")
+        .expect_stderr("tmux attach -t loop-github-octo-app-1");
+    let shown = site.show_json();
+    assert_eq!(shown["control"]["command"], "start");
+    let list = site.run(&["sessions", "list"]);
+    list.expect_code(0).expect_stdout(ITEM).expect_stdout("active").expect_stdout("start (cli)");
+    let has_session = Command::new("tmux")
+        .args(["has-session", "-t", "=loop-github-octo-app-1"])
+        .env("TMUX_TMPDIR", &site.tmux_dir)
+        .env_remove("TMUX")
+        .status()
+        .unwrap();
+    assert!(has_session.success(), "the session runs in the private tmux server");
+
+    site.run(&["sessions", "pause", "--work-item", ITEM, "--no-comment"]).expect_code(0);
+    site.run(&["sessions", "list", "--status", "paused"]).expect_stdout(ITEM);
+    site.run(&["sessions", "start", "--work-item", ITEM, "--no-comment"])
+        .expect_code(0)
+        .expect_stderr("resumed");
+    site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"])
+        .expect_code(0)
+        .expect_stderr("stopped");
+    site.run(&["sessions", "list", "--status", "closed"]).expect_stdout(ITEM);
+    site.run(&["sessions", "cleanup", "--work-item", ITEM, "--no-comment"])
+        .expect_code(0)
+        .expect_stderr("cleaned");
+    site.run(&["sessions", "list"]).expect_code(0).expect_stderr("(no registered sessions)");
+    let gone = Command::new("tmux")
+        .args(["has-session", "-t", "=loop-github-octo-app-1"])
+        .env("TMUX_TMPDIR", &site.tmux_dir)
+        .env_remove("TMUX")
+        .status()
+        .unwrap();
+    assert!(!gone.success(), "cleanup kills the tmux session");
+    assert_eq!(site.show_json()["control"]["command"], "cleanup", "the portable record is kept");
+    // The first post is the announcement of the new session, then the `start` keyword.
+    assert!(
+        site.posted().iter().any(|p| p.starts_with("the-loop start instance:laptop")),
+        "{:?}",
+        site.posted()
+    );
+}
+
+#[test]
+fn collaborators_are_granted_and_revoked_and_the_keyword_names_them() {
+    let site = Site::new("labeled");
+    site.run(&["collaborators", "add", ITEM, "@bob", "carol"])
+        .expect_code(0)
+        .expect_stderr("@bob granted")
+        .expect_stderr("@carol granted");
+    let users = site.show_json()["collaborators"]["users"].clone();
+    assert_eq!(users.as_array().map(Vec::len), Some(2), "{users}");
+    site.run(&["collaborators", "remove", ITEM, "bob", "--no-comment"])
+        .expect_code(0)
+        .expect_stderr("@bob revoked");
+    let posted = site.posted();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert!(posted[0].starts_with("the-loop add-collaborator @bob @carol"), "{}", posted[0]);
+    site.run(&["collaborators", "add", ITEM, "not a login"]).expect_code(2);
+}
+
+#[test]
+fn reset_clears_control_and_the_session_record_without_posting() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"]).expect_code(1);
+    site.run(&["sessions", "reset", "--work-item", ITEM, "--dry-run"])
+        .expect_code(0)
+        .expect_stderr("would");
+    assert_eq!(site.show_json()["control"]["command"], "stop", "a dry run changes nothing");
+    site.run(&["sessions", "reset", "--work-item", ITEM])
+        .expect_code(0)
+        .expect_stderr("reset 1 work item(s)");
+    assert!(site.show_json()["control"].is_null());
+    site.run(&["sessions", "reset"]).expect_code(2);
+}
+
+#[test]
+fn attach_and_link_pr_need_a_session_record() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "attach", "--work-item", ITEM])
+        .expect_code(1)
+        .expect_stderr("no session on this machine");
+    site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "#2"])
+        .expect_code(1)
+        .expect_stderr("nothing to link");
+    site.run(&["sessions", "attach", "--work-item", "octo/app#1"]).expect_code(2);
+}

@@ -104,7 +104,17 @@ impl Running {
     /// Starts `receiver` on port 0 with judged events handed to the test.
     pub async fn start(receiver: Receiver) -> Self {
         let (tx, judged) = mpsc::unbounded_channel();
-        let receiver = receiver.with_dispatch(Arc::new(ToTest(tx)));
+        Self::serve(receiver.with_dispatch(Arc::new(ToTest(tx))), judged).await
+    }
+
+    /// Starts `receiver` on port 0 with its own `dispatch` ([`Running::next_judged`]
+    /// then sees nothing).
+    pub async fn start_with(receiver: Receiver, dispatch: Arc<dyn Dispatch>) -> Self {
+        let (_, judged) = mpsc::unbounded_channel();
+        Self::serve(receiver.with_dispatch(dispatch), judged).await
+    }
+
+    async fn serve(receiver: Receiver, judged: mpsc::UnboundedReceiver<Judged>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
         let addr = listener.local_addr().expect("a bound address");
         let (stop, stopped) = oneshot::channel::<()>();

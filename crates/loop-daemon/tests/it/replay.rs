@@ -75,3 +75,41 @@ async fn many_concurrent_deliveries_are_all_acknowledged_and_each_judged_once() 
     running.stop().await;
     assert_eq!(pending_in(&site.inbox_dir()), 0);
 }
+
+/// A dispatcher that says when it has a delivery and finishes only when released.
+#[derive(Debug)]
+struct Gate {
+    entered: std::sync::mpsc::Sender<()>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl loop_daemon::receiver::Dispatch for Gate {
+    fn dispatch(&self, _judged: loop_daemon::receiver::Judged) {
+        let _ = self.entered.send(());
+        let _ = self.release.lock().unwrap().recv();
+    }
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_delivery_in_flight_and_marks_it_processed() {
+    let site = Site::new("");
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let gate = Gate { entered: entered_tx, release: std::sync::Mutex::new(release_rx) };
+    let receiver = site.receiver(Some(SECRET)).unwrap();
+    let running = Running::start_with(receiver, std::sync::Arc::new(gate)).await;
+    let body = issue_comment("octo/app", 7, "octocat", "hi");
+    assert_eq!(running.deliver("issue_comment", Some("f-1"), &body).await.status, 202);
+    tokio::task::spawn_blocking(move || entered.recv_timeout(crate::common::PATIENCE))
+        .await
+        .unwrap()
+        .expect("the delivery reached the dispatcher");
+
+    // Stop while the delivery is being dispatched; release it only after the signal.
+    let stopping = tokio::spawn(running.stop());
+    tokio::task::yield_now().await;
+    release.send(()).unwrap();
+    stopping.await.unwrap();
+    assert_eq!(pending_in(&site.inbox_dir()), 0, "the in-flight delivery finished and was marked");
+    assert_eq!(site.events_named("server.stopped").len(), 1);
+}

@@ -85,6 +85,15 @@ pub enum Command {
     /// Why did (nothing) happen? The decision trail of one delivery or one work item,
     /// from the event log: what arrived, each guard passed or failed, what was done
     Explain(ExplainArgs),
+
+    /// See the whole loop work in one command, with no account or token: a simulated
+    /// GitHub, the service (webhooks and polling) and a stand-in agent in a private tmux
+    /// server play a scripted story, each step checked; exit 0 only if every step worked
+    Demo(DemoArgs),
+
+    /// The stand-in agent harness the demo's sessions run (records each submitted message)
+    #[command(hide = true)]
+    StandInHarness(StandInHarnessArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -316,6 +325,29 @@ pub struct ExplainArgs {
     /// For a work item: show only the last N deliveries (0 = all)
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Seconds to wait for each step's effect before calling the step failed
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub step_timeout: u64,
+
+    /// Put the demo's config, state and tmux socket here (a new or empty directory)
+    /// [default: a new directory under the system temp dir]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// At the end, stop the demo's tmux server and delete its directory: nothing is left
+    #[arg(long)]
+    pub clean: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StandInHarnessArgs {
+    /// The stand-in's own arguments (`--record FILE`, `--session-id ID`, `--resume ID`, …)
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 mod collaborators;
 mod config;
+mod demo;
 mod events;
 mod explain;
 mod poll;
@@ -9,6 +10,7 @@ mod restart;
 mod service;
 mod sessions;
 mod sim;
+mod stand_in_harness;
 mod start;
 mod status;
 mod stop;
@@ -30,5 +32,7 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Explain(args) => explain::run(args, &cli.global, printer),
         Command::Sessions(command) => sessions::run(command, &cli.global, printer),
         Command::Collaborators(command) => collaborators::run(command, &cli.global, printer),
+        Command::Demo(args) => demo::run(args, &cli.global, printer),
+        Command::StandInHarness(args) => Ok(stand_in_harness::run(args)),
     }
 }

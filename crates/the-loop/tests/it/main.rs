@@ -5,6 +5,7 @@
 
 mod common;
 mod config;
+mod demo;
 mod events;
 mod explain;
 mod lifecycle;

@@ -1,0 +1,282 @@
+//! The demo's running loop, in this process: a simulated GitHub, the service's parts
+//! (webhook receiver and poller over one dispatcher — hybrid mode) and a private tmux
+//! server whose sessions run the stand-in harness (`the-loop stand-in-harness`).
+//!
+//! Everything lives in one directory ([`Paths`]): the config the parts are built from
+//! (also what `the-loop --config … explain` reads afterwards), the state root, the tmux
+//! socket and the harness's record of what was pasted. Values the service would take from
+//! the environment (the webhook secret, the GitHub token) are passed in, never exported.
+//!
+//! It decides nothing and narrates nothing: the story drives the simulator and reads the
+//! effects; [`Stack::stop`] brings the parts down in the service's order.
+
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use loop_core::config::Config;
+use loop_daemon::config_source::ConfigSource;
+use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
+use loop_daemon::poller::{self, GithubClients, Poller};
+use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
+use loop_daemon::shutdown::Shutdown;
+use loop_github::{GithubClient, GithubSettings, TokenSource};
+use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sim::{Sim, SimSettings, WebhookTarget};
+use loop_store::{EventLog, PidLock, StateLayout, StateStore};
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::state_root;
+
+/// The simulated repository the story plays in.
+pub const REPO: &str = "demo/app";
+/// The variable the demo config names for the webhook secret (never set: the secret is
+/// handed to the receiver and the simulator directly).
+const SECRET_ENV: &str = "THE_LOOP_DEMO_WEBHOOK_SECRET";
+/// The variable the demo config names for the GitHub token (never set, see above).
+const TOKEN_ENV: &str = "THE_LOOP_DEMO_GH_TOKEN";
+/// How long the dispatcher may finish its queues when the demo ends.
+const DISPATCH_GRACE: Duration = Duration::from_secs(5);
+
+/// Every path of one demo run, under its directory.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub root: PathBuf,
+    pub config: PathBuf,
+    pub state: PathBuf,
+    pub work: PathBuf,
+    pub scratch: PathBuf,
+    pub socket: PathBuf,
+    /// What the stand-in harness recorded as submitted, one JSON line per message.
+    pub messages: PathBuf,
+    pub launches: PathBuf,
+}
+
+impl Paths {
+    pub fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            config: root.join("cli-config.yaml"),
+            state: root.join("state"),
+            work: root.join("work"),
+            scratch: root.join("scratch"),
+            socket: root.join("tmux.sock"),
+            messages: root.join("harness").join("messages.jsonl"),
+            launches: root.join("harness").join("launches.jsonl"),
+        }
+    }
+}
+
+/// Who the story's people are.
+#[derive(Debug, Clone)]
+pub struct Cast {
+    /// In `routing.authorizedUsers`: may start sessions and talk to them.
+    pub maintainer: &'static str,
+    /// A teammate: merges the pull request, is not authorized.
+    pub teammate: &'static str,
+    /// Anyone on the internet: not authorized.
+    pub stranger: &'static str,
+}
+
+pub const CAST: Cast = Cast { maintainer: "alice", teammate: "bob", stranger: "mallory" };
+
+/// The running demo loop.
+#[derive(Debug)]
+pub struct Stack {
+    pub paths: Paths,
+    pub sim: Sim,
+    pub tmux: Arc<Tmux>,
+    pub layout: StateLayout,
+    pub config: Arc<Config>,
+    /// Where the simulator sends its webhooks.
+    pub webhook_url: String,
+    dispatcher: Dispatcher,
+    receiver: JoinHandle<Result<(), ReceiverError>>,
+    stop_receiver: oneshot::Sender<()>,
+    poller: JoinHandle<Poller<Dispatcher>>,
+    stop_poller: broadcast::Sender<()>,
+    /// Keeps the poller's config channel open (the demo never reloads).
+    _config: watch::Sender<Arc<Config>>,
+    /// The receiver's and the poller's single-instance locks, as the service holds them.
+    _locks: [PidLock; 2],
+}
+
+impl Stack {
+    /// Starts everything under `paths.root` (which must exist and be empty).
+    pub async fn start(paths: Paths) -> anyhow::Result<Self> {
+        for dir in [&paths.state, &paths.work, &paths.scratch] {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        }
+        if let Some(dir) = paths.messages.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+        }
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context("cannot listen on 127.0.0.1 for the simulated GitHub")?;
+        let sim = Sim::serve(listener, SimSettings::default())
+            .await
+            .context("cannot start the simulated GitHub")?;
+        sim.create_repo(REPO).context("cannot create the demo repository")?;
+
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context("cannot listen on 127.0.0.1 for webhooks")?;
+        let addr = listener.local_addr().context("cannot read the receiver's address")?;
+        std::fs::write(&paths.config, config_text(&paths, &sim.url(), addr.port())).with_context(
+            || format!("cannot write the demo config `{}`", paths.config.display()),
+        )?;
+        let (source, problems) = ConfigSource::open(&paths.config)?;
+        if let Some(problem) = problems.first() {
+            anyhow::bail!("the demo's own config is invalid (a bug in the-loop): {problem:?}");
+        }
+        let config = Arc::clone(source.current());
+        let layout = state_root::layout(&config);
+        let receiver_lock = PidLock::acquire(layout.gh_webhook_pidfile())
+            .context("cannot take the demo receiver's lock")?;
+
+        let github = GithubClients::new([simulator_client(&sim)?]);
+        let tmux = Arc::new(Tmux::new(tmux_settings(&paths)));
+        let dispatcher = Dispatcher::open(DispatcherParts {
+            config: Arc::clone(&config),
+            store: StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "gh-webhook")),
+            github: github.primary().cloned(),
+            tmux: Arc::clone(&tmux),
+            harness: Arc::new(stand_in_harness(&paths)?),
+            claude_files: None,
+        })
+        .await
+        .context("cannot open the dispatcher")?;
+
+        let secret = random_secret();
+        let receiver = Receiver::new(source, layout.clone(), Secret::from_value(Some(&secret)))
+            .context("cannot open the webhook receiver")?
+            .with_dispatch(Arc::new(dispatcher.clone()))
+            .with_existence(Arc::new(dispatcher.clone()));
+        let (stop_receiver, stopped) = oneshot::channel::<()>();
+        let receiver = tokio::spawn(receiver.run(listener, async move {
+            let _ = stopped.await;
+        }));
+        let webhook_url = receiver::url(addr, &config.webhooks.gh_webhook.path);
+        sim.set_webhook(Some(WebhookTarget { url: webhook_url.clone(), secret: Some(secret) }));
+
+        let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
+        let mut polling = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
+        let poll_lock = polling.lock().context("cannot take the demo poller's lock")?;
+        let (config_tx, config_rx) = watch::channel(Arc::clone(&config));
+        let (stop_poller, poller_stopped) = broadcast::channel(1);
+        let poller = tokio::spawn(async move {
+            poller::run(&mut polling, config_rx, Shutdown::new(poller_stopped)).await;
+            polling
+        });
+
+        Ok(Self {
+            paths,
+            sim,
+            tmux,
+            layout,
+            config,
+            webhook_url,
+            dispatcher,
+            receiver,
+            stop_receiver,
+            poller,
+            stop_poller,
+            _config: config_tx,
+            _locks: [receiver_lock, poll_lock],
+        })
+    }
+
+    /// Stops the ingresses, lets the dispatcher finish, gives back what it abandoned and
+    /// stops the simulator. The tmux server and everything on disk stay.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.sim.set_webhook(None);
+        let _ = self.stop_poller.send(());
+        let mut polling = self.poller.await.context("the demo poller failed")?;
+        let _ = self.stop_receiver.send(());
+        self.receiver.await.context("the demo receiver failed")??;
+        let abandoned = self.dispatcher.shutdown(DISPATCH_GRACE).await;
+        polling.release_attempts(&abandoned).context("cannot release abandoned attempts")?;
+        self.sim.shutdown().await;
+        Ok(())
+    }
+
+    /// Waits until the dispatcher has nothing queued or running.
+    pub async fn idle(&self) {
+        self.dispatcher.idle().await;
+    }
+}
+
+/// The config of the demo service: hybrid ingress against the simulator, the demo
+/// maintainer authorized, sessions spawned in the demo's work directory.
+fn config_text(paths: &Paths, sim_url: &str, port: u16) -> String {
+    // JSON strings are YAML double-quoted scalars: any path is written safely.
+    let quoted = |path: &Path| serde_json::Value::from(path.display().to_string()).to_string();
+    format!(
+        "# Written by `the-loop demo`: the service it ran in-process, against a simulated GitHub.\n\
+         # `the-loop --config <this file> explain|events` reads what happened.\n\
+         repositories: [{REPO}]\n\
+         state:\n  root: {state}\n\
+         webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n    secretEnv: {SECRET_ENV}\n\
+         polling:\n  enabled: true\n  intervalSeconds: 1\n\
+         integrations:\n  github:\n    api:\n      baseUrl: {sim_url}\n      tokenEnv: [{TOKEN_ENV}]\n\
+         routing:\n  enabled: true\n  authorizedUsers: [{maintainer}]\n  spawnWorkdir: {work}\n  \
+         harnessTrust:\n    enabled: false\n",
+        state = quoted(&paths.state),
+        work = quoted(&paths.work),
+        maintainer = CAST.maintainer,
+    )
+}
+
+/// The GitHub client of the simulator, with the demo token handed over as a value.
+fn simulator_client(sim: &Sim) -> anyhow::Result<GithubClient> {
+    let mut settings = GithubSettings::for_host("github.com");
+    settings.base_url = Some(sim.url());
+    let token = [(TOKEN_ENV.to_owned(), "demo-token".to_owned())];
+    let tokens = TokenSource::new("github.com", &[TOKEN_ENV.to_owned()], token);
+    GithubClient::new(settings, tokens).context("cannot build the GitHub client for the simulator")
+}
+
+/// A private tmux server on the demo's socket, ignoring the user's `~/.tmux.conf`.
+fn tmux_settings(paths: &Paths) -> TmuxSettings {
+    let mut settings =
+        TmuxSettings::new(TmuxSocket::Path(paths.socket.clone()), paths.scratch.clone());
+    settings.config_file = Some(PathBuf::from("/dev/null"));
+    settings.withheld_env = vec![SECRET_ENV.to_owned(), TOKEN_ENV.to_owned()];
+    settings
+}
+
+/// This very binary as the harness: `the-loop stand-in-harness --record … --session-id ID`.
+fn stand_in_harness(paths: &Paths) -> anyhow::Result<CommandHarness> {
+    let exe = std::env::current_exe()
+        .context("cannot find this program's own path to run the stand-in harness")?;
+    let argv = |conversation: &[&str]| -> Vec<String> {
+        let mut argv = vec![exe.display().to_string(), "stand-in-harness".to_owned()];
+        for (flag, path) in [("--record", &paths.messages), ("--launches", &paths.launches)] {
+            argv.extend([flag.to_owned(), path.display().to_string()]);
+        }
+        argv.extend(conversation.iter().map(|s| (*s).to_owned()));
+        argv
+    };
+    Ok(CommandHarness {
+        name: "stand-in".to_owned(),
+        fresh: argv(&["--session-id", loop_sessions::harness::SESSION_ID_PLACEHOLDER]),
+        resume: Some(argv(&["--resume", loop_sessions::harness::SESSION_ID_PLACEHOLDER])),
+    })
+}
+
+/// A webhook secret nobody else knows: 128 bits from the standard library's randomly
+/// seeded hasher (a demo secret guarding a loopback port for a minute).
+fn random_secret() -> String {
+    let state = std::collections::hash_map::RandomState::new();
+    let half = |salt: u64| {
+        let mut hasher = state.build_hasher();
+        hasher.write_u64(salt);
+        hasher.finish()
+    };
+    format!("{:016x}{:016x}", half(1), half(2))
+}

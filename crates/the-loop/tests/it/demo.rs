@@ -1,0 +1,134 @@
+//! `the-loop demo` through the built binary: every step observed, exit 0, only the
+//! announced tmux session left behind (or nothing with `--clean`), and two demos at once
+//! do not see each other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::common::Cli;
+
+/// Generous per-step patience: the machine may be busy building other crates.
+const STEP_TIMEOUT: &str = "60";
+
+/// A `Cli` whose temp dir (where the demo puts its directory) is private to the test.
+fn cli() -> Cli {
+    let mut cli = Cli::new();
+    let tmp = cli.home().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("a private temp dir");
+    cli.env("TMPDIR", tmp);
+    cli
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Asserts the narration names every step and ticks every effect.
+#[track_caller]
+fn assert_every_step_observed(output: &Output) {
+    let (stdout, stderr) = text(output);
+    assert_eq!(output.status.code(), Some(0), "--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    for step in 1..=10 {
+        assert!(stderr.contains(&format!("[{step}/10]")), "step {step} not narrated:\n{stderr}");
+    }
+    for effect in [
+        "waits for an authorized `the-loop start`",
+        "session spawned",
+        "announced on #1",
+        "the first prompt was pasted",
+        "pasted into the session",
+        "bound to #1's session",
+        "src/parser.rs, line 42",
+        "refused (unauthorized-actor)",
+        "merged",
+        "#1 ended",
+        "the agent was stopped",
+        "was pasted once",
+        "the whole loop worked",
+    ] {
+        assert!(stderr.contains(effect), "{effect:?} not reported:\n{stderr}");
+    }
+    assert!(!stderr.contains('✗'), "an effect was not observed:\n{stderr}");
+}
+
+fn tmux(socket: &Path, args: &[&str]) -> Output {
+    Command::new("tmux").arg("-S").arg(socket).args(args).output().expect("tmux runs")
+}
+
+#[test]
+fn the_demo_observes_every_step_and_leaves_only_the_announced_tmux_session() {
+    let cli = cli();
+    let output = cli
+        .command(["demo", "--json", "--step-timeout", STEP_TIMEOUT])
+        .output()
+        .expect("the demo runs");
+    assert_every_step_observed(&output);
+    let (stdout, stderr) = text(&output);
+    let summary: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON summary");
+    assert_eq!(summary["ok"], true, "{summary:#}");
+    let socket = PathBuf::from(summary["tmuxSocket"].as_str().expect("the socket"));
+    assert!(socket.starts_with(cli.home()), "the demo stays in its temp dir: {socket:?}");
+    let attach = summary["attach"].as_str().expect("an attach command");
+    assert!(attach.contains(&socket.display().to_string()) && attach.contains("attach"), "{attach}");
+    assert!(stderr.contains(attach), "the attach command is printed:\n{stderr}");
+
+    let sessions = tmux(&socket, &["list-sessions", "-F", "#{session_name}"]);
+    assert_eq!(String::from_utf8_lossy(&sessions.stdout).trim(), "loop-github-demo-app-1");
+    let panes = tmux(&socket, &["list-panes", "-s", "-t", "=loop-github-demo-app-1", "-F", "#{pane_dead}"]);
+    assert_eq!(String::from_utf8_lossy(&panes.stdout).trim(), "1", "the agent was stopped");
+
+    // The printed `explain` of the refused delivery works and names the reason.
+    let config = summary["config"].as_str().expect("the config path");
+    let refused = summary["explain"][1].as_str().expect("an explain of the refusal");
+    let delivery = refused.rsplit(' ').next().expect("a delivery id");
+    cli.run(["--config", config, "explain", delivery])
+        .expect_code(0)
+        .expect_stdout("mallory")
+        .expect_stdout("routing.authorizedUsers");
+
+    let killed = tmux(&socket, &["kill-server"]);
+    assert!(killed.status.success(), "{killed:?}");
+}
+
+#[test]
+fn two_demos_at_once_both_pass_and_clean_leaves_nothing() {
+    let cli = cli();
+    let dirs: Vec<PathBuf> = ["one", "two"].iter().map(|n| cli.home().join(n)).collect();
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|dir| {
+            cli.command(["demo", "--clean", "--step-timeout", STEP_TIMEOUT, "--dir"])
+                .arg(dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the demo starts")
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().expect("the demo ends");
+        assert_every_step_observed(&output);
+        assert!(text(&output).1.contains("cleaned up"), "{}", text(&output).1);
+    }
+    for dir in &dirs {
+        assert!(!dir.exists(), "`--clean` removed {}", dir.display());
+    }
+}
+
+#[test]
+fn a_demo_directory_that_is_not_empty_is_refused() {
+    let cli = cli();
+    let dir = cli.write("busy/file.txt", "mine").parent().expect("a parent").to_owned();
+    cli.run(["demo", "--dir", &dir.display().to_string()])
+        .expect_code(2)
+        .expect_stderr("is not empty");
+    assert!(dir.join("file.txt").exists(), "nothing of the user's is touched");
+}
+
+#[test]
+fn the_hidden_stand_in_harness_verb_refuses_unknown_arguments() {
+    cli().run(["stand-in-harness", "--bogus"]).expect_code(2).expect_stderr("--bogus");
+}

@@ -176,8 +176,7 @@ impl<D: Dispatch> Poller<D> {
             for id in sorted.candidates {
                 let Some(comment) = thread.iter().find(|c| c.id == id) else { continue };
                 let comments = poll::comment_ledger_mut(&owner, &mut ledger, item);
-                let step =
-                    self.forward(walk, listed, &linked, &owner, comment, comments, report).await;
+                let step = self.forward(walk, listed, &owner, comment, comments, report).await;
                 if let Some(notice) = step {
                     notices.push(notice);
                 }
@@ -300,12 +299,10 @@ impl<D: Dispatch> Poller<D> {
 
     /// One candidate comment (reference §2.4). Returns the notice to post when it was
     /// given up.
-    #[allow(clippy::too_many_arguments)]
     async fn forward(
         &mut self,
         walk: &Walk<'_>,
         listed: &ListedItem,
-        linked: &[WorkItemRef],
         owner: &WorkItemRef,
         comment: &ThreadComment,
         comments: &mut CommentLedger,
@@ -313,7 +310,7 @@ impl<D: Dispatch> Poller<D> {
     ) -> Option<Notice> {
         let item = &listed.item;
         let refs = self.refs(listed);
-        let event = comment_event(listed, linked, comment);
+        let event = comment_event(listed, &self.linked(item), comment);
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         let author = comment.author.as_str();
         let attempts = comments.comment_attempts.get(&comment.id).copied().unwrap_or(0);

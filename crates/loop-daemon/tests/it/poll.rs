@@ -382,3 +382,19 @@ async fn clients_come_from_the_config_with_the_token_from_the_configured_gh() {
     assert_eq!(report.items_seen, 1);
     assert!(poll_ledger(&bench, n).is_some());
 }
+
+#[tokio::test]
+async fn run_polls_until_shutdown_then_says_it_stopped() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    requireStartCommand: false\n").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.stand_in.stop_on(n);
+    let (_config_tx, config_rx) =
+        tokio::sync::watch::channel(std::sync::Arc::new(bench.config.clone()));
+    let shutdown = bench.shutdown();
+    loop_daemon::poller::run(&mut bench.poller, config_rx, shutdown).await;
+    assert_eq!(bench.events("poller.started").len(), 1);
+    assert_eq!(bench.events("poll.cycle").len(), 1, "the wait between cycles is cut short");
+    assert_eq!(bench.events("poller.stopped").len(), 1);
+    let heartbeat = bench.store.read_heartbeat().unwrap().unwrap();
+    assert_eq!(heartbeat.last_cycle.unwrap().items_seen, 1);
+}

@@ -276,6 +276,11 @@ impl Bench {
         self.poller.cycle(&self.config, &mut shutdown).await
     }
 
+    /// A shutdown signal the stand-in fires when told to ([`StandIn::stop_on`]).
+    pub fn shutdown(&self) -> Shutdown {
+        Shutdown::new(self.stop.subscribe())
+    }
+
     /// One cycle with a stop already requested when it starts.
     pub async fn cycle_stopped(&mut self) -> CycleReport {
         let mut shutdown = Shutdown::new(self.stop.subscribe());

@@ -8,7 +8,9 @@
 //! longest-absent first ([`loop_core::poll::ledger_checks`]). Listed, unowned, stamped
 //! and degraded refs are never asked. Closed or merged → the dispatcher's close path,
 //! then the poll ledger is forgotten; open or unanswerable → for a ledger-only record only
-//! `closureCheckedAt` is written. Nothing is ever closed on doubt.
+//! `closureCheckedAt` is written. Pull requests carried inside work items' records (live
+//! PR endpoints, nested PR ledgers) are asked like the tracked set; a closed one's nested
+//! ledger is dropped from its owner's record. Nothing is ever closed on doubt.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -77,7 +79,7 @@ impl<D: Dispatch> Poller<D> {
         for item in known {
             match poll::closure_class(cx.record_facts(item)) {
                 ClosureClass::Tracked if cx.skip(item).is_none() => {
-                    self.ask(item, false, cx.now, ledgers, report).await;
+                    self.ask(item, Set::Tracked, cx.now, ledgers, report).await;
                 }
                 ClosureClass::LedgerOnly => {
                     ledger_only.insert(item.clone(), ledgers.clock(item));
@@ -88,7 +90,10 @@ impl<D: Dispatch> Poller<D> {
         let interval = cx.config.polling.interval_seconds;
         for item in poll::ledger_checks(&ledger_only, cx.now, interval, |r| cx.skip(r)) {
             report.ledger_checks += 1;
-            self.ask(&item, true, cx.now, ledgers, report).await;
+            self.ask(&item, Set::LedgerOnly, cx.now, ledgers, report).await;
+        }
+        for (pr, nested_in) in pull_requests(cx) {
+            self.ask(&pr, Set::PullRequest { nested_in }, cx.now, ledgers, report).await;
         }
     }
 
@@ -96,7 +101,7 @@ impl<D: Dispatch> Poller<D> {
     async fn ask(
         &mut self,
         item: &WorkItemRef,
-        ledger_only: bool,
+        set: Set,
         now: Timestamp,
         ledgers: &mut Ledgers,
         report: &mut CycleReport,
@@ -110,7 +115,7 @@ impl<D: Dispatch> Poller<D> {
         let status = match answer {
             Ok(status) if status.state == ItemState::Closed => status,
             Ok(_) => {
-                if ledger_only {
+                if set == Set::LedgerOnly {
                     ledgers.closure_checked(item, now);
                 }
                 return;
@@ -123,7 +128,7 @@ impl<D: Dispatch> Poller<D> {
                         .field("error", &error)
                         .field("will_retry", true),
                 );
-                if ledger_only {
+                if set == Set::LedgerOnly {
                     ledgers.closure_checked(item, now);
                 }
                 return;
@@ -150,9 +155,49 @@ impl<D: Dispatch> Poller<D> {
             );
             return;
         }
-        match ledgers.forget(item) {
+        let forgotten = match &set {
+            Set::Tracked | Set::LedgerOnly => ledgers.forget(item),
+            Set::PullRequest { nested_in: Some(owner) } => ledgers.drop_nested(owner, item),
+            Set::PullRequest { nested_in: None } => Ok(()),
+        };
+        match forgotten {
             Ok(()) => report.closures += 1,
             Err(err) => report.errors.push(format!("{item}: {err}")),
         }
     }
+}
+
+/// Which set an asked ref belongs to: what an answer does to its ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Set {
+    /// Asked every cycle it is absent; closed → the poll section is forgotten.
+    Tracked,
+    /// Asked lazily; open or unanswerable → `closureCheckedAt`.
+    LedgerOnly,
+    /// A pull request a work item's record carries (a live session endpoint, or a ledger
+    /// nested in the owner's poll section): asked every cycle it is absent, like the
+    /// tracked set; closed → the close path ends its session and the nested ledger is
+    /// dropped from the owner's record.
+    PullRequest { nested_in: Option<WorkItemRef> },
+}
+
+/// The pull requests carried inside work items' records that no other set asks about
+/// (no record of their own that is tracked or ledger-only): live PR endpoints of session
+/// records and nested PR ledgers, minus listed, unowned, degraded and stamped ones.
+fn pull_requests(cx: &Reconcile<'_>) -> BTreeMap<WorkItemRef, Option<WorkItemRef>> {
+    let mut prs = BTreeMap::new();
+    for (endpoint, owner) in &cx.facts.binding {
+        if endpoint != owner && cx.facts.live.contains(endpoint) {
+            prs.insert(endpoint.clone(), None);
+        }
+    }
+    for (pr, owner) in &cx.facts.nested {
+        prs.insert(pr.clone(), Some(owner.clone()));
+    }
+    prs.retain(|pr, _| {
+        cx.skip(pr).is_none()
+            && !cx.facts.has_section(pr, "ended")
+            && poll::closure_class(cx.record_facts(pr)) == ClosureClass::Untracked
+    });
+    prs
 }

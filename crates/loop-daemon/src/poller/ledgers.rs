@@ -94,6 +94,19 @@ impl Ledgers {
         Ok(())
     }
 
+    /// Drops the ledger of pull request `pr` nested in `owner`'s poll section (written
+    /// through at once), and its clocks.
+    pub fn drop_nested(&mut self, owner: &WorkItemRef, pr: &WorkItemRef) -> Result<(), StoreError> {
+        if let Some(mut ledger) = self.ledger(owner)?.cloned()
+            && ledger.pull_requests.remove(pr).is_some()
+        {
+            self.put(owner, ledger)?;
+            self.flush(owner)?;
+        }
+        self.clock_changes.insert(pr.clone(), None);
+        Ok(())
+    }
+
     /// The clocks of `item`: the local file's, else (an older version's record) the ones
     /// still inside the record. An unparsable stamp reads as none.
     pub fn clock(&self, item: &WorkItemRef) -> PollClock {

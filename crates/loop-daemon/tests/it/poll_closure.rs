@@ -179,3 +179,21 @@ async fn a_reopened_and_relabelled_item_is_first_sight_again() {
     assert_eq!(report.spawns, 1, "a fresh presence");
     assert!(ended(&bench, n).is_none(), "a listed item is open again");
 }
+
+#[tokio::test]
+async fn a_merged_pr_nested_under_its_work_item_is_closed_and_its_ledger_dropped() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    let (issue_ref, pr_ref) = (bench.item(REPO, issue), bench.item(REPO, pr));
+    crate::poll_spawn::live_session(&bench, &issue_ref, &[&issue_ref, &pr_ref]);
+    bench.cycle().await;
+    assert!(ledger(&bench, issue).unwrap().pull_requests.contains_key(&pr_ref));
+    bench.sim.merge(REPO, pr, "ann").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!(report.closures, 1);
+    assert_eq!(bench.stand_in.closed()[0].closed_item(), Some(pr_ref.clone()));
+    let owner = ledger(&bench, issue).unwrap();
+    assert!(owner.pull_requests.is_empty(), "the nested ledger is dropped");
+    assert!(owner.title.is_some(), "the work item's own ledger stays");
+}

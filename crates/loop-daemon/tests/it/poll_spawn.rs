@@ -12,7 +12,7 @@ use crate::poll_support::{Bench, LABEL, Mode};
 const REPO: &str = "octo/app";
 const UNSTARTED: &str = "  control:\n    requireStartCommand: false\n";
 
-fn live_session(bench: &Bench, owner: &WorkItemRef, serves: &[&WorkItemRef]) {
+pub fn live_session(bench: &Bench, owner: &WorkItemRef, serves: &[&WorkItemRef]) {
     let mut record = LocalRecord::new(owner.clone());
     for item in serves {
         let endpoint = Endpoint {

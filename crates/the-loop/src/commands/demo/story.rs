@@ -145,7 +145,7 @@ impl Narrator {
             }
             if Instant::now() >= deadline {
                 self.printer.error(format_args!(
-                    "      ✗ not observed within {} s: {missing}",
+                    "✗ not observed within {} s: {missing}",
                     self.timeout.as_secs()
                 ));
                 self.printer.hint(format_args!(
@@ -171,12 +171,12 @@ impl Narrator {
 pub async fn play(stack: &Stack, printer: Printer, timeout: Duration) -> anyhow::Result<Outcome> {
     let mut narrator = Narrator { printer, timeout, outcome: Outcome::default() };
     // A failed step ends the story; what was seen so far is the outcome.
-    let _complete = scenes(stack, &mut narrator).await?;
+    scenes(stack, &mut narrator).await?;
     Ok(narrator.outcome)
 }
 
-/// The steps in order; `Ok(false)` as soon as one effect was not observed.
-async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
+/// The steps in order, until one effect is not observed.
+async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<()> {
     let sim = &stack.sim;
     let label = stack.config.routing.auto_execute_label.clone();
     let Cast { maintainer, teammate, stranger } = CAST;
@@ -196,7 +196,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !watching {
-        return Ok(false);
+        return Ok(());
     }
 
     // 2. An authorized start: a session is spawned, announced and given its first prompt.
@@ -225,7 +225,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !spawned {
-        return Ok(false);
+        return Ok(());
     }
 
     // 3. A comment on the issue reaches the live session.
@@ -238,7 +238,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !pasted {
-        return Ok(false);
+        return Ok(());
     }
 
     // 4. A pull request that closes the issue is bound to the issue's session.
@@ -262,7 +262,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !bound {
-        return Ok(false);
+        return Ok(());
     }
 
     // 5. A review with an inline comment arrives in the issue's session with its place.
@@ -291,7 +291,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !reviewed {
-        return Ok(false);
+        return Ok(());
     }
 
     // 6. Someone not authorized is refused, and nothing reaches the agent.
@@ -306,7 +306,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !refused {
-        return Ok(false);
+        return Ok(());
     }
     n.outcome.refused_delivery = sim
         .deliveries()
@@ -334,7 +334,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         )
         .await?;
     if !merged {
-        return Ok(false);
+        return Ok(());
     }
 
     // 8. The merge closed the issue (`Closes #N`): the work item ends.
@@ -347,7 +347,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !ended {
-        return Ok(false);
+        return Ok(());
     }
 
     // 9. The session ended: the agent was stopped; the pane is kept to be read.
@@ -364,7 +364,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
         })
         .await?;
     if !stopped {
-        return Ok(false);
+        return Ok(());
     }
 
     // 10. Hybrid ingress: the poller saw everything too, and nothing was pasted twice.
@@ -400,5 +400,6 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<bool> {
             )
         })
     })
-    .await
+    .await?;
+    Ok(())
 }

@@ -416,7 +416,7 @@ pub fn judge(
         events.emit(
             line(LogEvent::warning("routing.linkage_dropped"))
                 .work_item(ghost)
-                .field("source", "branch")
+                .field("linked_by", "branch")
                 .field("reason", "not-found"),
         );
     }

@@ -57,9 +57,7 @@ impl Context {
 pub enum Decision {
     /// The dedup key was already taken in.
     Duplicate,
-    /// A branch-only ref GitHub says does not exist was removed.
-    LinkageDropped { item: WorkItemRef },
-    /// No work item is left (`work-item-not-found`, `no-work-item`).
+    /// There is no work item to act on (`no-work-item`).
     NoWorkItem { reason: &'static str },
     /// Outside this instance's scope; `command` when an authorized named actor typed one.
     OutOfScope { refusal: ScopeRefusal, instance: Option<String>, command: Option<Command> },
@@ -136,10 +134,9 @@ impl Decision {
     /// What becomes of the dedup key.
     pub fn ledger(&self) -> LedgerEffect {
         match self {
-            Self::Duplicate
-            | Self::LinkageDropped { .. }
-            | Self::HandedToGraph { .. }
-            | Self::Queued { .. } => LedgerEffect::Untouched,
+            Self::Duplicate | Self::HandedToGraph { .. } | Self::Queued { .. } => {
+                LedgerEffect::Untouched
+            }
             Self::NoWorkItem { .. }
             | Self::AlreadyProcessed { .. }
             | Self::Closed
@@ -174,10 +171,6 @@ impl Decision {
         };
         let event = match self {
             Self::Duplicate => dropped(|n| Event::info(n), "duplicate-delivery"),
-            Self::LinkageDropped { item } => Event::warning("routing.linkage_dropped")
-                .work_item(item)
-                .field("linked_by", "branch")
-                .field("reason", "not-found"),
             Self::NoWorkItem { reason } => dropped(|n| Event::warning(n), reason),
             Self::OutOfScope { refusal, instance, command } => {
                 let event = match command {

@@ -147,3 +147,28 @@ async fn a_comment_on_an_unlabelled_item_is_released_for_a_later_retry() {
     let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
     assert_eq!(status, DeliveryStatus::Unhandled);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_live_and_one_paused_session_deliver_and_do_not_settle() {
+    let mut lab = Lab::start("").await;
+    let live = lab.started_issue().await;
+    let paused = lab.open_labelled_issue();
+    lab.comment(paused, OWNER, "the-loop start");
+    lab.settle().await;
+    lab.comment(paused, OWNER, "the-loop pause");
+    let body = format!("Closes #{live}\nCloses #{paused}");
+    let pr = lab
+        .sim
+        .open_pull_request(crate::dispatch_lab::REPO, OWNER, "Both", &body, "both", &[])
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "a note for both");
+    lab.settle().await;
+    let key = lab.key_of_last("dispatch.succeeded");
+    let pasted = lab.pasted().await;
+    assert!(pasted.last().expect("pasted").contains("a note for both"));
+    let paused_lines = lab.named("dispatch.dropped");
+    assert!(paused_lines.iter().any(|d| d["reason"] == "session-paused"));
+    let refs = [lab.item(live), lab.item(paused)];
+    let status = lab.dispatcher.delivery_status(&key, &refs).await;
+    assert_eq!(status, DeliveryStatus::Done, "a delivery outranks a settlement");
+}

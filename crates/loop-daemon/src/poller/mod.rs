@@ -146,6 +146,8 @@ pub struct CycleReport {
     /// GitHub requests made, and how many were answered 304 (free).
     pub requests: u64,
     pub not_modified: u64,
+    /// How long the cycle took (the metrics' poll-cycle histogram).
+    pub took: Duration,
 }
 
 /// What this process remembers between cycles (lost on restart, which only costs one
@@ -195,6 +197,23 @@ pub struct Poller<D> {
     version: String,
     started_at: Timestamp,
     memory: Memory,
+    /// Told about every finished cycle (metrics); `None`: nobody listens.
+    observer: Option<CycleObserver>,
+}
+
+/// A callback told about every finished cycle.
+pub struct CycleObserver(Box<dyn Fn(&CycleReport) + Send + Sync>);
+
+impl CycleObserver {
+    pub fn new(observe: impl Fn(&CycleReport) + Send + Sync + 'static) -> Self {
+        Self(Box::new(observe))
+    }
+}
+
+impl std::fmt::Debug for CycleObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CycleObserver")
+    }
 }
 
 /// The local facts a cycle reads once: sessions and the portable index.
@@ -263,7 +282,14 @@ impl<D: Dispatch> Poller<D> {
             version: version.to_owned(),
             started_at: Timestamp::now(),
             memory: Memory::default(),
+            observer: None,
         }
+    }
+
+    /// Tells `observer` about every finished cycle (e.g. the service's metrics).
+    pub fn with_observer(mut self, observer: CycleObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// The dispatcher seam (tests inspect their stand-in through it).
@@ -316,6 +342,7 @@ impl<D: Dispatch> Poller<D> {
     /// `interrupted` (and reconciles nothing).
     pub async fn cycle(&mut self, config: &Config, stop: &mut Shutdown) -> CycleReport {
         let now = Timestamp::now();
+        let started = std::time::Instant::now();
         let (requests_before, not_modified_before) = self.github.answers();
         let scopes = scope::scopes(config);
         let sweep = self.memory.cycles.is_multiple_of(FULL_SWEEP_EVERY_CYCLES);
@@ -394,7 +421,11 @@ impl<D: Dispatch> Poller<D> {
         let (requests, not_modified) = self.github.answers();
         report.requests = requests - requests_before;
         report.not_modified = not_modified - not_modified_before;
+        report.took = started.elapsed();
         self.summarize(config, &report);
+        if let Some(observer) = &self.observer {
+            (observer.0)(&report);
+        }
         report
     }
 

@@ -391,7 +391,22 @@ async fn run_polls_until_shutdown_then_says_it_stopped() {
     let (_config_tx, config_rx) =
         tokio::sync::watch::channel(std::sync::Arc::new(bench.config.clone()));
     let shutdown = bench.shutdown();
-    loop_daemon::poller::run(&mut bench.poller, config_rx, shutdown).await;
+    let observed = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = observed.clone();
+    let mut poller = std::mem::replace(
+        &mut bench.poller,
+        loop_daemon::poller::Poller::new(
+            bench.store.clone(),
+            crate::poll_support::clients(&bench.sim),
+            bench.stand_in.clone(),
+            crate::poll_support::VERSION,
+        ),
+    )
+    .with_observer(loop_daemon::poller::CycleObserver::new(move |report| {
+        counter.fetch_add(report.items_seen, std::sync::atomic::Ordering::SeqCst);
+    }));
+    loop_daemon::poller::run(&mut poller, config_rx, shutdown).await;
+    assert_eq!(observed.load(std::sync::atomic::Ordering::SeqCst), 1, "the observer saw the cycle");
     assert_eq!(bench.events("poller.started").len(), 1);
     assert_eq!(bench.events("poll.cycle").len(), 1, "the wait between cycles is cut short");
     assert_eq!(bench.events("poller.stopped").len(), 1);

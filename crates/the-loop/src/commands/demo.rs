@@ -8,7 +8,8 @@
 //!
 //! Everything it writes is in one directory (a new temp dir unless `--dir`): the config
 //! it ran with, the state root, the tmux socket. When it ends only the tmux server with
-//! the story's (ended) session is left, to be attached; `--clean` removes that too. It
+//! the story's (ended) session is left, to be attached; `--clean` removes that too, and
+//! Ctrl-C stops the demo's tmux server (the files stay). It
 //! never touches the user's own tmux server, config or state root, and sets no
 //! environment variable.
 
@@ -49,11 +50,14 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
         .context("cannot start the demo's runtime")?;
     let began = Instant::now();
     let timeout = Duration::from_secs(args.step_timeout.max(1));
-    let (outcome, attach) = runtime.block_on(async {
+    let played = runtime.block_on(async {
         let stack = Stack::start(paths.clone()).await?;
         introduce(&stack, printer);
-        let played = story::play(&stack, printer, timeout).await;
-        let attach = played.as_ref().ok().and_then(|outcome| {
+        let played = tokio::select! {
+            played = story::play(&stack, printer, timeout) => played.map(Some),
+            _ = tokio::signal::ctrl_c() => Ok(None),
+        };
+        let attach = played.as_ref().ok().and_then(Option::as_ref).and_then(|outcome| {
             let target = outcome.issue.as_ref()?.tmux_session();
             let argv = stack.tmux.attach_command(&target, false).ok()?;
             Some(
@@ -63,9 +67,18 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
         let stopped = stack.stop().await;
         let outcome = played?;
         stopped?;
-        anyhow::Ok((outcome, attach))
+        anyhow::Ok(outcome.map(|outcome| (outcome, attach)))
     })?;
     drop(runtime);
+    let Some((outcome, attach)) = played else {
+        // Interrupted: nothing of the demo keeps running, its files stay to be read.
+        stop_tmux(&paths);
+        printer.error(format_args!(
+            "interrupted: the demo is stopped; its files are in `{}`",
+            paths.root.display()
+        ));
+        return Ok(ExitStatus::Negative);
+    };
     let seconds = began.elapsed().as_secs_f64();
 
     if args.clean {
@@ -198,11 +211,15 @@ fn conclude(
 
 /// Stops the demo's tmux server (its own socket) and removes the demo's directory.
 fn clean(paths: &Paths) -> anyhow::Result<()> {
-    // "no server running" is fine: nothing to stop.
-    let _ =
-        std::process::Command::new("tmux").arg("-S").arg(&paths.socket).arg("kill-server").output();
+    stop_tmux(paths);
     std::fs::remove_dir_all(&paths.root)
         .with_context(|| format!("cannot remove the demo's directory `{}`", paths.root.display()))
+}
+
+/// Stops the demo's own tmux server; "no server running" is fine: nothing to stop.
+fn stop_tmux(paths: &Paths) {
+    let _ =
+        std::process::Command::new("tmux").arg("-S").arg(&paths.socket).arg("kill-server").output();
 }
 
 /// How the user calls this program: `the-loop` when that is what `PATH` finds, else its

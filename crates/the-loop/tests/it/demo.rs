@@ -72,12 +72,16 @@ fn the_demo_observes_every_step_and_leaves_only_the_announced_tmux_session() {
     let socket = PathBuf::from(summary["tmuxSocket"].as_str().expect("the socket"));
     assert!(socket.starts_with(cli.home()), "the demo stays in its temp dir: {socket:?}");
     let attach = summary["attach"].as_str().expect("an attach command");
-    assert!(attach.contains(&socket.display().to_string()) && attach.contains("attach"), "{attach}");
+    assert!(
+        attach.contains(&socket.display().to_string()) && attach.contains("attach"),
+        "{attach}"
+    );
     assert!(stderr.contains(attach), "the attach command is printed:\n{stderr}");
 
     let sessions = tmux(&socket, &["list-sessions", "-F", "#{session_name}"]);
     assert_eq!(String::from_utf8_lossy(&sessions.stdout).trim(), "loop-github-demo-app-1");
-    let panes = tmux(&socket, &["list-panes", "-s", "-t", "=loop-github-demo-app-1", "-F", "#{pane_dead}"]);
+    let panes =
+        tmux(&socket, &["list-panes", "-s", "-t", "=loop-github-demo-app-1", "-F", "#{pane_dead}"]);
     assert_eq!(String::from_utf8_lossy(&panes.stdout).trim(), "1", "the agent was stopped");
 
     // The printed `explain` of the refused delivery works and names the reason.

@@ -71,11 +71,10 @@ impl Ingress {
                     )
                 })
             }
-            Self::Poller => config
-                .polling
-                .sources
-                .is_empty()
-                .then(|| "`polling.sources` is empty: there is nothing to poll".to_owned()),
+            Self::Poller => loop_daemon::poller::scope::scopes(config).is_empty().then(|| {
+                "there is nothing to poll: list repositories under `repositories` (or `polling.sources`)"
+                    .to_owned()
+            }),
         }
     }
 }
@@ -138,7 +137,7 @@ mod tests {
     fn an_enabled_poller_without_sources_is_misconfigured_and_names_the_key() {
         let config = Config::default();
         let reason = Ingress::Poller.misconfiguration(&config, true).unwrap();
-        assert!(reason.contains("polling.sources"), "{reason}");
+        assert!(reason.contains("repositories"), "{reason}");
     }
 
     #[test]

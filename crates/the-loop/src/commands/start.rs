@@ -1,17 +1,21 @@
 //! `the-loop start`: bring up every enabled ingress in one service process.
 //!
-//! `--foreground` runs the service in this process: today that is the webhook receiver.
-//! The order is the reference's: the receiver's pidfile lock (a second receiver is
+//! `--foreground` runs the service in this process: the webhook receiver
+//! (`webhooks.ghWebhook.enabled`) and the poller (`polling.enabled`) over one
+//! dispatcher. The receiver's order is the reference's: its pidfile lock (a second one is
 //! refused naming the holder's pid, exit 1) → the secret (unset is refused unless
-//! `allowUnsigned`, exit 2) → the inbox journal → bind → serve until TERM or INT, then
-//! stop within 5 s, finishing the delivery in flight.
+//! `allowUnsigned`, exit 2) → the inbox journal → bind. The poller checks it has
+//! something to poll and a GitHub client per host before taking `poll.pid`. Both run
+//! until TERM or INT; then they stop, the dispatcher finishes the item in flight, and
+//! the process exits within 5 s. The config file is re-read at natural points: per
+//! delivery by the receiver, between cycles by the poller.
 //!
 //! Without `--foreground` (detached): refuse when nothing is enabled, an enabled ingress
 //! is misconfigured (exit 2) or one is already running (exit 1, naming the pid); else
 //! re-run this binary as `start --foreground --own-session` in its own session, with the
 //! resolved config path exported, stdin from `/dev/null` and its output appended to
 //! `<root>/logs/service.out`, and report success only once the child holds every
-//! enabled ingress's lock. A child that exits first, or has not locked within
+//! enabled ingress's lock and has said it is ready (every ingress listening). A child that exits first, or has not locked within
 //! [`START_PATIENCE`], is a failure reported with what it wrote and the log's path.
 //! Glue only: the receiver is loop-daemon's, the lock loop-store's.
 
@@ -23,11 +27,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use loop_daemon::config_source::ConfigSource;
+use loop_daemon::config_source::{ConfigSource, Reload};
 use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::poller::{self, GithubClients, Poller, PollerError, scope};
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
+use loop_daemon::shutdown::Shutdown;
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 
 use super::service::{self, Ingress};
 use super::status::{self, State};
@@ -49,46 +56,72 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
     let loaded = CliConfig::load(global, printer)?;
     let config = &loaded.config;
     let gh = &config.webhooks.gh_webhook;
-    if !gh.enabled {
+    if !gh.enabled && !config.polling.enabled {
         printer.error("nothing to start: no ingress is enabled");
         printer.hint(format!(
-            "set `webhooks.ghWebhook.enabled: true` in `{}` to receive webhooks",
+            "set `webhooks.ghWebhook.enabled: true` (webhooks) or `polling.enabled: true` (polling) in `{}`",
             loaded.location.path.display()
         ));
         return Ok(ExitStatus::CouldNotRun);
     }
     let layout = state_root::layout(config);
-    let _lock = match PidLock::acquire(layout.gh_webhook_pidfile()) {
-        Ok(lock) => lock,
-        Err(StoreError::PidfileHeld { path, pid }) => {
-            let holder =
-                pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"));
-            printer.error(format!(
-                "the webhook receiver is already running ({holder} holds `{}`)",
-                path.display()
-            ));
-            return Ok(ExitStatus::Negative);
-        }
-        Err(err) => return Err(err).context("cannot take the webhook receiver's pidfile lock"),
-    };
-    let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
-    let (source, _) = ConfigSource::open(&loaded.location.path)?;
-    let receiver = match Receiver::new(source, layout.clone(), secret) {
-        Ok(receiver) => receiver.hold_processing(args.hold_processing),
-        Err(err @ (ReceiverError::UnsetSecret { .. } | ReceiverError::Path { .. })) => {
-            printer.error(&err);
-            if let Some(hint) = err.hint() {
-                printer.hint(hint);
+
+    // The receiver: its lock, then its start-time checks (reference order).
+    let mut receiving = None;
+    if gh.enabled {
+        let lock = match PidLock::acquire(layout.gh_webhook_pidfile()) {
+            Ok(lock) => lock,
+            Err(StoreError::PidfileHeld { path, pid }) => {
+                let holder =
+                    pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"));
+                printer.error(format!(
+                    "the webhook receiver is already running ({holder} holds `{}`)",
+                    path.display()
+                ));
+                return Ok(ExitStatus::Negative);
             }
+            Err(err) => return Err(err).context("cannot take the webhook receiver's pidfile lock"),
+        };
+        let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
+        let (source, _) = ConfigSource::open(&loaded.location.path)?;
+        let receiver = match Receiver::new(source, layout.clone(), secret) {
+            Ok(receiver) => receiver.hold_processing(args.hold_processing),
+            Err(err @ (ReceiverError::UnsetSecret { .. } | ReceiverError::Path { .. })) => {
+                printer.error(&err);
+                if let Some(hint) = err.hint() {
+                    printer.hint(hint);
+                }
+                return Ok(ExitStatus::CouldNotRun);
+            }
+            Err(err) => return Err(err.into()),
+        };
+        for warning in receiver.warnings() {
+            printer.warning(warning);
+        }
+        if receiver.backlog() > 0 {
+            printer.info(format!("replaying {} journalled deliveries", receiver.backlog()));
+        }
+        receiving = Some((lock, receiver));
+    }
+
+    // The poller: something to poll and a client per host, checked before any lock.
+    let mut polling = None;
+    if config.polling.enabled {
+        if scope::scopes(config).is_empty() {
+            printer.error("nothing to poll: no repository is configured");
+            printer.hint(format!(
+                "list the repositories to poll under `repositories` (or `polling.sources`) in `{}`",
+                loaded.location.path.display()
+            ));
             return Ok(ExitStatus::CouldNotRun);
         }
-        Err(err) => return Err(err.into()),
-    };
-    for warning in receiver.warnings() {
-        printer.warning(warning);
-    }
-    if receiver.backlog() > 0 {
-        printer.info(format!("replaying {} journalled deliveries", receiver.backlog()));
+        match GithubClients::for_config(config) {
+            Ok(clients) => polling = Some(clients),
+            Err(err) => {
+                printer.error(format!("the poller cannot reach GitHub: {err}"));
+                return Ok(ExitStatus::CouldNotRun);
+            }
+        }
     }
 
     // The service reports through `tracing` (journal failures, reload problems) on stderr.
@@ -100,64 +133,190 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
         .enable_all()
         .build()
         .context("cannot start the service's runtime")?;
-    runtime.block_on(async {
-        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-        let listener = tokio::net::TcpListener::bind((gh.host.as_str(), gh.port))
-            .await
-            .with_context(|| format!("cannot listen on {}:{}", gh.host, gh.port))?;
-        let addr = listener.local_addr().context("cannot read the bound address")?;
-        let github = loop_daemon::service::github_client(&loaded.config)
+    let status = runtime.block_on(serve(
+        &loaded,
+        layout,
+        receiving,
+        polling,
+        args.hold_processing,
+        printer,
+    ))?;
+    printer.info("the service stopped");
+    Ok(status)
+}
+
+/// Runs every enabled ingress over one dispatcher until TERM or INT, then stops them,
+/// lets the dispatcher finish what it holds and gives the poller's abandoned attempts
+/// back.
+async fn serve(
+    loaded: &CliConfig,
+    layout: StateLayout,
+    receiving: Option<(PidLock, Receiver)>,
+    polling: Option<GithubClients>,
+    held: bool,
+    printer: Printer,
+) -> anyhow::Result<ExitStatus> {
+    let config = &loaded.config;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
+
+    let github = match &polling {
+        Some(clients) => clients.primary().cloned(),
+        None => loop_daemon::service::github_client(config)
             .inspect_err(|err| {
                 printer.warning(format!(
                     "no GitHub access ({err}): no existence checks, reactions or announcements"
                 ));
             })
-            .ok();
-        let parts = loop_daemon::service::dispatcher_parts(
-            Arc::clone(&loaded.config),
-            StateStore::new(layout.clone(), service_events(&loaded.config, &layout)),
-            github,
-            &service::host(),
-        );
-        let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
-        let receiver = receiver
-            .with_dispatch(Arc::new(dispatcher.clone()))
-            .with_existence(Arc::new(dispatcher.clone()));
+            .ok(),
+    };
+    let parts = loop_daemon::service::dispatcher_parts(
+        Arc::clone(config),
+        StateStore::new(layout.clone(), service_events(config, &layout, "service")),
+        github,
+        &service::host(),
+    );
+    let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
+
+    let mut poller = polling.map(|clients| {
+        let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
+        Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"))
+    });
+    let _poll_lock = match poller.as_ref().map(Poller::lock).transpose() {
+        Ok(lock) => lock,
+        Err(err @ PollerError::Blocked { .. }) => {
+            printer.error(&err);
+            return Ok(ExitStatus::Negative);
+        }
+        Err(err) => return Err(err).context("cannot take the poller's lock"),
+    };
+
+    let mut receiver_run = None;
+    let mut _receiver_lock = None;
+    if let Some((lock, receiver)) = receiving {
+        let gh = &config.webhooks.gh_webhook;
+        let listener = tokio::net::TcpListener::bind((gh.host.as_str(), gh.port))
+            .await
+            .with_context(|| format!("cannot listen on {}:{}", gh.host, gh.port))?;
+        let addr = listener.local_addr().context("cannot read the bound address")?;
         printer.info(format!(
             "receiving webhooks at {} (pid {}){}",
             receiver::url(addr, &gh.path),
             std::process::id(),
-            if args.hold_processing { "; holding deliveries unprocessed" } else { "" }
+            if held { "; holding deliveries unprocessed" } else { "" }
         ));
-        let stop = async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-        };
-        let served = receiver.run(listener, stop).await.context("the webhook receiver failed");
-        // The receiver finished the delivery it was judging; what the dispatcher still
-        // holds is released for the next start (`dispatch.abandoned`).
-        dispatcher.shutdown(DISPATCH_GRACE).await;
-        served
-    })?;
-    printer.info("webhook receiver stopped");
+        let receiver = receiver
+            .with_dispatch(Arc::new(dispatcher.clone()))
+            .with_existence(Arc::new(dispatcher.clone()));
+        let mut stopped = stop.subscribe();
+        receiver_run = Some(receiver.run(listener, async move {
+            let _ = stopped.recv().await;
+        }));
+        _receiver_lock = Some(lock);
+    }
+    if poller.is_some() {
+        printer.info(format!(
+            "polling every {}s (pid {})",
+            config.polling.interval_seconds.max(1),
+            std::process::id()
+        ));
+    }
+
+    // Every ingress holds its lock and listens: what a detached start waits for.
+    printer.info(format!("{READY} (pid {})", std::process::id()));
+
+    let (config_tx, config_rx) = watch::channel(Arc::clone(config));
+    let reload = reload_config(loaded.location.path.clone(), config_tx, stop.subscribe(), printer);
+    let poll = async {
+        if let Some(poller) = poller.as_mut() {
+            poller::run(poller, config_rx, Shutdown::new(stop.subscribe())).await;
+        }
+    };
+    // TERM or INT stops everything; so does a receiver that failed.
+    let mut failed = stop.subscribe();
+    let signals = async {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+            _ = failed.recv() => {}
+        }
+        let _ = stop.send(());
+    };
+    let receive = async {
+        let Some(run) = receiver_run else { return Ok(()) };
+        let received = run.await.context("the webhook receiver failed");
+        let _ = stop.send(());
+        printer.info("webhook receiver stopped");
+        received
+    };
+    let (received, (), (), ()) = tokio::join!(receive, poll, reload, signals);
+    let abandoned = dispatcher.shutdown(DISPATCH_GRACE).await;
+    if let Some(poller) = poller.as_mut() {
+        poller.release_attempts(&abandoned).context("cannot release the abandoned attempts")?;
+    }
+    received?;
     Ok(ExitStatus::Success)
 }
 
-/// How long the dispatcher may finish its queues at shutdown, after the receiver stopped
-/// (both within the 5 s every process has to exit).
+/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, handing each
+/// change to the poller (it applies it between cycles); a change that does not load keeps
+/// the previous config and is reported once. The receiver reloads on its own, per event.
+async fn reload_config(
+    path: std::path::PathBuf,
+    config: watch::Sender<Arc<loop_core::config::Config>>,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+    printer: Printer,
+) {
+    let Ok((mut source, _)) = ConfigSource::open(&path) else { return };
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(RELOAD_EVERY) => {}
+            _ = stop.recv() => return,
+        }
+        let (next, reloaded) = tokio::task::spawn_blocking(move || {
+            let reloaded = source.reload_if_changed();
+            (source, reloaded)
+        })
+        .await
+        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+        source = next;
+        match reloaded {
+            Reload::Unchanged => {}
+            Reload::Reloaded { config: fresh, .. } => {
+                let _ = config.send(fresh);
+            }
+            Reload::Failed { error, .. } => {
+                printer.warning(format!(
+                    "the config change was not applied (the previous config stays): {error}"
+                ));
+            }
+        }
+    }
+}
+
+/// How often the service looks for a changed config file (for the poller).
+const RELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// How long the dispatcher may finish its queues at shutdown, after the ingresses
+/// stopped (all within the 5 s every process has to exit).
 const DISPATCH_GRACE: Duration = Duration::from_millis(400);
 
 /// The event log the service writes (`eventLog.enabled: false` disables it).
-fn service_events(config: &loop_core::config::Config, layout: &StateLayout) -> EventLog {
+fn service_events(
+    config: &loop_core::config::Config,
+    layout: &StateLayout,
+    source: &str,
+) -> EventLog {
     if config.event_log.enabled {
-        EventLog::new(layout.event_log(), "gh-webhook")
+        EventLog::new(layout.event_log(), source)
     } else {
         EventLog::disabled()
     }
 }
+
+/// The line the service writes once every ingress holds its lock and listens.
+const READY: &str = "the service is ready";
 
 /// How long a detached start waits for the service to hold its locks.
 pub const START_PATIENCE: Duration = Duration::from_secs(15);
@@ -222,7 +381,7 @@ pub fn detached(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitSta
         .spawn()
         .context("cannot start the service process")?;
     let names = enabled.iter().map(|i| i.name()).collect::<Vec<_>>().join(", ");
-    match wait_until_locked(&mut child, &enabled, &layout)? {
+    match wait_until_ready(&mut child, &enabled, &layout, &log_path, offset)? {
         Started::Yes => {
             printer.info(format!(
                 "started the service (pid {}): {names}; output goes to `{}`",
@@ -245,7 +404,7 @@ pub fn detached(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitSta
             );
             let _ = child.wait();
             printer.error(format!(
-                "the service did not take its locks within {}s and was stopped",
+                "the service was not ready within {}s and was stopped",
                 START_PATIENCE.as_secs()
             ));
             show_log_tail(&log_path, offset, printer);
@@ -261,17 +420,22 @@ enum Started {
     TimedOut,
 }
 
-fn wait_until_locked(
+/// Waits until the child holds every enabled ingress's lock and has said it is ready
+/// (in its output since `offset`), or exits, or [`START_PATIENCE`] runs out.
+fn wait_until_ready(
     child: &mut Child,
     enabled: &[Ingress],
     layout: &loop_store::StateLayout,
+    log: &Path,
+    offset: u64,
 ) -> anyhow::Result<Started> {
     let deadline = Instant::now() + START_PATIENCE;
+    let ready = format!("{READY} (pid {})", child.id());
     loop {
         if let Some(status) = child.try_wait().context("cannot watch the service process")? {
             return Ok(Started::Exited(status));
         }
-        let mut all = true;
+        let mut all = read_since(log, offset).contains(&ready);
         for ingress in enabled {
             all &= service::liveness(*ingress, layout)?.pid() == Some(child.id());
         }
@@ -296,18 +460,22 @@ fn open_log(path: &Path) -> anyhow::Result<fs::File> {
         .with_context(|| format!("cannot open the service log `{}`", path.display()))
 }
 
-/// Shows what the service wrote since `offset` (its last lines), then where the log is.
-fn show_log_tail(path: &Path, offset: u64, printer: Printer) {
+/// What the service wrote to its log since `offset` (empty when unreadable).
+fn read_since(path: &Path, offset: u64) -> String {
     let mut text = String::new();
-    let read = fs::File::open(path).and_then(|mut file| {
+    let _ = fs::File::open(path).and_then(|mut file| {
         file.seek(SeekFrom::Start(offset))?;
         file.read_to_string(&mut text)
     });
-    if read.is_ok() {
-        let lines: Vec<&str> = text.lines().collect();
-        for line in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
-            printer.info(format!("  | {line}"));
-        }
+    text
+}
+
+/// Shows what the service wrote since `offset` (its last lines), then where the log is.
+fn show_log_tail(path: &Path, offset: u64, printer: Printer) {
+    let text = read_since(path, offset);
+    let lines: Vec<&str> = text.lines().collect();
+    for line in &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..] {
+        printer.info(format!("  | {line}"));
     }
     printer.hint(format!("the service's whole output is in `{}`", path.display()));
 }

@@ -98,7 +98,7 @@ fn start_detaches_status_says_running_a_second_start_names_the_pid_and_stop_ends
     wait_until_gone(pid);
     let log = std::fs::read_to_string(site.root.join("logs/service.out")).expect("the service log");
     assert!(log.contains("receiving webhooks at"), "{log}");
-    assert!(log.contains("webhook receiver stopped"), "a clean stop on TERM:\n{log}");
+    assert!(log.contains("the service stopped"), "a clean stop on TERM:\n{log}");
 }
 
 #[test]
@@ -202,4 +202,40 @@ fn status_json_reports_each_ingress_and_the_verdict() {
     assert_eq!(status["services"][0]["state"], "stopped");
     assert_eq!(status["services"][1]["service"], "poller");
     assert_eq!(status["services"][1]["state"], "disabled");
+}
+
+#[test]
+fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
+    sim.create_repo("octo/app").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut site = Site::on_port(port);
+    site.cli.write(
+        ".the-loop/cli-config.yaml",
+        &format!(
+            "state:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\npolling:\n  enabled: true\n  intervalSeconds: 1\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            site.root.display(),
+            sim.url()
+        ),
+    );
+    site.cli.env("GH_TOKEN", "test-token");
+    site.run(&["start"]).expect_code(0).expect_stderr("gh-webhook, poller");
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        let run = site.run(&["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        if !status["services"][1]["lastCycleAt"].is_null() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no poll cycle recorded:\n{run}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status["ok"], true);
+    let (receiver, poller) = (&status["services"][0]["pid"], &status["services"][1]["pid"]);
+    assert!(receiver.is_u64() && receiver == poller, "one process hosts both: {status}");
+    site.run(&["status"]).expect_code(0).expect_stdout("last cycle: ");
+    site.run(&["stop"]).expect_code(0).expect_stderr("poller      stopped");
+    site.run(&["status"]).expect_code(1).expect_stdout("before it stopped");
 }

@@ -58,10 +58,11 @@ impl Dispatcher {
         if let Some(pr) = &pull_request
             && pr != &record.work_item
             && wants_own_session(mode, &record.work_item, pr)
-            && record.endpoints.get(pr).is_none_or(|e| e.tmux_target.is_empty())
+            && record.endpoints.get(pr).is_none_or(|e| e.is_live() && e.tmux_target.is_empty())
         {
-            // A PR endpoint of its own is spawned only in a checkout of its own; without
-            // a workspace root there is none, and the event goes to the work item.
+            // A PR endpoint of its own (never for a PR whose endpoint was closed) is
+            // spawned only in a checkout of its own; without a workspace root there is
+            // none, and the event goes to the work item.
             if config.routing.workspace.root.is_none() {
                 self.events().emit(
                     Line::info("session.pr_session_declined")

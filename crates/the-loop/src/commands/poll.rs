@@ -4,7 +4,7 @@
 //! overlapping cron runs never interleave), runs one cycle through the real dispatcher,
 //! lets queued deliveries finish, gives back the attempts the dispatcher abandoned, and
 //! exits 0 on a clean cycle, 1 when a scope was degraded, 2 when it cannot run (bad
-//! config, nothing to poll, the lock held by another poller). SIGINT/SIGTERM stop the
+//! config, routing disabled, nothing to poll, the lock held by another poller). SIGINT/SIGTERM stop the
 //! cycle after the item in flight.
 //!
 //! Glue only: the poller and the dispatcher are loop-daemon's.
@@ -38,6 +38,14 @@ pub fn run(args: PollArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
     }
     let loaded = CliConfig::load(global, printer)?;
     let config = loaded.config;
+    if !config.routing.enabled {
+        // The dispatcher acts on nothing then: every polled comment would be retried and
+        // given up, with a notice on GitHub.
+        printer.error("nothing would be acted on: `routing.enabled` is false");
+        printer
+            .hint(format!("set `routing.enabled: true` in `{}`", loaded.location.path.display()));
+        return Ok(ExitStatus::CouldNotRun);
+    }
     if scope::scopes(&config).is_empty() {
         printer.error("nothing to poll: no repository is configured");
         printer.hint(format!(

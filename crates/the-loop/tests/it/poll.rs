@@ -15,7 +15,7 @@ fn site(sim: &Sim, repos: &[&str]) -> Cli {
     cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "repositories: [{}]\nstate:\n  root: state\nrouting:\n  authorizedUsers: [ann]\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            "repositories: [{}]\nstate:\n  root: state\nrouting:\n  enabled: true\n  authorizedUsers: [ann]\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
             repos.join(", "),
             sim.url()
         ),
@@ -73,4 +73,16 @@ async fn poll_exits_2_without_once_or_without_repositories() {
     run_.expect_code(2).expect_stderr("needs `--once`");
     let (_cli, run_) = run(site(&sim, &[]), &["poll", "--once"]).await;
     run_.expect_code(2).expect_stderr("nothing to poll");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_once_exits_2_when_routing_is_disabled() {
+    let sim = Sim::start().await.unwrap();
+    sim.create_repo("octo/app").unwrap();
+    let cli = site(&sim, &["octo/app"]);
+    let config = cli.cwd().join(".the-loop/cli-config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap().replace("  enabled: true\n", "");
+    std::fs::write(&config, text).unwrap();
+    let (_cli, run_) = run(cli, &["poll", "--once"]).await;
+    run_.expect_code(2).expect_stderr("routing.enabled");
 }

@@ -191,3 +191,35 @@ async fn shutdown_abandons_and_releases_only_what_is_still_queued() {
     let status = lab.dispatcher.delivery_status(&in_flight, &[item]).await;
     assert_eq!(status, DeliveryStatus::InFlight);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatches_across_sessions_wait_for_a_permit_when_the_bound_is_reached() {
+    let extra = "  maxConcurrentDispatches: 1\n  dispatchTimeoutSeconds: 1\n";
+    let mut lab = Lab::start_with(extra, Harness::Stuck).await;
+    let first = lab.open_labelled_issue();
+    let second = lab.open_labelled_issue();
+    lab.comment(first, OWNER, "the-loop start");
+    lab.comment(second, OWNER, "the-loop start");
+    lab.settle().await;
+    let events = lab.events();
+    let position = |name: &str, item: u64| {
+        let item = lab.item(item).to_string();
+        events
+            .iter()
+            .position(|e| e["event"] == name && e["work_item"] == item)
+            .unwrap_or_else(|| panic!("a `{name}` line for {item}"))
+    };
+    // The second work item's dispatch (its started reaction) begins only once the
+    // first one has given its permit back.
+    let first_done = position("dispatch.failed", first);
+    let second_started = events
+        .iter()
+        .position(|e| {
+            e["event"] == "reaction.added"
+                && e["state"] == "started"
+                && e["work_item"] == lab.item(second).to_string()
+        })
+        .expect("the second dispatch started");
+    assert!(first_done < second_started, "{events:#?}");
+    assert!(position("dispatch.failed", second) > first_done);
+}

@@ -405,6 +405,25 @@ mod tests {
     }
 
     #[test]
+    fn demo_takes_its_flags_and_the_stand_in_verb_passes_its_arguments_through() {
+        let cli =
+            Cli::try_parse_from(["the-loop", "demo", "--step-timeout", "3", "--clean"]).unwrap();
+        let Command::Demo(args) = cli.command else { panic!("not demo") };
+        assert_eq!((args.step_timeout, args.clean, args.dir), (3, true, None));
+        let cli = Cli::try_parse_from([
+            "the-loop",
+            "stand-in-harness",
+            "--record",
+            "r.jsonl",
+            "--session-id",
+            "abc",
+        ])
+        .unwrap();
+        let Command::StandInHarness(args) = cli.command else { panic!("not stand-in-harness") };
+        assert_eq!(args.args, ["--record", "r.jsonl", "--session-id", "abc"]);
+    }
+
+    #[test]
     fn verbose_and_quiet_conflict() {
         assert!(Cli::try_parse_from(["the-loop", "-v", "-q", "events"]).is_err());
     }

@@ -9,3 +9,7 @@ pub const HOME: &str = "HOME";
 
 /// Where Claude Code keeps its config when not under `$HOME` (for trust pre-seeding).
 pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
+
+/// The program search path, to tell whether `the-loop` is callable by name (the demo's
+/// closing hints).
+pub const PATH: &str = "PATH";

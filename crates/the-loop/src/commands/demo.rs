@@ -26,6 +26,7 @@ use self::stack::{CAST, Paths, REPO, Stack};
 use self::story::{Outcome, STEPS};
 use crate::ExitStatus;
 use crate::cli::{DemoArgs, GlobalArgs};
+use crate::env_vars;
 use crate::printer::Printer;
 
 pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> {
@@ -226,7 +227,7 @@ fn stop_tmux(paths: &Paths) {
 /// full path (e.g. after `cargo run`).
 fn program_name() -> String {
     let Ok(exe) = std::env::current_exe() else { return "the-loop".to_owned() };
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+    let on_path = std::env::var_os(env_vars::PATH).is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| {
             std::fs::canonicalize(dir.join("the-loop")).ok() == std::fs::canonicalize(&exe).ok()
         })

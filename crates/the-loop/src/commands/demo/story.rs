@@ -137,8 +137,10 @@ impl Narrator {
     ) -> anyhow::Result<bool> {
         let deadline = Instant::now() + self.timeout;
         loop {
-            let seen = Seen::take(stack)?;
-            if let Some(observed) = check(&seen) {
+            // Reading the files and asking tmux block: keep them off the runtime's workers.
+            let observed =
+                tokio::task::block_in_place(|| Seen::take(stack).map(|seen| check(&seen)))?;
+            if let Some(observed) = observed {
                 self.printer.info(format_args!("      ✓ {observed}"));
                 self.record(true, observed);
                 return Ok(true);

@@ -2,7 +2,7 @@
 //! (version 0.0.4), for a scraper on the receiver's port (SPEC §6).
 //!
 //! [`Metrics`] is a small registry the service's parts share (cheap to clone): the
-//! dispatcher counts each decided delivery ([`Metrics::delivery`]) and times each dispatch
+//! dispatcher counts each decided delivery ([`Metrics::decision`]) and times each dispatch
 //! ([`Metrics::dispatch_latency`]); the poller times each cycle
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
@@ -23,6 +23,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use loop_github::GithubClient;
+
+use crate::dispatcher::decision::{Decision, LedgerEffect};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -62,6 +64,21 @@ impl Metrics {
     pub fn delivery(&self, outcome: Outcome, reason: &str) {
         *lock(&self.inner.deliveries).entry((outcome.as_str(), reason.to_owned())).or_insert(0) +=
             1;
+    }
+
+    /// Counts a dispatcher decision by what it did to the delivery: `done` (kept:
+    /// delivered, spawned, closed, executed), `settled` (refused on purpose, with its
+    /// reason), `failed` (released for a retry), `duplicate`; a step that leaves the
+    /// delivery in flight (queued) is not counted.
+    pub fn decision(&self, decision: &Decision) {
+        let outcome = match decision.ledger() {
+            LedgerEffect::Untouched if *decision == Decision::Duplicate => Outcome::Duplicate,
+            LedgerEffect::Untouched => return,
+            LedgerEffect::Keep => Outcome::Done,
+            LedgerEffect::Settle(reason) => return self.delivery(Outcome::Settled, reason),
+            LedgerEffect::Release => Outcome::Failed,
+        };
+        self.delivery(outcome, decision_reason(decision));
     }
 
     /// How long one dispatch took, from being taken in to its outcome.
@@ -193,6 +210,33 @@ impl Metrics {
     }
 }
 
+/// A decision's reason label.
+fn decision_reason(decision: &Decision) -> &'static str {
+    match decision {
+        Decision::Duplicate => "duplicate-delivery",
+        Decision::NoWorkItem { reason } => reason,
+        Decision::OutOfScope { refusal, .. } => refusal.reason(),
+        Decision::Ambiguous { .. } => "control-ambiguous",
+        Decision::Rejected { rejection, .. } => rejection.reason(),
+        Decision::Executed { .. } | Decision::RosterEdited { .. } => "control-executed",
+        Decision::HandedToGraph { .. } => "handed-to-graph",
+        Decision::SpawnRefused { refusal } => refusal.reason(),
+        Decision::SessionPaused { .. } => "session-paused",
+        Decision::AlreadyProcessed { .. } => "already-processed",
+        Decision::Queued { .. } => "queued",
+        Decision::Closed => "closed",
+        Decision::Delivered { .. } => "delivered",
+        Decision::Respawned { .. } => "respawned",
+        Decision::Spawned { .. } => "spawned",
+        Decision::SpawnFailed { .. } => "spawn-failed",
+        Decision::SessionVanished { .. } => "session-vanished",
+        Decision::SessionOccupied { .. } => "session-occupied",
+        Decision::Failed { .. } => "dispatch-failed",
+        Decision::TimedOut { .. } => "timed-out",
+        Decision::ShuttingDown { .. } => "shutting-down",
+    }
+}
+
 /// How a delivery ended, as the delivery ledger sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -312,6 +356,26 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn dispatcher_decisions_count_by_ledger_effect_and_in_flight_steps_do_not() {
+        let metrics = Metrics::new();
+        let item: loop_core::WorkItemRef = "github:octo/app#1".parse().unwrap();
+        metrics.decision(&Decision::Closed);
+        metrics.decision(&Decision::SpawnRefused {
+            refusal: loop_core::control::SpawnRefusal::AwaitingStart,
+        });
+        metrics.decision(&Decision::Queued { item, spawn: false });
+        metrics.decision(&Decision::Duplicate);
+        let text = metrics.render();
+        assert!(text.contains("{outcome=\"done\",reason=\"closed\"} 1\n"), "{text}");
+        assert!(text.contains("{outcome=\"settled\",reason=\"awaiting-start\"} 1\n"), "{text}");
+        assert!(
+            text.contains("{outcome=\"duplicate\",reason=\"duplicate-delivery\"} 1\n"),
+            "{text}"
+        );
+        assert!(!text.contains("queued"), "{text}");
     }
 
     #[test]

@@ -98,6 +98,8 @@ struct Inner {
     closing: std::sync::atomic::AtomicBool,
     /// The runtime the dispatcher was opened on, for callers on blocking threads.
     runtime: tokio::runtime::Handle,
+    /// Where decided deliveries are counted (`GET /metrics`), once set.
+    metrics: std::sync::OnceLock<crate::metrics::Metrics>,
 }
 
 impl Dispatcher {
@@ -129,6 +131,7 @@ impl Dispatcher {
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
                 runtime: tokio::runtime::Handle::current(),
+                metrics: std::sync::OnceLock::new(),
             }),
         };
         if !abandoned.is_empty() {
@@ -244,9 +247,17 @@ impl Dispatcher {
     }
 
     /// Writes the decision's line and applies its ledger effect to `cx.delivery_id`.
+    /// Counts every decided delivery in `metrics` from now on (the first call wins).
+    pub fn count_in(&self, metrics: crate::metrics::Metrics) {
+        let _ = self.inner.metrics.set(metrics);
+    }
+
     pub(crate) async fn record(&self, decision: &Decision, cx: &Context) {
         if let Some(line) = decision.line(cx) {
             self.events().emit(line);
+        }
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.decision(decision);
         }
         let Some(key) = cx.delivery_id.as_deref() else { return };
         let now = Timestamp::now();

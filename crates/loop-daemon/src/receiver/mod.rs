@@ -136,6 +136,8 @@ pub struct Receiver {
     hold_processing: bool,
     body_limit: usize,
     warnings: Vec<String>,
+    /// More routes served on the receiver's port (e.g. `GET /metrics`).
+    routes: Option<Router>,
 }
 
 impl Receiver {
@@ -202,6 +204,7 @@ impl Receiver {
             hold_processing: false,
             body_limit: DEFAULT_BODY_LIMIT,
             warnings,
+            routes: None,
         })
     }
 
@@ -223,6 +226,12 @@ impl Receiver {
     /// taking deliveries while the rest of the service is being repaired.
     pub fn hold_processing(mut self, hold: bool) -> Self {
         self.hold_processing = hold;
+        self
+    }
+
+    /// Serves `routes` on the receiver's port beside its own (e.g. `GET /metrics`).
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.routes = Some(routes);
         self
     }
 
@@ -261,6 +270,7 @@ impl Receiver {
             hold_processing,
             body_limit,
             warnings: _,
+            routes,
         } = self;
         let current = Arc::clone(config.current());
         let trigger = Trigger::new();
@@ -307,6 +317,12 @@ impl Receiver {
         );
         let state = Arc::new(Door { journal: journal_tx, secret, events: events.clone() });
         let app = router(&gh.path, body_limit, state);
+        let app = match routes {
+            // The extra routes first: merging into a router that has a fallback would
+            // leave them unreachable.
+            Some(routes) => routes.merge(app),
+            None => app,
+        };
         let (stop_http, http_stopped) = oneshot::channel::<()>();
         let mut server = tokio::spawn(
             axum::serve(listener, app)

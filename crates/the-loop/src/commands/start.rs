@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use loop_daemon::config_source::{ConfigSource, Reload};
 use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::metrics::Metrics;
 use loop_daemon::poller::{self, GithubClients, Poller, PollerError, scope};
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
 use loop_daemon::shutdown::Shutdown;
@@ -171,13 +172,20 @@ async fn serve(
             })
             .ok(),
     };
+    let watched = github.clone();
+    let service_store = StateStore::new(layout.clone(), service_events(config, &layout, "service"));
     let parts = loop_daemon::service::dispatcher_parts(
         Arc::clone(config),
-        StateStore::new(layout.clone(), service_events(config, &layout, "service")),
+        service_store.clone(),
         github,
         &service::host(),
     );
     let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
+    let metrics = Metrics::new();
+    dispatcher.count_in(metrics.clone());
+    if let Some(client) = &watched {
+        metrics.watch_github(client.clone());
+    }
 
     let mut poller = polling.map(|clients| {
         let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
@@ -208,7 +216,8 @@ async fn serve(
         ));
         let receiver = receiver
             .with_dispatch(Arc::new(dispatcher.clone()))
-            .with_existence(Arc::new(dispatcher.clone()));
+            .with_existence(Arc::new(dispatcher.clone()))
+            .with_routes(metrics.router());
         let mut stopped = stop.subscribe();
         receiver_run = Some(receiver.run(listener, async move {
             let _ = stopped.recv().await;
@@ -228,6 +237,7 @@ async fn serve(
 
     let (config_tx, config_rx) = watch::channel(Arc::clone(config));
     let reload = reload_config(loaded.location.path.clone(), config_tx, stop.subscribe(), printer);
+    let gauges = sample_gauges(service_store, metrics, stop.subscribe());
     let poll = async {
         if let Some(poller) = poller.as_mut() {
             poller::run(poller, config_rx, Shutdown::new(stop.subscribe())).await;
@@ -250,7 +260,7 @@ async fn serve(
         printer.info("webhook receiver stopped");
         received
     };
-    let (received, (), (), ()) = tokio::join!(receive, poll, reload, signals);
+    let (received, (), (), (), ()) = tokio::join!(receive, poll, reload, gauges, signals);
     let abandoned = dispatcher.shutdown(DISPATCH_GRACE).await;
     if let Some(poller) = poller.as_mut() {
         poller.release_attempts(&abandoned).context("cannot release the abandoned attempts")?;
@@ -291,6 +301,32 @@ async fn reload_config(
                     "the config change was not applied (the previous config stays): {error}"
                 ));
             }
+        }
+    }
+}
+
+/// Counts the live sessions for `GET /metrics` every [`RELOAD_EVERY`] until the service
+/// stops (a file listing, off the runtime's threads).
+async fn sample_gauges(
+    store: StateStore,
+    metrics: Metrics,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+) {
+    loop {
+        let listing = store.clone();
+        let live = tokio::task::spawn_blocking(move || listing.list_local_records())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|records| {
+                records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count()
+            });
+        if let Some(live) = live {
+            metrics.set_live_sessions(live as u64);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RELOAD_EVERY) => {}
+            _ = stop.recv() => return,
         }
     }
 }

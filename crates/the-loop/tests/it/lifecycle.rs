@@ -239,3 +239,73 @@ fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle
     site.run(&["stop"]).expect_code(0).expect_stderr("poller      stopped");
     site.run(&["status"]).expect_code(1).expect_stdout("before it stopped");
 }
+
+/// `GET path` on 127.0.0.1:`port`; the whole answer (status line, headers, body).
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+#[test]
+fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveries() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let site = Site::on_port(port);
+    site.cli.write(
+        ".the-loop/cli-config.yaml",
+        &format!(
+            "state:\n  root: {}\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n",
+            site.root.display()
+        ),
+    );
+    site.run(&["start"]).expect_code(0);
+    // A comment by an authorized user on an issue without the label: refused by the
+    // spawn policy (released: a later label may arm it).
+    let body = serde_json::json!({
+        "action": "created",
+        "repository": {"full_name": "octo/app", "html_url": "https://github.com/octo/app"},
+        "issue": {"number": 7, "title": "A bug", "labels": [], "html_url": "https://github.com/octo/app/issues/7"},
+        "comment": {"id": 1, "node_id": "IC_1", "body": "hello", "user": {"login": "octocat"}},
+        "sender": {"login": "octocat"}
+    })
+    .to_string();
+    let signature = loop_sim::webhook::sign(b"lifecycle-secret", body.as_bytes());
+    {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        write!(
+            stream,
+            "POST /gh-webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: m-1\r\nX-Hub-Signature-256: {signature}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let metrics = loop {
+        let answer = http_get(port, "/metrics");
+        if answer.contains("the_loop_deliveries_total{") {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "no delivery counted:\n{answer}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
+    assert!(
+        metrics.contains("the_loop_deliveries_total{outcome=\"failed\",reason=\"spawn-policy\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("# TYPE the_loop_dispatch_latency_seconds histogram"), "{metrics}");
+    assert!(metrics.contains("the_loop_live_sessions 0"), "{metrics}");
+    site.run(&["explain", "m-1"])
+        .expect_code(0)
+        .expect_stdout("=> refused: dropped: no live session, and the work item is not armed");
+}

@@ -309,3 +309,59 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
         .expect_code(0)
         .expect_stdout("=> refused: dropped: no live session, and the work item is not armed");
 }
+
+/// The acceptance path, through the binary only: `config init` → edit → `start` →
+/// `status` 0 → simulated GitHub activity → `explain` names why a comment was refused →
+/// `stop` → `status` 1 → no process left.
+#[test]
+fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
+    sim.create_repo("octo/app").unwrap();
+    let issue = sim.open_issue("octo/app", "octocat", "A bug", &[]).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let site = Site::on_port(port);
+    std::fs::remove_file(site.cli.cwd().join(".the-loop/cli-config.yaml")).unwrap();
+    site.run(&["config", "init"]).expect_code(0);
+    // The edit an operator makes: the state root, who may act, the receiver's port.
+    site.cli.write(
+        ".the-loop/cli-config.yaml",
+        &format!(
+            "version: \"0.5.0\"\nstate:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            site.root.display(),
+            sim.url()
+        ),
+    );
+    site.run(&["config", "check"]).expect_code(0);
+    site.run(&["start"]).expect_code(0);
+    site.run(&["status"]).expect_code(0);
+    let pid = site.receiver_pid().expect("running");
+
+    sim.set_webhook(Some(loop_sim::WebhookTarget {
+        url: format!("http://127.0.0.1:{port}/gh-webhook"),
+        secret: Some("lifecycle-secret".to_owned()),
+    }));
+    sim.comment("octo/app", issue, "mallory", "the-loop start").unwrap();
+    runtime.block_on(sim.webhooks_settled());
+    let delivery = sim
+        .deliveries()
+        .into_iter()
+        .rev()
+        .find(|d| d.event == "issue_comment")
+        .expect("a delivery");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let run = site.run(&["explain", &delivery.id]);
+        if run.stdout.contains("=> refused") {
+            run.expect_stdout("@mallory is not in `routing.authorizedUsers`");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the refusal was never logged:\n{run}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    site.run(&["stop"]).expect_code(0);
+    site.run(&["status"]).expect_code(1);
+    wait_until_gone(pid);
+}

@@ -181,6 +181,7 @@ pub async fn play(stack: &Stack, printer: Printer, timeout: Duration) -> anyhow:
 async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<()> {
     let sim = &stack.sim;
     let label = stack.config.routing.auto_execute_label.clone();
+    let start = stack.config.routing.control.keywords.start.clone();
     let Cast { maintainer, teammate, stranger } = CAST;
 
     // 1. The issue is labelled: the-loop watches it, but nothing starts on a label alone.
@@ -193,7 +194,7 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<()> {
     let watching = n
         .expect(stack, "the labelled issue reaching the-loop (awaiting-start)", |seen| {
             seen.refusal(&issue, "awaiting-start").map(|_| {
-                format!("the-loop is watching {issue}; it waits for an authorized `the-loop start`")
+                format!("the-loop is watching {issue}; it waits for an authorized `{start}`")
             })
         })
         .await?;
@@ -202,8 +203,8 @@ async fn scenes(stack: &Stack, n: &mut Narrator) -> anyhow::Result<()> {
     }
 
     // 2. An authorized start: a session is spawned, announced and given its first prompt.
-    n.step(format!("{maintainer} (authorized) comments on #{number}: “the-loop start”"));
-    sim.comment(REPO, number, maintainer, "the-loop start").context("cannot comment")?;
+    n.step(format!("{maintainer} (authorized) comments on #{number}: “{start}”"));
+    sim.comment(REPO, number, maintainer, &start).context("cannot comment")?;
     let target = issue.tmux_session();
     let spawned = n
         .expect(stack, "`session.spawned` in the event log", |seen| {

@@ -81,7 +81,8 @@ impl Metrics {
         self.delivery(outcome, decision_reason(decision));
     }
 
-    /// How long one dispatch took, from being taken in to its outcome.
+    /// How long one dispatch took, from its work item's worker picking it up (waiting
+    /// for a concurrency permit included) to its outcome.
     pub fn dispatch_latency(&self, took: Duration) {
         self.inner.dispatch.observe(took, DISPATCH_BUCKETS);
     }
@@ -125,7 +126,7 @@ impl Metrics {
             &mut out,
             "the_loop_dispatch_latency_seconds",
             "histogram",
-            "Time from taking a delivery in to its outcome.",
+            "Time from a work item's worker picking a dispatch up to its outcome (paste, spawn, respawn).",
         );
         self.inner.dispatch.render(&mut out, "the_loop_dispatch_latency_seconds", DISPATCH_BUCKETS);
         family(

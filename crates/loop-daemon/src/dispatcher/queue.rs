@@ -110,6 +110,7 @@ impl Dispatcher {
     /// Runs one job inside a concurrency permit and the dispatch timeout, then records
     /// its outcome and sends the completion reaction.
     async fn run(&self, job: Job) {
+        let started = std::time::Instant::now();
         let permits = self.inner.permits.clone();
         // The semaphore is never closed, so acquiring only waits.
         let _permit = permits.acquire_owned().await.ok();
@@ -121,6 +122,9 @@ impl Dispatcher {
                 Err(_elapsed) => Decision::TimedOut { item: job.target.clone(), seconds },
             };
         self.record(&decision, &job.cx).await;
+        if let Some(metrics) = self.inner.metrics.get() {
+            metrics.dispatch_latency(started.elapsed());
+        }
         if let Decision::Spawned { item, harness, target, .. } = &decision {
             self.announce(item, harness, target).await;
         }

@@ -30,7 +30,7 @@ use anyhow::Context as _;
 use loop_daemon::config_source::{ConfigSource, Reload};
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::metrics::Metrics;
-use loop_daemon::poller::{self, GithubClients, Poller, PollerError, scope};
+use loop_daemon::poller::{self, CycleObserver, GithubClients, Poller, PollerError, scope};
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
 use loop_daemon::shutdown::Shutdown;
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
@@ -189,7 +189,9 @@ async fn serve(
 
     let mut poller = polling.map(|clients| {
         let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
+        let counted = metrics.clone();
         Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"))
+            .with_observer(CycleObserver::new(move |cycle| counted.poll_cycle(cycle.took)))
     });
     let _poll_lock = match poller.as_ref().map(Poller::lock).transpose() {
         Ok(lock) => lock,

@@ -236,6 +236,12 @@ fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle
     let (receiver, poller) = (&status["services"][0]["pid"], &status["services"][1]["pid"]);
     assert!(receiver.is_u64() && receiver == poller, "one process hosts both: {status}");
     site.run(&["status"]).expect_code(0).expect_stdout("last cycle: ");
+    let metrics = http_get(port, "/metrics");
+    assert!(!metrics.contains("the_loop_poll_cycle_duration_seconds_count 0\n"), "{metrics}");
+    assert!(
+        metrics.contains("the_loop_github_requests_total{host=\"github.com\",status=\"200\"}"),
+        "{metrics}"
+    );
     site.run(&["stop"]).expect_code(0).expect_stderr("poller      stopped");
     site.run(&["status"]).expect_code(1).expect_stdout("before it stopped");
 }

@@ -219,6 +219,18 @@ fn actor(record: &Record) -> String {
     text(record, "actor").map_or_else(|| "someone unnamed".to_owned(), |a| format!("@{a}"))
 }
 
+/// Why the actor guard let a `routing.routed` line's event in, for a sentence. Lines
+/// written before the `pass` field existed said nothing more than the actor.
+fn actor_pass(record: &Record) -> String {
+    match text(record, "pass") {
+        Some("authorized") => format!("{} is authorized", actor(record)),
+        Some("close-exempt") => format!("a close passes whoever closed it, here {}", actor(record)),
+        Some("actorless") => "no actor: input only, never a command".to_owned(),
+        Some("collaborator") => format!("{} is a collaborator: input only", actor(record)),
+        _ => format!("actor {}", actor(record)),
+    }
+}
+
 /// The work items a line is about, for a sentence.
 fn items(record: &Record) -> String {
     if let Some(item) = text(record, "work_item") {
@@ -341,8 +353,8 @@ pub fn step(record: &Record) -> Step {
             Stage::Guard,
             Mark::Passed,
             format!(
-                "passed the self-marker, repository and actor checks ({} is authorized); routed to {}{}",
-                actor(record),
+                "passed the self-marker, repository and actor checks ({}); routed to {}{}",
+                actor_pass(record),
                 items(record),
                 if record.get("labeled") == Some(&Value::Bool(true)) {
                     ", which carries the auto-execute label"
@@ -647,6 +659,20 @@ mod tests {
         );
         // Asking by the dedup key finds the same trail.
         assert_eq!(delivery_trail(&records, "comment:9").steps.len(), 3);
+    }
+
+    #[test]
+    fn a_routed_line_says_why_the_actor_got_in() {
+        let routed = |pass: &str| {
+            let line = record(json!({"ts": "t1", "event": "routing.routed", "delivery_id": "d",
+                "actor": "bob", "pass": pass, "work_items": ["github:o/r#1"]}));
+            delivery_trail(&[line], "d").steps[0].text.clone()
+        };
+        assert!(routed("authorized").contains("@bob is authorized"));
+        let close = routed("close-exempt");
+        assert!(close.contains("a close passes whoever closed it, here @bob"), "{close}");
+        assert!(!close.contains("is authorized"), "{close}");
+        assert!(routed("collaborator").contains("@bob is a collaborator: input only"));
     }
 
     #[test]

@@ -115,6 +115,18 @@ pub enum ActorPass {
     Collaborator,
 }
 
+impl ActorPass {
+    /// The `pass` field of the `routing.routed` event-log line.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::CloseExempt => "close-exempt",
+            Self::Actorless => "actorless",
+            Self::Authorized => "authorized",
+            Self::Collaborator => "collaborator",
+        }
+    }
+}
+
 /// The actor guard: `authorizedUsers` matched exactly (an empty list lets no human in),
 /// then the collaborator rosters of the event's own work items, matched without regard
 /// to case. `roster` is asked only about `refs` (the refs this event carries), and only

@@ -403,6 +403,7 @@ pub fn judge(
     events.emit(
         line(LogEvent::info("routing.routed"))
             .field("actor", event.actor.name())
+            .field("pass", pass.reason())
             .field("work_items", &work_items)
             .field("labeled", labeled)
             .field("undeclared", (!bounded.dropped.is_empty()).then_some(&bounded.dropped)),

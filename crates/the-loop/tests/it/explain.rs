@@ -10,7 +10,7 @@ const LOG: &str = r#"{"ts":"2026-11-29T10:00:00.000Z","source":"gh-webhook","eve
 {"ts":"2026-11-29T10:00:00.001Z","source":"gh-webhook","event":"routing.dropped","level":"warning","gh_event":"issue_comment","delivery_id":"d-refused","reason":"unauthorized-actor","actor":"mallory","work_items":["github:octo/app#7"]}
 not json at all
 {"ts":"2026-11-29T10:01:00.000Z","source":"gh-webhook","event":"webhook.received","level":"info","gh_event":"issue_comment","action":"created","delivery_id":"d-ok","verified":true}
-{"ts":"2026-11-29T10:01:00.001Z","source":"gh-webhook","event":"routing.routed","level":"info","gh_event":"issue_comment","delivery_id":"d-ok","actor":"octocat","work_items":["github:octo/app#7"],"labeled":true}
+{"ts":"2026-11-29T10:01:00.001Z","source":"gh-webhook","event":"routing.routed","level":"info","gh_event":"issue_comment","delivery_id":"d-ok","actor":"octocat","pass":"authorized","work_items":["github:octo/app#7"],"labeled":true}
 {"ts":"2026-11-29T10:01:00.002Z","source":"gh-webhook","event":"dispatch.queued","level":"info","gh_event":"issue_comment","delivery_id":"comment:IC_2","gh_delivery":"d-ok","work_item":"github:octo/app#7","spawn":false}
 {"ts":"2026-11-29T10:01:00.010Z","source":"gh-webhook","event":"dispatch.succeeded","level":"info","gh_event":"issue_comment","delivery_id":"comment:IC_2","gh_delivery":"d-ok","work_item":"github:octo/app#7","harness":"claude","via":"tmux"}
 {"ts":"2026-11-29T10:02:00.000Z","source":"cli","event":"control.command","level":"info","work_item":"github:octo/app#7","command":"pause","source":"cli","actor":"me","effect":"paused"}

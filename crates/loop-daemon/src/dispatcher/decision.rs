@@ -40,7 +40,8 @@ pub struct Context {
 }
 
 impl Context {
-    fn stamp(&self, event: Event) -> Event {
+    /// Marks a line as part of this delivery's trail (what `explain` groups by).
+    pub(crate) fn stamp(&self, event: Event) -> Event {
         event.field("gh_event", &self.gh_event).field("delivery_id", &self.delivery_id).field(
             "gh_delivery",
             self.gh_delivery.as_ref().filter(|d| Some(*d) != self.delivery_id.as_ref()),

@@ -66,10 +66,11 @@ impl Dispatcher {
         let dispatcher = self.clone();
         let busy = Busy::new(self);
         let item = cx.work_items.first().cloned();
+        let cx = cx.clone();
         tokio::spawn(async move {
             let react = |state: &'static str, reaction: Option<ConfiguredReaction>| {
-                let (github, target, dispatcher, item) =
-                    (github.clone(), target.clone(), dispatcher.clone(), item.clone());
+                let (github, target, dispatcher, item, cx) =
+                    (github.clone(), target.clone(), dispatcher.clone(), item.clone(), cx.clone());
                 async move {
                     let Some(reaction) = reaction.map(to_github) else { return };
                     let line = match github.add_reaction(&target, reaction).await {
@@ -78,7 +79,8 @@ impl Dispatcher {
                         Err(err) => loop_store::Event::warning("reaction.failed")
                             .field("error", err.to_string()),
                     };
-                    let line = line.field("state", state).field("content", reaction.as_str());
+                    let line =
+                        cx.stamp(line.field("state", state).field("content", reaction.as_str()));
                     let line = match &item {
                         Some(item) => line.work_item(item),
                         None => line,

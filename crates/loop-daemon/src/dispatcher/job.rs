@@ -257,7 +257,8 @@ impl Dispatcher {
         self.seed_trust(&config, pr, &cwd).await;
         let key = job.cx.delivery_id.clone();
         let prompt = self.render(&config, &job.event, pr, key.as_deref(), Template::Event).await;
-        let site = SessionSite::for_work_item(pr, cwd, config.instance.name.clone());
+        let site =
+            SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
         let launch = self.launch(&config, &site, &prompt).await.map_err(|error| {
             Line::warning("session.spawn_failed")
                 .work_item(&record.work_item)

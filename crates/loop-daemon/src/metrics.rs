@@ -6,7 +6,8 @@
 //! ([`Metrics::dispatch_latency`]); the poller times each cycle
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
-//! sessions and inbox depth are gauges their owners set. Rendering never fails and never
+//! sessions and inbox depth are gauges their owners set (the inbox depth is rendered only
+//! once reported). Rendering never fails and never
 //! blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
@@ -51,7 +52,8 @@ struct Inner {
     poll: Histogram,
     github: Mutex<Vec<GithubClient>>,
     live_sessions: AtomicU64,
-    inbox_depth: AtomicU64,
+    /// `None` until the receiver reports it.
+    inbox_depth: Mutex<Option<u64>>,
 }
 
 impl Metrics {
@@ -102,7 +104,7 @@ impl Metrics {
     }
 
     pub fn set_inbox_depth(&self, deliveries: u64) {
-        self.inner.inbox_depth.store(deliveries, Ordering::Relaxed);
+        *lock(&self.inner.inbox_depth) = Some(deliveries);
     }
 
     /// The exposition text.
@@ -183,18 +185,16 @@ impl Metrics {
             &[],
             self.inner.live_sessions.load(Ordering::Relaxed) as f64,
         );
-        family(
-            &mut out,
-            "the_loop_inbox_depth",
-            "gauge",
-            "Journalled webhook deliveries not yet processed.",
-        );
-        sample(
-            &mut out,
-            "the_loop_inbox_depth",
-            &[],
-            self.inner.inbox_depth.load(Ordering::Relaxed) as f64,
-        );
+        // Only once someone reports it: a made-up 0 would read as "nothing waiting".
+        if let Some(depth) = *lock(&self.inner.inbox_depth) {
+            family(
+                &mut out,
+                "the_loop_inbox_depth",
+                "gauge",
+                "Journalled webhook deliveries not yet processed.",
+            );
+            sample(&mut out, "the_loop_inbox_depth", &[], depth as f64);
+        }
         out
     }
 

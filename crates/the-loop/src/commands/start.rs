@@ -15,9 +15,13 @@
 //! re-run this binary as `start --foreground --own-session` in its own session, with the
 //! resolved config path exported, stdin from `/dev/null` and its output appended to
 //! `<root>/logs/service.out`, and report success only once the child holds every
-//! enabled ingress's lock and has said it is ready (every ingress listening). A child that exits first, or has not locked within
-//! [`START_PATIENCE`], is a failure reported with what it wrote and the log's path.
-//! Glue only: the receiver is loop-daemon's, the lock loop-store's.
+//! enabled ingress's lock and has said it is ready (every ingress listening). A child
+//! that exits first, or is not ready within [`START_PATIENCE`], is a failure reported
+//! with what it wrote and the log's path.
+//!
+//! The service also answers `GET /metrics` on the receiver's port (loop-daemon's
+//! `metrics`). Glue only: the ingresses and the dispatcher are loop-daemon's, the locks
+//! loop-store's.
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom};

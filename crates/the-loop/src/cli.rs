@@ -61,7 +61,8 @@ pub enum Command {
     /// lock): 0 clean, 1 a repository could not be listed, 2 cannot run
     Poll(PollArgs),
 
-    /// Bring up every enabled ingress (today: the webhook receiver) in one service process
+    /// Bring up every enabled ingress (webhook receiver, poller) in one service process,
+    /// detached, its output in `<state.root>/logs/service.out` (`--foreground`: in this one)
     Start(StartArgs),
 
     /// Stop the service: signal only a process its pidfile lock proves alive, and wait

@@ -6,8 +6,8 @@
 //! ([`Metrics::dispatch_latency`]); the poller times each cycle
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
-//! sessions and inbox depth are gauges their owners set (the inbox depth is rendered only
-//! once reported). Rendering never fails and never
+//! sessions is a gauge the service sets; the inbox depth is the receiver's own count,
+//! read at scrape ([`Metrics::watch_inbox`]). Rendering never fails and never
 //! blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
@@ -52,8 +52,8 @@ struct Inner {
     poll: Histogram,
     github: Mutex<Vec<GithubClient>>,
     live_sessions: AtomicU64,
-    /// `None` until the receiver reports it.
-    inbox_depth: Mutex<Option<u64>>,
+    /// The receiver's count, once watched.
+    inbox_depth: Mutex<Option<Arc<AtomicU64>>>,
 }
 
 impl Metrics {
@@ -103,8 +103,10 @@ impl Metrics {
         self.inner.live_sessions.store(sessions, Ordering::Relaxed);
     }
 
-    pub fn set_inbox_depth(&self, deliveries: u64) {
-        *lock(&self.inner.inbox_depth) = Some(deliveries);
+    /// Reports the receiver's count of journalled deliveries not yet processed
+    /// (`Receiver::inbox_depth`) at every scrape.
+    pub fn watch_inbox(&self, depth: Arc<AtomicU64>) {
+        *lock(&self.inner.inbox_depth) = Some(depth);
     }
 
     /// The exposition text.
@@ -185,8 +187,10 @@ impl Metrics {
             &[],
             self.inner.live_sessions.load(Ordering::Relaxed) as f64,
         );
-        // Only once someone reports it: a made-up 0 would read as "nothing waiting".
-        if let Some(depth) = *lock(&self.inner.inbox_depth) {
+        // Only with a receiver: a made-up 0 would read as "nothing waiting".
+        if let Some(depth) =
+            lock(&self.inner.inbox_depth).as_ref().map(|d| d.load(Ordering::Relaxed))
+        {
             family(
                 &mut out,
                 "the_loop_inbox_depth",
@@ -415,7 +419,7 @@ mod tests {
         metrics.delivery(Outcome::Done, "closed");
         metrics.poll_cycle(Duration::from_millis(300));
         metrics.set_live_sessions(2);
-        metrics.set_inbox_depth(5);
+        metrics.watch_inbox(Arc::new(AtomicU64::new(5)));
         let text = metrics.render();
         let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
             .expect("valid exposition");

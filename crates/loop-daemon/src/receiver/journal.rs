@@ -11,6 +11,8 @@
 //! request and the processor has stopped), after syncing what it was given, so nothing
 //! acknowledged and no mark is lost on shutdown.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use loop_store::inbox::{Inbox, Journalled, Receipt};
@@ -41,6 +43,7 @@ pub(crate) fn spawn_writer(
     to_process: mpsc::Sender<Journalled>,
     events: EventLog,
     guard: CompletionGuard,
+    depth: Arc<AtomicU64>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new().name("inbox-journal".into()).spawn(move || {
         let _guard = guard;
@@ -53,7 +56,7 @@ pub(crate) fn spawn_writer(
                     Err(_) => break,
                 }
             }
-            commit(&mut inbox, &mut batch, &to_process, &events);
+            commit(&mut inbox, &mut batch, &to_process, &events, &depth);
         }
     })
 }
@@ -64,6 +67,7 @@ fn commit(
     batch: &mut Vec<JournalRequest>,
     to_process: &mpsc::Sender<Journalled>,
     events: &EventLog,
+    depth: &AtomicU64,
 ) {
     let mut written = Vec::with_capacity(batch.len());
     let mut failure = None;
@@ -76,11 +80,16 @@ fn commit(
                     failure.get_or_insert(err);
                 }
             },
-            JournalRequest::Processed(seq) => {
-                if let Err(err) = inbox.mark_processed(seq) {
+            JournalRequest::Processed(seq) => match inbox.mark_processed(seq) {
+                Ok(()) => {
+                    let _ = depth.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                        Some(d.saturating_sub(1))
+                    });
+                }
+                Err(err) => {
                     failure.get_or_insert(err);
                 }
-            }
+            },
         }
     }
     let synced = inbox.sync();
@@ -96,6 +105,7 @@ fn commit(
             continue;
         }
         let _ = ack.send(Ok(entry.seq));
+        depth.fetch_add(1, Ordering::Relaxed);
         // Full: the processor reads it back from the journal. Closed: processing is held.
         let _ = to_process.try_send(entry);
     }

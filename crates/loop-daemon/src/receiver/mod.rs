@@ -22,6 +22,7 @@ mod processor;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -138,6 +139,8 @@ pub struct Receiver {
     warnings: Vec<String>,
     /// More routes served on the receiver's port (e.g. `GET /metrics`).
     routes: Option<Router>,
+    /// Journalled deliveries not yet processed (kept by the journal writer).
+    inbox_depth: Arc<AtomicU64>,
 }
 
 impl Receiver {
@@ -192,6 +195,7 @@ impl Receiver {
             );
         }
         let store = StateStore::new(layout, events.clone());
+        let pending = contents.pending.len() as u64;
         Ok(Self {
             dispatch: Arc::new(RecordDecision::new(events.clone())),
             existence: Arc::new(KnownExistence::default()),
@@ -203,6 +207,7 @@ impl Receiver {
             backlog: contents.pending,
             hold_processing: false,
             body_limit: DEFAULT_BODY_LIMIT,
+            inbox_depth: Arc::new(AtomicU64::new(pending)),
             warnings,
             routes: None,
         })
@@ -247,6 +252,11 @@ impl Receiver {
         &self.warnings
     }
 
+    /// Journalled deliveries not yet processed, kept current while it runs (for metrics).
+    pub fn inbox_depth(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.inbox_depth)
+    }
+
     /// How many journalled deliveries will be replayed at start.
     pub fn backlog(&self) -> usize {
         self.backlog.len()
@@ -271,6 +281,7 @@ impl Receiver {
             body_limit,
             warnings: _,
             routes,
+            inbox_depth,
         } = self;
         let current = Arc::clone(config.current());
         let trigger = Trigger::new();
@@ -278,8 +289,15 @@ impl Receiver {
         let (process_tx, process_rx) = mpsc::channel(PROCESS_QUEUE);
         let next_seq = inbox.next_seq();
         let (_, writer_guard) = trigger.task();
-        journal::spawn_writer(inbox, journal_rx, process_tx, events.clone(), writer_guard)
-            .map_err(ReceiverError::Writer)?;
+        journal::spawn_writer(
+            inbox,
+            journal_rx,
+            process_tx,
+            events.clone(),
+            writer_guard,
+            inbox_depth,
+        )
+        .map_err(ReceiverError::Writer)?;
         if !hold_processing {
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(

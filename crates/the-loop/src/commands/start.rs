@@ -224,6 +224,7 @@ async fn serve(
             .with_dispatch(Arc::new(dispatcher.clone()))
             .with_existence(Arc::new(dispatcher.clone()))
             .with_routes(metrics.router());
+        metrics.watch_inbox(receiver.inbox_depth());
         let mut stopped = stop.subscribe();
         receiver_run = Some(receiver.run(listener, async move {
             let _ = stopped.recv().await;

@@ -297,7 +297,10 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     let deadline = Instant::now() + PATIENCE;
     let metrics = loop {
         let answer = http_get(port, "/metrics");
-        if answer.contains("the_loop_deliveries_total{") {
+        // Counted, and marked processed in the journal.
+        if answer.contains("the_loop_deliveries_total{")
+            && answer.contains("the_loop_inbox_depth 0\n")
+        {
             break answer;
         }
         assert!(Instant::now() < deadline, "no delivery counted:\n{answer}");

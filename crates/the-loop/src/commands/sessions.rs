@@ -21,6 +21,7 @@ use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
+use loop_sessions::Liveness;
 use loop_store::index::PortableIndex;
 use loop_store::{Event as Line, EventLog, StateLayout, StateStore};
 use serde_json::json;
@@ -254,9 +255,16 @@ fn attach(
         loop_sessions::TmuxSocket::Inherited,
         std::env::temp_dir(),
     ));
+    // A kept session whose harness ended (`Dead`) is still worth attaching: its
+    // scrollback is the record of the conversation.
     match tmux.liveness(&own.tmux_target) {
-        Ok(liveness) if liveness.may_be_live() => {}
-        Ok(_) => {
+        Ok(Liveness::Live | Liveness::Dead) => {}
+        Ok(Liveness::Unknown) => {
+            printer.error(format!("tmux did not answer about `{}`", own.tmux_target));
+            printer.hint("is tmux installed and on PATH?");
+            return Ok(ExitStatus::Negative);
+        }
+        Ok(Liveness::Absent) => {
             printer.error(format!("the tmux session `{}` is gone", own.tmux_target));
             printer.hint("`the-loop sessions list` shows the sessions there are");
             return Ok(ExitStatus::Negative);

@@ -52,6 +52,26 @@ impl Site {
         )
         .unwrap();
         Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
+        // tmux as installed, except that an operator's attach (which needs a terminal)
+        // only records how it was asked for; the dispatcher's control-mode client
+        // (`tmux -C attach-session`) goes through.
+        let real_tmux = String::from_utf8(
+            Command::new("sh").args(["-c", "command -v tmux"]).output().unwrap().stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_owned();
+        let attached = cli.cwd().join("attached.txt");
+        let tmux = bin.join("tmux");
+        std::fs::write(
+            &tmux,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = attach-session ]; then echo \"$@\" >> {}; exit 0; fi\nexec {real_tmux} \"$@\"\n",
+                attached.display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod").arg("+x").arg(&tmux).status().unwrap();
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
@@ -88,6 +108,7 @@ impl Drop for Site {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
             .arg("kill-server")
+            .stderr(std::process::Stdio::null())
             .env("TMUX_TMPDIR", &self.tmux_dir)
             .env_remove("TMUX")
             .status();
@@ -227,4 +248,27 @@ fn attach_and_link_pr_need_a_session_record() {
         .expect_code(1)
         .expect_stderr("nothing to link");
     site.run(&["sessions", "attach", "--work-item", "octo/app#1"]).expect_code(2);
+}
+
+#[test]
+fn attach_execs_tmux_attach_read_only_when_asked_and_always_for_a_closed_session() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "start", "--work-item", ITEM, "--no-comment"]).expect_code(0);
+    site.run(&["sessions", "attach", "--work-item", ITEM, "--read-only"]).expect_code(0);
+    site.run(&["sessions", "attach", "--work-item", ITEM]).expect_code(0);
+    site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"]).expect_code(0);
+    site.run(&["sessions", "attach", "--work-item", ITEM])
+        .expect_code(0)
+        .expect_stderr("closed: attaching read-only");
+    let attached = std::fs::read_to_string(site.cli.cwd().join("attached.txt")).unwrap();
+    let calls: Vec<&str> = attached.lines().collect();
+    assert_eq!(
+        calls,
+        [
+            "attach-session -r -t =loop-github-octo-app-1",
+            "attach-session -t =loop-github-octo-app-1",
+            "attach-session -r -t =loop-github-octo-app-1",
+        ],
+        "{attached}"
+    );
 }

@@ -272,3 +272,32 @@ fn attach_execs_tmux_attach_read_only_when_asked_and_always_for_a_closed_session
         "{attached}"
     );
 }
+
+#[test]
+fn close_records_no_command_and_kill_tmux_ends_the_session_and_link_pr_links_once() {
+    let site = Site::new("labeled");
+    site.run(&["sessions", "start", "--work-item", ITEM, "--no-comment"]).expect_code(0);
+    site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "#2"])
+        .expect_code(0)
+        .expect_stderr("linked github:octo/app#2 to github:octo/app#1");
+    site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "2"])
+        .expect_code(0)
+        .expect_stderr("already linked");
+    site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "#1"]).expect_code(2);
+    site.run(&["sessions", "close", "--work-item", ITEM, "--kill-tmux"])
+        .expect_code(0)
+        .expect_stderr("closed");
+    let shown = site.show_json();
+    assert_eq!(shown["control"]["command"], "start", "close records no command");
+    let alive = Command::new("tmux")
+        .args(["has-session", "-t", "=loop-github-octo-app-1"])
+        .env("TMUX_TMPDIR", &site.tmux_dir)
+        .env_remove("TMUX")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!alive.success(), "--kill-tmux ends the tmux session");
+    site.run(&["sessions", "close", "--work-item", ITEM])
+        .expect_code(1)
+        .expect_stderr("no live session");
+}

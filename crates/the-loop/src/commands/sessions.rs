@@ -171,8 +171,10 @@ fn list(
             own.map_or("-", |e| e.harness.as_str()),
             own.map_or("-", |e| status_name(e.status)),
             own.map(|e| e.tmux_target.as_str()).filter(|t| !t.is_empty()).unwrap_or("-"),
+            // The first characters identify it; the file is outside the process, so never
+            // slice bytes.
             own.and_then(|e| e.harness_session_id.as_deref())
-                .map_or("-", |id| &id[..id.len().min(8)]),
+                .map_or_else(|| "-".to_owned(), |id| id.chars().take(8).collect()),
             control,
             own.and_then(|e| e.last_event_at).map_or_else(|| "-".to_owned(), |t| t.to_string()),
         ));

@@ -229,7 +229,9 @@ impl Dispatcher {
         let cx = Context {
             gh_event: "issues".to_owned(),
             action: Some("labeled".to_owned()),
-            delivery_id: Some(format!("cli-start:{item}:{}", Timestamp::now().as_millisecond())),
+            // No dedup key: the CLI process must not write the delivery ledger, which the
+            // running service owns (a snapshot written from here could drop its marks).
+            delivery_id: None,
             gh_delivery: None,
             actor: Some(operator.as_str().to_owned()),
             work_items: vec![item.clone()],

@@ -19,7 +19,7 @@ use crate::control::{Command, Parsed, Vocabulary};
 use crate::event::Actor;
 use crate::guards::is_self_authored;
 use crate::login::Login;
-use crate::record::{CommentLedger, GaveUp, PollClock, PollLedger, SpawnLedger};
+use crate::record::{CommentId, CommentLedger, GaveUp, PollClock, PollLedger, SpawnLedger};
 use crate::refs::WorkItemRef;
 
 /// How many resolved comment ids a ledger keeps (newest last). Evicting a still-live id
@@ -36,7 +36,8 @@ pub const LEDGER_CHECKS_PER_CYCLE: usize = 20;
 /// One comment of a thread, on any surface, as the ledger rules need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThreadEntry<'a> {
-    pub id: u64,
+    /// The node id: unique across a pull request's three comment surfaces.
+    pub id: &'a CommentId,
     /// The author: nobody for a deleted account, or a login GitHub would never issue.
     pub author: &'a Actor,
     pub body: &'a str,
@@ -106,7 +107,7 @@ pub fn pending_control(
     has_control_record: bool,
     authorized: &[Login],
     vocabulary: &Vocabulary,
-) -> Vec<u64> {
+) -> Vec<CommentId> {
     if has_control_record {
         return Vec::new();
     }
@@ -115,18 +116,18 @@ pub fn pending_control(
         .filter(|c| c.author.login().is_some_and(|login| authorized.contains(login)))
         .filter(|c| !is_self_authored(c.body))
         .filter(|c| matches!(vocabulary.parse(c.body), Parsed::Command { .. }))
-        .map(|c| c.id)
+        .map(|c| c.id.clone())
         .collect()
 }
 
 /// First sight: every live comment except `pending` is resolved, nothing is in flight.
 /// The spawn ledger is kept (the caller owns it).
-pub fn baseline(ledger: &mut CommentLedger, live: &[u64], pending: &[u64]) {
+pub fn baseline(ledger: &mut CommentLedger, live: &[CommentId], pending: &[CommentId]) {
     ledger.seen_comments.clear();
     ledger.comment_attempts.clear();
     for id in live.iter().filter(|id| !pending.contains(id)) {
         if !ledger.seen_comments.contains(id) {
-            ledger.seen_comments.push(*id);
+            ledger.seen_comments.push(id.clone());
         }
     }
     cap_seen(ledger);
@@ -136,9 +137,9 @@ pub fn baseline(ledger: &mut CommentLedger, live: &[u64], pending: &[u64]) {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sorted {
     /// Unseen comments that are not allowed or are self-marked: resolved silently.
-    pub silenced: Vec<u64>,
+    pub silenced: Vec<CommentId>,
     /// Unseen, allowed comments, in thread order.
-    pub candidates: Vec<u64>,
+    pub candidates: Vec<CommentId>,
 }
 
 /// Sorts the unseen comments of a known item. `allowed` is the comment rule: an
@@ -149,57 +150,57 @@ pub fn sort_thread(
     allowed: impl Fn(&Actor) -> bool,
 ) -> Sorted {
     let mut sorted = Sorted::default();
-    for comment in thread.iter().filter(|c| !ledger.seen_comments.contains(&c.id)) {
+    for comment in thread.iter().filter(|c| !ledger.seen_comments.contains(c.id)) {
         if is_self_authored(comment.body) || !allowed(comment.author) {
-            sorted.silenced.push(comment.id);
+            sorted.silenced.push(comment.id.clone());
         } else {
-            sorted.candidates.push(comment.id);
+            sorted.candidates.push(comment.id.clone());
         }
     }
     sorted
 }
 
 /// Whether a candidate was never attempted: new activity re-arms a given-up spawn.
-pub fn genuinely_new(ledger: &CommentLedger, candidates: &[u64]) -> bool {
+pub fn genuinely_new(ledger: &CommentLedger, candidates: &[CommentId]) -> bool {
     candidates.iter().any(|id| ledger.comment_attempts.get(id).copied().unwrap_or(0) == 0)
 }
 
 /// Marks `id` resolved: seen, no longer in flight.
-pub fn resolve(ledger: &mut CommentLedger, id: u64) {
-    ledger.comment_attempts.remove(&id);
-    if !ledger.seen_comments.contains(&id) {
-        ledger.seen_comments.push(id);
+pub fn resolve(ledger: &mut CommentLedger, id: &CommentId) {
+    ledger.comment_attempts.remove(id);
+    if !ledger.seen_comments.contains(id) {
+        ledger.seen_comments.push(id.clone());
     }
     cap_seen(ledger);
 }
 
 /// Resolves `id` as abandoned by `version`: it joins `gaveUp` so an upgrade may re-arm it.
-pub fn give_up(ledger: &mut CommentLedger, id: u64, version: &str) {
+pub fn give_up(ledger: &mut CommentLedger, id: &CommentId, version: &str) {
     resolve(ledger, id);
     let gave_up = ledger.gave_up.get_or_insert_with(GaveUp::default);
-    if !gave_up.comments.contains(&id) {
-        gave_up.comments.push(id);
+    if !gave_up.comments.contains(id) {
+        gave_up.comments.push(id.clone());
     }
     gave_up.version = version.to_owned();
 }
 
 /// Counts one more delivery attempt of `id`.
-pub fn record_attempt(ledger: &mut CommentLedger, id: u64) -> u32 {
-    let attempts = ledger.comment_attempts.entry(id).or_insert(0);
+pub fn record_attempt(ledger: &mut CommentLedger, id: &CommentId) -> u32 {
+    let attempts = ledger.comment_attempts.entry(id.clone()).or_insert(0);
     *attempts += 1;
     *attempts
 }
 
 /// Gives back an attempt that never ran (its delivery was still queued at shutdown).
 /// Resolved comments are not releasable; an entry reaching zero is removed.
-pub fn release_attempt(ledger: &mut CommentLedger, id: u64) -> bool {
-    match ledger.comment_attempts.get_mut(&id) {
+pub fn release_attempt(ledger: &mut CommentLedger, id: &CommentId) -> bool {
+    match ledger.comment_attempts.get_mut(id) {
         Some(attempts) if *attempts > 1 => {
             *attempts -= 1;
             true
         }
         Some(_) => {
-            ledger.comment_attempts.remove(&id);
+            ledger.comment_attempts.remove(id);
             true
         }
         None => false,
@@ -214,8 +215,8 @@ pub fn release_spawn(spawn: &mut SpawnLedger) {
 
 /// Prunes everything to the live thread (deleted comments never come back) and drops an
 /// empty `gaveUp` (reference §2.2 step 10).
-pub fn finalize(ledger: &mut CommentLedger, live: &[u64]) {
-    let live: BTreeSet<u64> = live.iter().copied().collect();
+pub fn finalize(ledger: &mut CommentLedger, live: &[CommentId]) {
+    let live: BTreeSet<&CommentId> = live.iter().collect();
     ledger.seen_comments.retain(|id| live.contains(id));
     ledger.comment_attempts.retain(|id, _| live.contains(id));
     if let Some(gave_up) = &mut ledger.gave_up {
@@ -229,7 +230,7 @@ pub fn finalize(ledger: &mut CommentLedger, live: &[u64]) {
 /// Re-arms comments abandoned by another version (issue-146): they leave `seenComments`
 /// and `gaveUp` is cleared. The same version never re-arms, so repeated `--once` runs
 /// cannot turn a give-up into an endless retry. Returns the re-armed ids.
-pub fn rearm(ledger: &mut CommentLedger, version: &str) -> Vec<u64> {
+pub fn rearm(ledger: &mut CommentLedger, version: &str) -> Vec<CommentId> {
     let Some(gave_up) = ledger.gave_up.take_if(|g| g.version != version && !g.comments.is_empty())
     else {
         return Vec::new();
@@ -428,6 +429,15 @@ mod tests {
         text.parse().unwrap()
     }
 
+    /// A conversation comment's node id.
+    fn c(n: u64) -> CommentId {
+        CommentId::new(format!("IC_{n}"))
+    }
+
+    fn ids(ns: &[u64]) -> Vec<CommentId> {
+        ns.iter().map(|n| c(*n)).collect()
+    }
+
     fn vocabulary() -> Vocabulary {
         Vocabulary::from(&ControlConfig::default())
     }
@@ -475,17 +485,18 @@ mod tests {
     fn first_sight_holds_back_authorized_unambiguous_non_self_commands_in_thread_order() {
         let (ann, eve, nobody) = (user("ann"), user("eve"), Actor::Nobody);
         let marked = crate::guards::mark_self_authored("the-loop start");
+        let id = ids(&[1, 2, 3, 4, 5, 6, 7]);
         let thread = [
-            ThreadEntry { id: 1, author: &ann, body: "just chatting" },
-            ThreadEntry { id: 2, author: &ann, body: "the-loop start" },
-            ThreadEntry { id: 3, author: &eve, body: "the-loop start" },
-            ThreadEntry { id: 4, author: &ann, body: &marked },
-            ThreadEntry { id: 5, author: &ann, body: "the-loop start then the-loop stop" },
-            ThreadEntry { id: 6, author: &nobody, body: "the-loop start" },
-            ThreadEntry { id: 7, author: &ann, body: "the-loop stop" },
+            ThreadEntry { id: &id[0], author: &ann, body: "just chatting" },
+            ThreadEntry { id: &id[1], author: &ann, body: "the-loop start" },
+            ThreadEntry { id: &id[2], author: &eve, body: "the-loop start" },
+            ThreadEntry { id: &id[3], author: &ann, body: &marked },
+            ThreadEntry { id: &id[4], author: &ann, body: "the-loop start then the-loop stop" },
+            ThreadEntry { id: &id[5], author: &nobody, body: "the-loop start" },
+            ThreadEntry { id: &id[6], author: &ann, body: "the-loop stop" },
         ];
         let authorized = [login("ann")];
-        assert_eq!(pending_control(&thread, false, &authorized, &vocabulary()), [2, 7]);
+        assert_eq!(pending_control(&thread, false, &authorized, &vocabulary()), ids(&[2, 7]));
         assert!(pending_control(&thread, true, &authorized, &vocabulary()).is_empty());
         let disabled = Vocabulary::from(&ControlConfig { enabled: false, ..Default::default() });
         assert!(pending_control(&thread, false, &authorized, &disabled).is_empty());
@@ -494,12 +505,12 @@ mod tests {
     #[test]
     fn baseline_resolves_everything_but_the_pending_and_clears_attempts() {
         let mut ledger = CommentLedger {
-            seen_comments: vec![9],
-            comment_attempts: BTreeMap::from([(9, 1)]),
+            seen_comments: ids(&[9]),
+            comment_attempts: BTreeMap::from([(c(9), 1)]),
             gave_up: None,
         };
-        baseline(&mut ledger, &[1, 2, 3, 2], &[2]);
-        assert_eq!(ledger.seen_comments, [1, 3]);
+        baseline(&mut ledger, &ids(&[1, 2, 3, 2]), &ids(&[2]));
+        assert_eq!(ledger.seen_comments, ids(&[1, 3]));
         assert!(ledger.comment_attempts.is_empty());
     }
 
@@ -507,50 +518,71 @@ mod tests {
     fn sorting_silences_unseen_strangers_and_self_marked_and_keeps_order() {
         let (ann, eve, nobody) = (user("ann"), user("eve"), Actor::Nobody);
         let marked = crate::guards::mark_self_authored("hello");
-        let ledger = CommentLedger { seen_comments: vec![1], ..Default::default() };
+        let ledger = CommentLedger { seen_comments: ids(&[1]), ..Default::default() };
+        let id = ids(&[1, 2, 3, 4, 5]);
         let thread = [
-            ThreadEntry { id: 1, author: &ann, body: "seen" },
-            ThreadEntry { id: 2, author: &eve, body: "stranger" },
-            ThreadEntry { id: 3, author: &ann, body: "new" },
-            ThreadEntry { id: 4, author: &ann, body: &marked },
-            ThreadEntry { id: 5, author: &nobody, body: "ghost" },
+            ThreadEntry { id: &id[0], author: &ann, body: "seen" },
+            ThreadEntry { id: &id[1], author: &eve, body: "stranger" },
+            ThreadEntry { id: &id[2], author: &ann, body: "new" },
+            ThreadEntry { id: &id[3], author: &ann, body: &marked },
+            ThreadEntry { id: &id[4], author: &nobody, body: "ghost" },
         ];
         let authorized = [login("ann")];
         let sorted = sort_thread(&ledger, &thread, |a| is_authorized(a, &authorized));
-        assert_eq!(sorted.silenced, [2, 4]);
-        assert_eq!(sorted.candidates, [3, 5]);
+        assert_eq!(sorted.silenced, ids(&[2, 4]));
+        assert_eq!(sorted.candidates, ids(&[3, 5]));
+    }
+
+    #[test]
+    fn a_pr_comment_review_and_inline_comment_sharing_a_number_are_three_entries() {
+        // GitHub numbers the three surfaces separately: #5 exists on each of them.
+        let ann = user("ann");
+        let id = [CommentId::new("IC_5"), CommentId::new("PRR_5"), CommentId::new("PRRC_5")];
+        let thread: Vec<ThreadEntry<'_>> =
+            id.iter().map(|id| ThreadEntry { id, author: &ann, body: "go on" }).collect();
+        let mut ledger = CommentLedger::default();
+        resolve(&mut ledger, &id[0]);
+        let authorized = [login("ann")];
+        let sorted = sort_thread(&ledger, &thread, |a| is_authorized(a, &authorized));
+        assert_eq!(sorted.candidates, id[1..]);
+        record_attempt(&mut ledger, &id[1]);
+        assert!(genuinely_new(&ledger, &sorted.candidates), "the inline comment is new");
+        resolve(&mut ledger, &id[2]);
+        finalize(&mut ledger, &id);
+        assert_eq!(ledger.seen_comments, [id[0].clone(), id[2].clone()]);
+        assert_eq!(ledger.comment_attempts, BTreeMap::from([(id[1].clone(), 1)]));
     }
 
     #[test]
     fn a_candidate_with_attempts_is_not_genuinely_new() {
         let ledger =
-            CommentLedger { comment_attempts: BTreeMap::from([(3, 1)]), ..Default::default() };
-        assert!(!genuinely_new(&ledger, &[3]));
-        assert!(genuinely_new(&ledger, &[3, 4]));
+            CommentLedger { comment_attempts: BTreeMap::from([(c(3), 1)]), ..Default::default() };
+        assert!(!genuinely_new(&ledger, &ids(&[3])));
+        assert!(genuinely_new(&ledger, &ids(&[3, 4])));
         assert!(!genuinely_new(&ledger, &[]));
     }
 
     #[test]
     fn give_up_is_resolved_and_remembered_with_the_version() {
         let mut ledger =
-            CommentLedger { comment_attempts: BTreeMap::from([(3, 3)]), ..Default::default() };
-        give_up(&mut ledger, 3, "1.0.0");
-        assert_eq!(ledger.seen_comments, [3]);
+            CommentLedger { comment_attempts: BTreeMap::from([(c(3), 3)]), ..Default::default() };
+        give_up(&mut ledger, &c(3), "1.0.0");
+        assert_eq!(ledger.seen_comments, ids(&[3]));
         assert!(ledger.comment_attempts.is_empty());
-        assert_eq!(ledger.gave_up, Some(GaveUp { comments: vec![3], version: "1.0.0".into() }));
+        assert_eq!(ledger.gave_up, Some(GaveUp { comments: ids(&[3]), version: "1.0.0".into() }));
     }
 
     #[test]
     fn released_attempts_count_down_and_resolved_ones_are_not_releasable() {
         let mut ledger = CommentLedger::default();
-        assert_eq!(record_attempt(&mut ledger, 3), 1);
-        assert_eq!(record_attempt(&mut ledger, 3), 2);
-        assert!(release_attempt(&mut ledger, 3));
-        assert_eq!(ledger.comment_attempts[&3], 1);
-        assert!(release_attempt(&mut ledger, 3));
-        assert!(!ledger.comment_attempts.contains_key(&3));
-        resolve(&mut ledger, 4);
-        assert!(!release_attempt(&mut ledger, 4));
+        assert_eq!(record_attempt(&mut ledger, &c(3)), 1);
+        assert_eq!(record_attempt(&mut ledger, &c(3)), 2);
+        assert!(release_attempt(&mut ledger, &c(3)));
+        assert_eq!(ledger.comment_attempts[&c(3)], 1);
+        assert!(release_attempt(&mut ledger, &c(3)));
+        assert!(!ledger.comment_attempts.contains_key(&c(3)));
+        resolve(&mut ledger, &c(4));
+        assert!(!release_attempt(&mut ledger, &c(4)));
         let mut spawn = SpawnLedger { attempts: 1, gave_up: false, delivery_id: Some("d".into()) };
         release_spawn(&mut spawn);
         assert_eq!(spawn, SpawnLedger { attempts: 0, gave_up: false, delivery_id: None });
@@ -559,43 +591,43 @@ mod tests {
     #[test]
     fn finalize_prunes_to_the_live_thread() {
         let mut ledger = CommentLedger {
-            seen_comments: vec![1, 2, 3],
-            comment_attempts: BTreeMap::from([(4, 1), (5, 2)]),
-            gave_up: Some(GaveUp { comments: vec![2], version: "v".into() }),
+            seen_comments: ids(&[1, 2, 3]),
+            comment_attempts: BTreeMap::from([(c(4), 1), (c(5), 2)]),
+            gave_up: Some(GaveUp { comments: ids(&[2]), version: "v".into() }),
         };
-        finalize(&mut ledger, &[1, 3, 5]);
-        assert_eq!(ledger.seen_comments, [1, 3]);
-        assert_eq!(ledger.comment_attempts, BTreeMap::from([(5, 2)]));
+        finalize(&mut ledger, &ids(&[1, 3, 5]));
+        assert_eq!(ledger.seen_comments, ids(&[1, 3]));
+        assert_eq!(ledger.comment_attempts, BTreeMap::from([(c(5), 2)]));
         assert_eq!(ledger.gave_up, None);
     }
 
     #[test]
     fn a_long_thread_survives_and_the_cap_keeps_the_newest() {
         let mut ledger = CommentLedger::default();
-        let live: Vec<u64> = (1..=700).collect();
+        let live: Vec<CommentId> = (1..=700).map(c).collect();
         baseline(&mut ledger, &live, &[]);
         finalize(&mut ledger, &live);
         assert_eq!(ledger.seen_comments.len(), 700);
         for id in 0..(SEEN_COMMENTS_CAP as u64 + 5) {
-            resolve(&mut ledger, 10_000 + id);
+            resolve(&mut ledger, &c(10_000 + id));
         }
         assert_eq!(ledger.seen_comments.len(), SEEN_COMMENTS_CAP);
-        assert_eq!(ledger.seen_comments.last(), Some(&(10_000 + SEEN_COMMENTS_CAP as u64 + 4)));
+        assert_eq!(ledger.seen_comments.last(), Some(&c(10_000 + SEEN_COMMENTS_CAP as u64 + 4)));
     }
 
     #[test]
     fn rearm_only_for_another_version() {
         let abandoned = |version: &str| CommentLedger {
-            seen_comments: vec![1, 2],
+            seen_comments: ids(&[1, 2]),
             comment_attempts: BTreeMap::new(),
-            gave_up: Some(GaveUp { comments: vec![2], version: version.into() }),
+            gave_up: Some(GaveUp { comments: ids(&[2]), version: version.into() }),
         };
         let mut same = abandoned("1.0.0");
         assert!(rearm(&mut same, "1.0.0").is_empty());
         assert_eq!(same, abandoned("1.0.0"));
         let mut older = abandoned("0.9.0");
-        assert_eq!(rearm(&mut older, "1.0.0"), [2]);
-        assert_eq!(older.seen_comments, [1]);
+        assert_eq!(rearm(&mut older, "1.0.0"), ids(&[2]));
+        assert_eq!(older.seen_comments, ids(&[1]));
         assert_eq!(older.gave_up, None);
     }
 
@@ -644,10 +676,10 @@ mod tests {
         assert_eq!(ledger_owner(&pr, None, Some(&other)), other);
         assert_eq!(ledger_owner(&pr, None, None), pr);
         let mut ledger = PollLedger::default();
-        comment_ledger_mut(&issue, &mut ledger, &pr).seen_comments.push(1);
-        comment_ledger_mut(&issue, &mut ledger, &issue).seen_comments.push(2);
-        assert_eq!(ledger.pull_requests[&pr].seen_comments, [1]);
-        assert_eq!(ledger.comments.seen_comments, [2]);
+        comment_ledger_mut(&issue, &mut ledger, &pr).seen_comments.push(c(1));
+        comment_ledger_mut(&issue, &mut ledger, &issue).seen_comments.push(c(2));
+        assert_eq!(ledger.pull_requests[&pr].seen_comments, ids(&[1]));
+        assert_eq!(ledger.comments.seen_comments, ids(&[2]));
     }
 
     #[test]

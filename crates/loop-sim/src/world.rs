@@ -300,6 +300,10 @@ impl Repo {
 #[derive(Debug, Clone, Serialize)]
 pub struct World {
     next_id: u64,
+    /// The numeric ids of conversation comments, reviews and inline review comments: three
+    /// sequences of their own, as on GitHub, so one pull request can hold a comment, a
+    /// review and an inline comment with the same number (only node ids tell them apart).
+    surface_ids: [u64; 3],
     last_tick: Timestamp,
     pub users: BTreeMap<String, User>,
     /// Keyed by lower-cased `owner/name` (GitHub compares names without case).
@@ -309,7 +313,13 @@ pub struct World {
 impl World {
     /// An empty world whose clock starts at `now`.
     pub fn new(now: Timestamp) -> Self {
-        Self { next_id: 1000, last_tick: now, users: BTreeMap::new(), repos: BTreeMap::new() }
+        Self {
+            next_id: 1000,
+            surface_ids: [1000; 3],
+            last_tick: now,
+            users: BTreeMap::new(),
+            repos: BTreeMap::new(),
+        }
     }
 
     /// The repository named `repo` (any case).
@@ -439,7 +449,7 @@ impl World {
                     return Err(WorldError::Invalid { reason: "a comment needs a body".into() });
                 }
                 self.user(&author);
-                let id = self.id();
+                let id = self.surface_id(CONVERSATION);
                 let item = self.item_mut(&repo, number)?;
                 item.comments.push(Comment {
                     id,
@@ -468,8 +478,9 @@ impl World {
             }
             Action::Review { repo, number, author, state, body, comments } => {
                 self.user(&author);
-                let review_id = self.id();
-                let comment_ids: Vec<u64> = comments.iter().map(|_| self.id()).collect();
+                let review_id = self.surface_id(REVIEW);
+                let comment_ids: Vec<u64> =
+                    comments.iter().map(|_| self.surface_id(INLINE)).collect();
                 let item = self.item_mut(&repo, number)?;
                 let pending = state == ReviewState::Pending;
                 let pull = item
@@ -791,6 +802,12 @@ impl World {
         self.next_id
     }
 
+    /// The next numeric id on a comment surface (see `surface_ids`).
+    fn surface_id(&mut self, surface: usize) -> u64 {
+        self.surface_ids[surface] += 1;
+        self.surface_ids[surface]
+    }
+
     /// The time of a change: `now` truncated to the second, but always at least one second
     /// after the previous change.
     fn tick(&mut self, now: Timestamp) -> Timestamp {
@@ -803,6 +820,11 @@ impl World {
         self.last_tick
     }
 }
+
+/// Indexes of `World::surface_ids`.
+const CONVERSATION: usize = 0;
+const REVIEW: usize = 1;
+const INLINE: usize = 2;
 
 /// GitHub's node id shape: a type prefix, `_`, an opaque base64-ish tail.
 pub fn node_id(prefix: &str, id: u64) -> String {

@@ -27,8 +27,8 @@ use crate::refs::WorkItemRef;
 pub use clocks::{PollClock, PollClocks};
 pub use local::{Endpoint, EndpointStatus, LocalRecord, RECENT_DELIVERIES_CAP};
 pub use portable::{
-    ChannelBinding, Collaborator, Collaborators, CommentLedger, Control, ControlSource, Ended,
-    GaveUp, PollLedger, SpawnLedger,
+    ChannelBinding, Collaborator, Collaborators, CommentId, CommentLedger, Control, ControlSource,
+    Ended, GaveUp, PollLedger, SpawnLedger,
 };
 
 /// Serializes a value through its `Display` and deserializes it through its `FromStr`, so

@@ -65,16 +65,40 @@ pub struct PollLedger {
     pub pull_requests: BTreeMap<WorkItemRef, CommentLedger>,
 }
 
+/// A comment's GraphQL node id (`IC_…` conversation, `PRR_…` review, `PRRC_…` inline),
+/// as the reference keys its ledger. GitHub numbers the three surfaces of a pull request
+/// in separate id spaces, so a numeric id would let two comments of one PR collide; the
+/// node id is unique across them and is what the webhook's dedup key names too.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CommentId(String);
+
+impl CommentId {
+    pub fn new(node_id: impl Into<String>) -> Self {
+        Self(node_id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CommentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The comment bookkeeping shared by a work item's ledger and its pull requests' ledgers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CommentLedger {
-    /// Resolved comment ids, newest last.
+    /// Resolved comments, newest last.
     #[serde(default)]
-    pub seen_comments: Vec<u64>,
-    /// Delivery attempts of comments still in flight, keyed by comment id.
-    #[serde(default, with = "id_map")]
-    pub comment_attempts: BTreeMap<u64, u32>,
+    pub seen_comments: Vec<CommentId>,
+    /// Delivery attempts of comments still in flight.
+    #[serde(default)]
+    pub comment_attempts: BTreeMap<CommentId, u32>,
     /// Comments abandoned after the retry budget, and by which version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gave_up: Option<GaveUp>,
@@ -94,7 +118,7 @@ pub struct SpawnLedger {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GaveUp {
-    pub comments: Vec<u64>,
+    pub comments: Vec<CommentId>,
     pub version: String,
 }
 
@@ -151,62 +175,58 @@ pub struct ChannelBinding {
     pub permalink: Option<String>,
 }
 
-/// `{comment id: n}` with the ids written as JSON object keys (strings), read back from
-/// strings. Kept explicit because `#[serde(flatten)]` buffers maps and would otherwise
-/// refuse string keys for integer ids.
-mod id_map {
-    use std::collections::BTreeMap;
-
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(
-        map: &BTreeMap<u64, u32>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        let keyed: BTreeMap<String, u32> = map.iter().map(|(id, n)| (id.to_string(), *n)).collect();
-        keyed.serialize(serializer)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<BTreeMap<u64, u32>, D::Error> {
-        let keyed = BTreeMap::<String, u32>::deserialize(deserializer)?;
-        keyed
-            .into_iter()
-            .map(|(id, n)| {
-                id.parse::<u64>()
-                    .map(|id| (id, n))
-                    .map_err(|_| D::Error::custom(format!("`{id}` is not a comment id")))
-            })
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(node_id: &str) -> CommentId {
+        CommentId::new(node_id)
+    }
 
     #[test]
     fn a_poll_ledger_with_nested_pull_requests_round_trips() {
         let pr: WorkItemRef = "github:octo/lib#7".parse().unwrap();
         let ledger = PollLedger {
             comments: CommentLedger {
-                seen_comments: vec![1, 2],
-                comment_attempts: BTreeMap::from([(3, 1)]),
+                seen_comments: vec![id("IC_1"), id("IC_2")],
+                comment_attempts: BTreeMap::from([(id("IC_3"), 1)]),
                 gave_up: None,
             },
             spawn: Some(SpawnLedger { attempts: 1, gave_up: false, delivery_id: Some("d".into()) }),
             title: Some("Fix".into()),
             pull_requests: BTreeMap::from([(
                 pr,
-                CommentLedger { seen_comments: vec![9], ..CommentLedger::default() },
+                CommentLedger { seen_comments: vec![id("PRR_9")], ..CommentLedger::default() },
             )]),
         };
         let json = serde_json::to_value(&ledger).unwrap();
-        assert_eq!(json["commentAttempts"]["3"], 1);
-        assert_eq!(json["pullRequests"]["github:octo/lib#7"]["seenComments"][0], 9);
+        assert_eq!(json["commentAttempts"]["IC_3"], 1);
+        assert_eq!(json["pullRequests"]["github:octo/lib#7"]["seenComments"][0], "PRR_9");
         assert_eq!(serde_json::from_value::<PollLedger>(json).unwrap(), ledger);
+    }
+
+    #[test]
+    fn a_poll_ledger_in_the_references_shape_loads_and_round_trips() {
+        // As the reference writes it: GraphQL node ids, as strings, on every surface.
+        let written = serde_json::json!({
+            "seenComments": ["IC_kwDOA1", "PRR_kwDOA1", "PRRC_kwDOA1"],
+            "commentAttempts": {"IC_kwDOA2": 2, "PRRC_kwDOA2": 1},
+            "gaveUp": {"comments": ["PRR_kwDOA3"], "version": "0.9.0"},
+            "spawn": {"attempts": 0, "gaveUp": false},
+            "title": "Fix",
+            "pullRequests": {
+                "github:octo/lib#7": {"seenComments": ["IC_kwDOB1"], "commentAttempts": {}}
+            }
+        });
+        let ledger: PollLedger = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(ledger.comments.seen_comments.len(), 3);
+        assert_eq!(ledger.comments.comment_attempts[&id("IC_kwDOA2")], 2);
+        assert_eq!(ledger.comments.gave_up.as_ref().unwrap().comments, [id("PRR_kwDOA3")]);
+        let back = serde_json::to_value(&ledger).unwrap();
+        assert_eq!(back["seenComments"], written["seenComments"]);
+        assert_eq!(back["commentAttempts"], written["commentAttempts"]);
+        assert_eq!(back["gaveUp"], written["gaveUp"]);
+        assert_eq!(serde_json::from_value::<PollLedger>(back).unwrap(), ledger);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use loop_core::control::{Command, Vocabulary, is_armed, start_required};
 use loop_core::event::Actor;
 use loop_core::guards::is_collaborator;
 use loop_core::poll::{self, CommentStep, SpawnStep, ThreadEntry};
-use loop_core::record::{Collaborators, CommentLedger, Control, SpawnLedger};
+use loop_core::record::{Collaborators, CommentId, CommentLedger, Control, SpawnLedger};
 use loop_core::{Login, WorkItemRef};
 use loop_github::{ItemKind, ListedItem, ThreadComment};
 use loop_store::{Event, StoreError};
@@ -22,6 +22,12 @@ use super::ledgers::Ledgers;
 use super::notice::give_up_notice;
 use super::seam::{Dispatch, Dispatched};
 use super::{Attempted, CycleReport, Facts, Poller};
+
+/// A comment's ledger key: its node id, unique across a pull request's three surfaces
+/// (whose numeric ids are separate sequences) and the id the webhook's dedup key names.
+fn comment_id(comment: &ThreadComment) -> CommentId {
+    CommentId::new(comment.node_id.as_str())
+}
 
 /// What the walk of one cycle shares across items.
 #[derive(Debug)]
@@ -116,12 +122,13 @@ impl<D: Dispatch> Poller<D> {
         }
 
         let actors: Vec<Actor> = thread.iter().map(|c| actor(&c.author)).collect();
+        let live: Vec<CommentId> = thread.iter().map(comment_id).collect();
         let entries: Vec<ThreadEntry<'_>> = thread
             .iter()
             .zip(&actors)
-            .map(|(c, author)| ThreadEntry { id: c.id, author, body: &c.body })
+            .zip(&live)
+            .map(|((c, author), id)| ThreadEntry { id, author, body: &c.body })
             .collect();
-        let live: Vec<u64> = thread.iter().map(|c| c.id).collect();
 
         let stored = ledgers.ledger(&owner)?.cloned();
         let first_sight = match &stored {
@@ -157,7 +164,7 @@ impl<D: Dispatch> Poller<D> {
             let comments = poll::comment_ledger_mut(&owner, &mut ledger, item);
             let sorted = poll::sort_thread(comments, &entries, allowed);
             for id in &sorted.silenced {
-                poll::resolve(comments, *id);
+                poll::resolve(comments, id);
             }
             let genuinely_new = poll::genuinely_new(comments, &sorted.candidates);
             if own {
@@ -174,7 +181,7 @@ impl<D: Dispatch> Poller<D> {
                 }
             }
             for id in sorted.candidates {
-                let Some(comment) = thread.iter().find(|c| c.id == id) else { continue };
+                let Some(comment) = thread.iter().find(|c| comment_id(c) == id) else { continue };
                 let comments = poll::comment_ledger_mut(&owner, &mut ledger, item);
                 let step = self.forward(walk, listed, &owner, comment, comments, report).await;
                 if let Some(notice) = step {
@@ -313,15 +320,16 @@ impl<D: Dispatch> Poller<D> {
         let event = comment_event(listed, &self.linked(item), comment);
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         let author = comment.author.as_str();
-        let attempts = comments.comment_attempts.get(&comment.id).copied().unwrap_or(0);
+        let id = comment_id(comment);
+        let attempts = comments.comment_attempts.get(&id).copied().unwrap_or(0);
         let status = self.dispatch.status(&key, &refs).await;
         match poll::comment_step(&status, attempts, walk.config.polling.max_retries) {
             CommentStep::Resolve => {
-                poll::resolve(comments, comment.id);
+                poll::resolve(comments, &id);
                 self.memory.attempted.remove(&key);
             }
             CommentStep::Settle(outcome) => {
-                poll::resolve(comments, comment.id);
+                poll::resolve(comments, &id);
                 self.memory.attempted.remove(&key);
                 self.settled(item, comment, &outcome);
             }
@@ -336,24 +344,20 @@ impl<D: Dispatch> Poller<D> {
                         .field("attempts", attempts)
                         .field("will_retry", false),
                 );
-                poll::give_up(comments, comment.id, &self.version);
+                poll::give_up(comments, &id, &self.version);
                 report.failures += 1;
                 return Some(Notice { id: comment.id, url: comment.html_url.clone(), attempts });
             }
             CommentStep::Forward { attempt } => match self.dispatch.dispatch(event).await {
                 Dispatched::Settled(outcome) => {
-                    poll::resolve(comments, comment.id);
+                    poll::resolve(comments, &id);
                     self.settled(item, comment, &outcome);
                 }
                 Dispatched::Enqueued => {
-                    poll::record_attempt(comments, comment.id);
+                    poll::record_attempt(comments, &id);
                     self.memory.attempted.insert(
                         key,
-                        Attempted::Comment {
-                            owner: owner.clone(),
-                            item: item.clone(),
-                            id: comment.id,
-                        },
+                        Attempted::Comment { owner: owner.clone(), item: item.clone(), id },
                     );
                     report.comments_forwarded += 1;
                     self.store.events().emit(
@@ -365,7 +369,7 @@ impl<D: Dispatch> Poller<D> {
                     );
                 }
                 Dispatched::Failed(reason) => {
-                    poll::record_attempt(comments, comment.id);
+                    poll::record_attempt(comments, &id);
                     tracing::warn!(work_item = %item, comment_id = comment.id, %reason, attempt, "dispatch failed; retried next cycle");
                 }
             },

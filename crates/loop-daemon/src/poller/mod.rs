@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use loop_core::config::Config;
+use loop_core::record::CommentId;
 use loop_core::{RepoRef, WorkItemRef};
 use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment};
 use loop_store::heartbeat::{CycleSummary, Heartbeat};
@@ -183,7 +184,7 @@ enum ScopeListing {
 /// A delivery this process spent an attempt on.
 #[derive(Debug, Clone)]
 enum Attempted {
-    Comment { owner: WorkItemRef, item: WorkItemRef, id: u64 },
+    Comment { owner: WorkItemRef, item: WorkItemRef, id: CommentId },
     Presence { owner: WorkItemRef },
 }
 
@@ -612,7 +613,7 @@ impl<D: Dispatch> Poller<D> {
                 Attempted::Comment { owner, item, id } => {
                     let Some(mut ledger) = ledgers.ledger(&owner)?.cloned() else { continue };
                     let comments = loop_core::poll::comment_ledger_mut(&owner, &mut ledger, &item);
-                    if loop_core::poll::release_attempt(comments, id) {
+                    if loop_core::poll::release_attempt(comments, &id) {
                         released += 1;
                         ledgers.put(&owner, ledger)?;
                         owners.insert(owner);

@@ -5,7 +5,7 @@ use loop_core::record::{Control, PollLedger};
 use loop_daemon::poller::PollerError;
 use loop_sim::ReviewState;
 
-use crate::poll_support::{Bench, LABEL, Mode};
+use crate::poll_support::{Bench, LABEL, Mode, conversation};
 
 const REPO: &str = "octo/app";
 
@@ -127,7 +127,7 @@ async fn a_comment_the_webhook_already_delivered_is_resolved_without_forwarding(
     let report = bench.cycle().await;
     assert_eq!(report.comments_forwarded, 0);
     assert!(bench.stand_in.comment_bodies().is_empty());
-    assert!(poll_ledger(&bench, n).unwrap().comments.seen_comments.contains(&id));
+    assert!(poll_ledger(&bench, n).unwrap().comments.seen_comments.contains(&conversation(id)));
 }
 
 #[tokio::test]
@@ -142,8 +142,8 @@ async fn a_failing_comment_is_retried_to_max_retries_then_given_up_with_one_noti
     }
     assert_eq!(bench.stand_in.comment_bodies().len(), 2, "two attempts, then no more");
     let ledger = poll_ledger(&bench, n).unwrap();
-    assert!(ledger.comments.seen_comments.contains(&id));
-    assert_eq!(ledger.comments.gave_up.unwrap().comments, [id]);
+    assert!(ledger.comments.seen_comments.contains(&conversation(id)));
+    assert_eq!(ledger.comments.gave_up.unwrap().comments, [conversation(id)]);
     assert_eq!(bench.events("poll.comment_failed").len(), 1);
     assert_eq!(bench.events("poll.giveup_reported").len(), 1);
     let notices = bench.sim.comments_by(REPO, n, bench.sim.viewer());
@@ -163,7 +163,7 @@ async fn an_in_flight_comment_is_never_re_forwarded_nor_counted() {
         bench.cycle().await;
     }
     assert_eq!(bench.stand_in.comment_bodies().len(), 1);
-    assert_eq!(poll_ledger(&bench, n).unwrap().comments.comment_attempts[&id], 1);
+    assert_eq!(poll_ledger(&bench, n).unwrap().comments.comment_attempts[&conversation(id)], 1);
     assert!(bench.events("poll.comment_failed").is_empty());
 }
 
@@ -177,7 +177,8 @@ async fn a_settled_comment_is_resolved_without_an_attempt_or_a_failure() {
     let report = bench.cycle().await;
     assert_eq!((report.comments_forwarded, report.failures), (0, 0));
     let ledger = poll_ledger(&bench, n).unwrap();
-    assert!(ledger.comments.seen_comments.contains(&id) && ledger.comments.gave_up.is_none());
+    assert!(ledger.comments.seen_comments.contains(&conversation(id)));
+    assert!(ledger.comments.gave_up.is_none());
     let settled = bench.events("poll.comment_settled");
     assert_eq!(settled.len(), 1);
     assert_eq!(settled[0].0["outcome"], "session-paused");
@@ -207,6 +208,33 @@ async fn a_pr_review_and_inline_comment_are_forwarded_as_their_webhook_events() 
     assert_eq!(kinds, ["pull_request_review", "pull_request_review_comment"]);
     let (_, event) = bench.stand_in.dispatched().pop().unwrap();
     assert_eq!(event.entity.unwrap().closing_issues, [bench.item(REPO, issue)]);
+}
+
+#[tokio::test]
+async fn a_review_and_an_inline_comment_numbered_like_a_resolved_comment_are_still_forwarded() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    bench.cycle().await;
+    let comment = bench.sim.comment(REPO, pr, "ann", "a conversation comment").unwrap();
+    bench.cycle().await;
+    bench.cycle().await;
+    let review = bench
+        .sim
+        .review(REPO, pr, "ann", ReviewState::Commented, "a review", &[("src/a.rs", 3, "inline")])
+        .unwrap();
+    // GitHub numbers the three surfaces separately: all three are the first of their kind.
+    assert_eq!(comment, review);
+    bench.cycle().await;
+    bench.cycle().await;
+    assert_eq!(
+        bench.stand_in.comment_bodies(),
+        ["a conversation comment", "a review", "inline"],
+        "a shared number never makes a comment read as already seen"
+    );
+    let seen = poll_ledger(&bench, pr).unwrap().comments.seen_comments;
+    let prefixes: Vec<&str> =
+        seen.iter().map(|id| id.as_str().split('_').next().unwrap()).collect();
+    assert_eq!(prefixes, ["IC", "PRR", "PRRC"], "three ledger entries, keyed by node id");
 }
 
 #[tokio::test]

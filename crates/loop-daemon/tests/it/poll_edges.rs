@@ -7,7 +7,7 @@ use loop_core::WorkItemRef;
 use loop_core::control::Command;
 use loop_core::record::{Control, ControlSource, Ended, PollLedger};
 
-use crate::poll_support::{Bench, LABEL, Mode};
+use crate::poll_support::{Bench, LABEL, Mode, conversation};
 
 const REPO: &str = "octo/app";
 const UNSTARTED: &str = "  control:\n    requireStartCommand: false\n";
@@ -71,7 +71,7 @@ async fn a_refused_notice_never_un_records_the_give_up_nor_ends_the_cycle() {
     assert_eq!(bench.events("poll.giveup_report_failed").len(), 1);
     let item = bench.item(REPO, n);
     let ledger = bench.store.read_section::<PollLedger>(&item).unwrap().into_value().unwrap();
-    assert_eq!(ledger.comments.gave_up.unwrap().comments, [id]);
+    assert_eq!(ledger.comments.gave_up.unwrap().comments, [conversation(id)]);
 }
 
 #[tokio::test]
@@ -117,7 +117,7 @@ async fn a_merged_pull_request_closes_as_merged() {
 }
 
 #[tokio::test]
-async fn a_ledger_written_by_an_older_version_reads_forward_as_known() {
+async fn a_ledger_written_by_the_reference_reads_forward_as_known() {
     let mut bench = Bench::new(&[REPO], "").await;
     let n = bench.open_issue(REPO, "ann");
     let id = bench.sim.comment(REPO, n, "ann", "before").unwrap();
@@ -126,7 +126,7 @@ async fn a_ledger_written_by_an_older_version_reads_forward_as_known() {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let old = serde_json::json!({
         "ref": item.to_string(),
-        "poll": {"seenComments": [id], "title": "Do the thing", "lastPolledAt": "2026-01-01T00:00:00Z"},
+        "poll": {"seenComments": [conversation(id)], "title": "Do the thing", "lastPolledAt": "2026-01-01T00:00:00Z"},
     });
     std::fs::write(&path, old.to_string()).unwrap();
     bench.sim.comment(REPO, n, "ann", "after").unwrap();

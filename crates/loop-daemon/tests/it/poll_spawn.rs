@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use loop_core::WorkItemRef;
 use loop_core::record::{CommentLedger, Endpoint, EndpointStatus, GaveUp, LocalRecord, PollLedger};
 
-use crate::poll_support::{Bench, LABEL, Mode};
+use crate::poll_support::{Bench, LABEL, Mode, conversation};
 
 const REPO: &str = "octo/app";
 const UNSTARTED: &str = "  control:\n    requireStartCommand: false\n";
@@ -152,11 +152,11 @@ async fn comments_abandoned_by_another_version_are_re_armed_once() {
     let mut bench = Bench::new(&[REPO], "").await;
     let n = bench.open_issue(REPO, "ann");
     bench.cycle().await;
-    let id = bench.sim.comment(REPO, n, "ann", "abandoned earlier").unwrap();
+    let id = conversation(bench.sim.comment(REPO, n, "ann", "abandoned earlier").unwrap());
     let item = bench.item(REPO, n);
     let mut old = ledger(&bench, &item).unwrap();
     old.comments = CommentLedger {
-        seen_comments: vec![id],
+        seen_comments: vec![id.clone()],
         comment_attempts: BTreeMap::new(),
         gave_up: Some(GaveUp { comments: vec![id], version: "0.0.1".into() }),
     };
@@ -175,7 +175,7 @@ async fn attempts_the_dispatcher_abandoned_at_shutdown_are_released() {
     let n = bench.open_issue(REPO, "ann");
     bench.cycle().await;
     bench.stand_in.set_mode(Mode::Hang);
-    let id = bench.sim.comment(REPO, n, "ann", "queued at shutdown").unwrap();
+    let id = conversation(bench.sim.comment(REPO, n, "ann", "queued at shutdown").unwrap());
     bench.cycle().await;
     let (key, _) = bench.stand_in.dispatched().pop().unwrap();
     let released = bench.poller.release_attempts(&[key, "unknown".into()]).unwrap();

@@ -15,7 +15,7 @@ use loop_core::config::Config;
 use loop_core::control::{Command, Parsed, Vocabulary};
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
-use loop_core::record::{Control, ControlSource, Ended};
+use loop_core::record::{CommentId, Control, ControlSource, Ended};
 use loop_core::{Login, WorkItemRef};
 use loop_daemon::poller::seam::{Dispatch, Dispatched};
 use loop_daemon::poller::{CycleReport, GithubClients, Poller};
@@ -311,6 +311,11 @@ impl Bench {
     pub fn item(&self, repo: &str, number: u64) -> WorkItemRef {
         format!("github:{repo}#{number}").parse().expect("a ref")
     }
+}
+
+/// The ledger key of the simulator's conversation comment `id`: its node id.
+pub fn conversation(id: u64) -> CommentId {
+    CommentId::new(loop_sim::world::node_id("IC", id))
 }
 
 /// A client for the simulator, as `integrations.github.api.baseUrl` would make it.

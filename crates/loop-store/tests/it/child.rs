@@ -68,7 +68,7 @@ fn act() {
         "write-poll" => {
             for n in 0..count(1) {
                 let mut poll = read_poll(&store, &item);
-                poll.comments.seen_comments.push(n);
+                poll.comments.seen_comments.push(crate::portable::comment(n));
                 store.write_section(&item, Some(&poll)).unwrap();
             }
         }
@@ -84,7 +84,7 @@ fn act() {
             let mut poll = read_poll(&store, &item);
             loop {
                 let next = poll.comments.seen_comments.len() as u64;
-                poll.comments.seen_comments.push(next);
+                poll.comments.seen_comments.push(crate::portable::comment(next));
                 store.write_section(&item, Some(&poll)).unwrap();
             }
         }

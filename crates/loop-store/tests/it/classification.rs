@@ -15,8 +15,9 @@ use std::path::PathBuf;
 
 use loop_core::control::Command;
 use loop_core::record::{
-    ChannelBinding, Collaborator, Collaborators, CommentLedger, Control, ControlSource, Ended,
-    Endpoint, EndpointStatus, GaveUp, LocalRecord, PollClock, PollClocks, PollLedger, SpawnLedger,
+    ChannelBinding, Collaborator, Collaborators, CommentId, CommentLedger, Control, ControlSource,
+    Ended, Endpoint, EndpointStatus, GaveUp, LocalRecord, PollClock, PollClocks, PollLedger,
+    SpawnLedger,
 };
 use loop_store::ChannelBindings;
 use loop_store::classification::{ATTRIBUTES, Kind, RecordType, classify, render_markdown};
@@ -32,9 +33,9 @@ fn ts() -> jiff::Timestamp {
 
 fn full_comment_ledger() -> CommentLedger {
     CommentLedger {
-        seen_comments: vec![1],
-        comment_attempts: BTreeMap::from([(2, 1)]),
-        gave_up: Some(GaveUp { comments: vec![3], version: "0.1.0".into() }),
+        seen_comments: vec![CommentId::new("IC_1")],
+        comment_attempts: BTreeMap::from([(CommentId::new("PRR_2"), 1)]),
+        gave_up: Some(GaveUp { comments: vec![CommentId::new("PRRC_3")], version: "0.1.0".into() }),
     }
 }
 

@@ -6,7 +6,8 @@ use std::fs;
 
 use loop_core::control::Command;
 use loop_core::record::{
-    ChannelBinding, Collaborators, CommentLedger, Control, ControlSource, Ended, PollLedger,
+    ChannelBinding, Collaborators, CommentId, CommentLedger, Control, ControlSource, Ended,
+    PollLedger,
 };
 use loop_store::index::PortableIndex;
 use loop_store::{ChannelBindings, Slot, Written};
@@ -25,9 +26,17 @@ pub fn control(command: Command) -> Control {
     }
 }
 
+/// The node id of conversation comment `n`.
+pub fn comment(n: u64) -> CommentId {
+    CommentId::new(format!("IC_{n}"))
+}
+
 pub fn ledger(seen: &[u64]) -> PollLedger {
     PollLedger {
-        comments: CommentLedger { seen_comments: seen.to_vec(), ..CommentLedger::default() },
+        comments: CommentLedger {
+            seen_comments: seen.iter().map(|n| comment(*n)).collect(),
+            ..CommentLedger::default()
+        },
         ..PollLedger::default()
     }
 }
@@ -211,10 +220,10 @@ fn legacy_poll_is_read_from_the_root_file_then_the_working_directory_file() {
     );
     let old = cwd.join(".the-loop/poll-state.json");
     fs::create_dir_all(old.parent().unwrap()).unwrap();
-    fs::write(&old, r#"{"items":{"github:octo/app#1":{"seenComments":[4],"lastPolledAt":"2020-01-01T00:00:00Z"}}}"#).unwrap();
+    fs::write(&old, r#"{"items":{"github:octo/app#1":{"seenComments":["IC_4"],"lastPolledAt":"2020-01-01T00:00:00Z"}}}"#).unwrap();
     let per_root = layout.legacy_poll_state();
     fs::create_dir_all(per_root.parent().unwrap()).unwrap();
-    fs::write(&per_root, r#"{"items":{"github:octo/app#2":{"seenComments":[8]}}}"#).unwrap();
+    fs::write(&per_root, r#"{"items":{"github:octo/app#2":{"seenComments":["IC_8"]}}}"#).unwrap();
 
     assert_eq!(
         store.read_section::<PollLedger>(&item("github:octo/app#1")).unwrap(),
@@ -277,7 +286,7 @@ fn two_processes_writing_different_sections_of_one_record_lose_no_write() {
     let poll = store.read_section::<PollLedger>(&work_item).unwrap().into_value().unwrap();
     assert_eq!(
         poll.comments.seen_comments,
-        (0..500).collect::<Vec<u64>>(),
+        (0..500).map(comment).collect::<Vec<_>>(),
         "every poll write landed in order"
     );
     let control = store.read_section::<Control>(&work_item).unwrap().into_value().unwrap();

@@ -374,3 +374,53 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
     site.run(&["status"]).expect_code(1);
     wait_until_gone(pid);
 }
+
+#[test]
+fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
+    sim.create_repo("octo/app").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut site = Site::on_port(port);
+    site.cli.write(
+        ".the-loop/cli-config.yaml",
+        &format!(
+            "state:\n  root: {}\nrepositories: [octo/app]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\npolling:\n  enabled: true\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            site.root.display(),
+            sim.url()
+        ),
+    );
+    site.cli.env("GH_TOKEN", "test-token");
+    let log = site.cli.cwd().join("foreground.out");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = site
+        .cli
+        .command(["start", "--foreground"])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("the service starts");
+    let deadline = Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("the service is ready") {
+        assert!(
+            Instant::now() < deadline,
+            "never ready:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("send INT");
+    let status = child.wait().expect("the service exits");
+    let output = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{output}");
+    assert!(
+        output.contains("webhook receiver stopped") && output.contains("the service stopped"),
+        "{output}"
+    );
+    assert!(
+        !site.root.join("gh-webhook.pid").exists() && !site.root.join("poll.pid").exists(),
+        "locks released"
+    );
+}

@@ -511,6 +511,25 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
+        "control.announced" => (
+            Stage::Outcome,
+            Mark::Passed,
+            format!("posted the command back on {} (self-marked)", items(record)),
+        ),
+        "control.announce_failed" => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!(
+                "could not post the command back on {}: {}",
+                items(record),
+                field(record, "error")
+            ),
+        ),
+        "session.pr_linked" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!("linked {} to {}'s session", field(record, "pull_request"), items(record)),
+        ),
         "session.reset" => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
         "work_item.ended" => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
         "work_item.reopened" => {

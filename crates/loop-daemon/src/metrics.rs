@@ -224,6 +224,7 @@ fn decision_reason(decision: &Decision) -> &'static str {
         Decision::Ambiguous { .. } => "control-ambiguous",
         Decision::Rejected { rejection, .. } => rejection.reason(),
         Decision::Executed { .. } | Decision::RosterEdited { .. } => "control-executed",
+        Decision::ControlConsumed { .. } => "control-consumed",
         Decision::HandedToGraph { .. } => "handed-to-graph",
         Decision::SpawnRefused { refusal } => refusal.reason(),
         Decision::SessionPaused { .. } => "session-paused",

@@ -188,6 +188,7 @@ impl Dispatcher {
             requested_at: Timestamp::now(),
             note: None,
             instance: self.config().instance.name.clone(),
+            delivery_id: None,
         };
         self.write_control(item, Some(control)).await;
     }

@@ -128,6 +128,21 @@ impl Dispatcher {
         };
         let target_record = target.as_ref().and_then(|t| registry.owner(t));
         let note = event.comment.as_ref().and_then(|c| c.html_url.clone());
+        // A replay: this delivery's command is the one recorded last, by a process that
+        // died before the ledger settled the key (docs/dispatcher.md, "Control commands
+        // across a crash"). Only an effect the current state shows never took place is
+        // carried out (without recording the command again); anything else is consumed.
+        let replay = match (&cx.delivery_id, command, &target) {
+            (Some(key), Some(_), Some(item)) => self.replays_command(item, key).await,
+            _ => false,
+        };
+        if replay
+            && let (Some(command), Some(item)) = (command, &target)
+            && !matches!(decision, ControlDecision::Execute { effect, .. } if completes_on_replay(effect))
+        {
+            let decision = Decision::ControlConsumed { command, target: item.clone() };
+            return self.record(&decision, &cx).await;
+        }
         match decision {
             ControlDecision::Forward => {}
             ControlDecision::Ambiguous { commands } => {
@@ -143,7 +158,10 @@ impl Dispatcher {
                         .record(&Decision::NoWorkItem { reason: "no-work-item" }, &cx)
                         .await;
                 };
-                self.record_command(&target, command, &actor, note).await;
+                if !replay {
+                    let key = cx.delivery_id.clone();
+                    self.record_command(&target, command, &actor, note, key).await;
+                }
                 if effect == Effect::Spawn {
                     // The spawn is the delivery: the key stays in flight until it ends.
                     self.enqueue_or_release(event.clone(), &cx, target, true).await;
@@ -257,6 +275,14 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// Whether a replayed command's effect is carried out: the judged decision reflects the
+/// current state, so a spawn, pause, resume or stop decided again is one that never took
+/// place (a start over a live session decides `Noop`, a stop over none decides `Noop`).
+/// A cleanup is decided whatever the state, so it is never repeated.
+fn completes_on_replay(effect: Effect) -> bool {
+    matches!(effect, Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop)
 }
 
 fn named_and_authorized(actor: &Actor, authorized: &[Login]) -> bool {

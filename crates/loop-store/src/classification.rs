@@ -167,6 +167,12 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::Control, "requestedAt", L, "when it was recorded"),
     attr(T::Control, "note", L, "e.g. the URL of the comment carrying it"),
     attr(T::Control, "instance", L, "the instance that recorded it"),
+    attr(
+        T::Control,
+        "deliveryId",
+        L,
+        "the dedup key of the comment that carried it; its replay is not executed again",
+    ),
     attr(T::Poll, "seenComments", L, "resolved comments, by node id (`IC_…`, `PRR_…`, `PRRC_…`)"),
     attr(T::Poll, "commentAttempts", L, "delivery attempts of comments in flight"),
     attr(T::Poll, "gaveUp", L, "comments abandoned after the retry budget"),

@@ -35,6 +35,11 @@ pub struct Control {
     /// The instance (`instance.name`) that recorded it, when one is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// The dedup key of the delivery (comment) that carried it, written in the same write
+    /// as the command: a replay of that delivery after a crash is recognised and not
+    /// executed again. Absent for CLI commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
 }
 
 /// Where a control command came from.
@@ -236,6 +241,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(control.command, Command::Start);
+        assert_eq!(control.delivery_id, None, "the reference writes no delivery key");
         let back = serde_json::to_value(&control).unwrap();
         assert_eq!(back["requestedAt"], "2026-11-29T10:00:00Z");
     }

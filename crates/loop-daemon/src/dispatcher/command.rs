@@ -24,13 +24,16 @@ use loop_store::Event as Line;
 use super::{Dispatcher, blocking};
 
 impl Dispatcher {
-    /// Records `command` as `target`'s last control command (portable `control`).
+    /// Records `command` as `target`'s last control command (portable `control`), with
+    /// the dedup key of the delivery that carried it in the same write: the commit point
+    /// that makes a replay of that delivery recognisable ([`Self::replays_command`]).
     pub(crate) async fn record_command(
         &self,
         target: &WorkItemRef,
         command: Command,
         actor: &Login,
         note: Option<String>,
+        delivery_id: Option<String>,
     ) {
         let control = Control {
             command,
@@ -39,6 +42,7 @@ impl Dispatcher {
             requested_at: Timestamp::now(),
             note,
             instance: self.config().instance.name.clone(),
+            delivery_id,
         };
         let (store, item) = (self.store().clone(), target.clone());
         if let Err(err) = blocking(move || store.write_section(&item, Some(&control))).await {
@@ -49,6 +53,19 @@ impl Dispatcher {
                     .field("error", err.to_string()),
             );
         }
+    }
+
+    /// Whether delivery `key` is the one whose command is `target`'s last recorded: a
+    /// process recorded it and died before the delivery ledger settled the key, which
+    /// was then released at start and delivered again. An unreadable record is no replay.
+    pub(crate) async fn replays_command(&self, target: &WorkItemRef, key: &str) -> bool {
+        let (store, item) = (self.store().clone(), target.clone());
+        blocking(move || store.read_section::<Control>(&item))
+            .await
+            .ok()
+            .and_then(|slot| slot.into_value())
+            .and_then(|control| control.delivery_id)
+            .is_some_and(|recorded| recorded == key)
     }
 
     /// The target's last recorded command.

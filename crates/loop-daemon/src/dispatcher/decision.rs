@@ -68,6 +68,9 @@ pub enum Decision {
     Rejected { command: Command, rejection: Rejection, target: Option<WorkItemRef> },
     /// A command executed (recorded when it is not `execute`), with its effect.
     Executed { command: Command, actor: Login, effect: &'static str, target: WorkItemRef },
+    /// A replay of the delivery whose command is already recorded (a process died
+    /// between recording it and settling the delivery): not executed again.
+    ControlConsumed { command: Command, target: WorkItemRef },
     /// One login of a roster edit.
     RosterEdited {
         command: Command,
@@ -152,6 +155,7 @@ impl Decision {
             Self::Executed { .. } | Self::RosterEdited { .. } => {
                 LedgerEffect::Settle("control-executed")
             }
+            Self::ControlConsumed { .. } => LedgerEffect::Settle("control-consumed"),
             Self::SpawnRefused { refusal } => match refusal.disposition() {
                 loop_core::control::Disposition::Release => LedgerEffect::Release,
                 loop_core::control::Disposition::Settle => LedgerEffect::Settle(refusal.reason()),
@@ -201,6 +205,11 @@ impl Decision {
                 .field("via", "comment")
                 .field("actor", actor.as_str())
                 .field("effect", effect),
+            Self::ControlConsumed { command, target } => {
+                dropped(|n| Event::info(n), "control-consumed")
+                    .work_item(target)
+                    .field("command", command.name())
+            }
             Self::RosterEdited { command, actor, collaborator, effect, target } => {
                 Event::info("control.command")
                     .work_item(target)

@@ -82,6 +82,74 @@ async fn a_resume_with_nothing_paused_is_refused_and_does_not_arm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_replayed_after_a_kill_before_its_settle_is_consumed_not_executed_again() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "the-loop stop");
+    lab.settle().await;
+    let stop = lab.last_delivery("issue_comment");
+    let key = lab.key_of_last("control.command");
+    let control = lab.store().read_section::<Control>(&lab.item(number)).expect("readable");
+    assert_eq!(control.into_value().expect("recorded").delivery_id.as_deref(), Some(&*key));
+
+    // Killed after the stop took effect, before its key was settled: the next start
+    // releases the key and GitHub (or the poller) delivers the comment again.
+    lab.restart_with_in_flight(&[&key]).await;
+    assert_eq!(lab.named("dispatch.abandoned").len(), 1);
+    lab.redeliver(&stop).await;
+
+    assert_eq!(lab.named("control.command").len(), 1, "{:#?}", lab.named("control.command"));
+    assert_eq!(lab.named("session.closed").len(), 1, "one effect");
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("control-consumed"));
+    let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
+    assert_eq!(status, DeliveryStatus::Settled("control-consumed".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_replayed_after_a_kill_before_its_settle_spawns_no_second_session() {
+    let mut lab = Lab::start("").await;
+    lab.started_issue().await;
+    // The last conversation comment is the announcement; the start came before it.
+    let start = lab.sim.deliveries().into_iter().find(|d| d.body.contains("the-loop start"));
+    let start = start.expect("the start's delivery");
+    let key = lab.key_of_last("session.spawned");
+
+    lab.restart_with_in_flight(&[&key]).await;
+    lab.redeliver(&start).await;
+
+    assert_eq!(lab.named("session.spawned").len(), 1);
+    assert_eq!(lab.launches().len(), 1, "one harness launched");
+    assert!(lab.named("control.command").is_empty(), "{:#?}", lab.named("control.command"));
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("control-consumed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_pause_whose_effect_never_happened_is_carried_out_once_on_replay() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    // Killed between recording the pause (the commit point) and pausing the session: the
+    // record names the pause comment's delivery, the session is still active. The
+    // simulator numbers conversation comments in sequence, so the next one is known.
+    let last = lab.comment(number, OWNER, "before the pause");
+    lab.settle().await;
+    let node = loop_sim::world::node_id("IC", last + 1);
+    let item = lab.item(number);
+    let mut control =
+        lab.store().read_section::<Control>(&item).expect("readable").into_value().expect("start");
+    control.command = loop_core::control::Command::Pause;
+    control.delivery_id = Some(format!("issue_comment:{node}:created"));
+    lab.store().write_section(&item, Some(&control)).expect("written");
+    assert_eq!(lab.comment(number, OWNER, "the-loop pause"), last + 1);
+    lab.settle().await;
+
+    let commands = lab.named("control.command");
+    assert_eq!(commands.len(), 1, "{commands:#?}");
+    assert_eq!(commands[0]["effect"], "paused");
+    let record = lab.store().load_local_record(&item).expect("readable").expect("kept");
+    assert_eq!(record.own_endpoint().expect("own").status, EndpointStatus::Paused);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recorded_start_survives_a_restart_and_a_redelivery_is_not_pasted_twice() {
     let mut lab = Lab::start("").await;
     let number = lab.started_issue().await;

@@ -156,6 +156,13 @@ impl Lab {
     /// Stops the receiver and the dispatcher and starts both again over the same state:
     /// a daemon restart.
     pub async fn restart(&mut self) {
+        self.restart_with_in_flight(&[]).await;
+    }
+
+    /// A restart after a `kill -9` that struck once `keys` had had their effects but
+    /// before the delivery ledger settled them: their marks are put back in flight
+    /// between the stop and the start, as the dead process would have left them.
+    pub async fn restart_with_in_flight(&mut self, keys: &[&str]) {
         self.settle().await;
         self.sim.set_webhook(None);
         if let Some(running) = self.receiver.take() {
@@ -164,6 +171,15 @@ impl Lab {
         }
         let abandoned = self.dispatcher.shutdown(PATIENCE).await;
         assert!(abandoned.is_empty(), "a settled lab abandons nothing: {abandoned:?}");
+        if !keys.is_empty() {
+            let store = self.store();
+            let (mut ledger, _) = store.load_delivery_ledger(1000).expect("the ledger loads");
+            for key in keys {
+                ledger.release(key);
+                ledger.take_in(key, jiff::Timestamp::now());
+            }
+            store.save_delivery_ledger(&ledger).expect("the ledger is written");
+        }
         self.dispatcher =
             open_dispatcher(self.dir.path(), &self.sim, &self.extra, self.harness).await;
         self.start_receiver().await;

@@ -81,6 +81,7 @@ async fn first_sight_with_a_control_record_replays_nothing() {
         requested_at: jiff::Timestamp::now(),
         note: None,
         instance: None,
+        delivery_id: None,
     };
     bench.store.write_section(&bench.item(REPO, n), Some(&control)).unwrap();
     bench.cycle().await;

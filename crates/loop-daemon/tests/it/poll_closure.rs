@@ -19,6 +19,7 @@ fn arm(bench: &Bench, number: u64) {
         requested_at: Timestamp::now(),
         note: None,
         instance: None,
+        delivery_id: None,
     };
     bench.store.write_section(&bench.item(REPO, number), Some(&control)).unwrap();
 }

@@ -21,6 +21,7 @@ fn arm(bench: &Bench, item: &WorkItemRef) {
         requested_at: Timestamp::now(),
         note: None,
         instance: None,
+        delivery_id: None,
     };
     bench.store.write_section(item, Some(&control)).unwrap();
 }

@@ -120,6 +120,7 @@ impl StandIn {
             requested_at: Timestamp::now(),
             note: None,
             instance: None,
+            delivery_id: None,
         };
         self.store.write_section(item, Some(&control)).expect("the control record");
     }

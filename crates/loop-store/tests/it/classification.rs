@@ -54,6 +54,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
         requested_at: ts(),
         note: Some("n".into()),
         instance: Some("laptop".into()),
+        delivery_id: Some("issue_comment:IC_1:created".into()),
     };
     let poll = PollLedger {
         comments: full_comment_ledger(),

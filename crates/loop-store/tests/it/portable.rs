@@ -23,6 +23,7 @@ pub fn control(command: Command) -> Control {
         requested_at: "2026-11-29T10:00:00Z".parse().unwrap(),
         note: None,
         instance: None,
+        delivery_id: None,
     }
 }
 

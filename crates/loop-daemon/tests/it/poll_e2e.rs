@@ -61,3 +61,39 @@ async fn in_hybrid_mode_a_comment_the_webhook_delivered_is_not_delivered_again_b
     let pasted = lab.pasted().await;
     assert_eq!(pasted.iter().filter(|t| t.contains("pushed and polled")).count(), 1, "{pasted:#?}");
 }
+
+#[tokio::test]
+async fn a_polled_stop_killed_before_its_settle_is_not_executed_again_after_a_restart() {
+    let mut lab = Lab::start("").await;
+    lab.sim.set_webhook(None);
+    let (mut poller, config) = poller(&lab);
+    let n = lab.open_labelled_issue();
+    lab.comment(n, OWNER, "the-loop start");
+    cycle(&lab, &mut poller, &config).await;
+    lab.comment(n, OWNER, "the-loop stop");
+    cycle(&lab, &mut poller, &config).await;
+    assert_eq!(lab.named("control.command").len(), 1, "{:#?}", lab.events());
+    let key = lab.key_of_last("control.command");
+
+    // Killed after the stop took effect, before the dispatcher settled the key and
+    // before the poller wrote its ledger: the comment is unseen, the key in flight.
+    let item = lab.item(n);
+    let mut ledger = lab
+        .store()
+        .read_section::<loop_core::record::PollLedger>(&item)
+        .expect("readable")
+        .into_value()
+        .expect("a ledger");
+    let stop = ledger.comments.seen_comments.pop().expect("the stop was resolved");
+    lab.store().write_section(&item, Some(&ledger)).expect("written");
+    lab.restart_with_in_flight(&[&key]).await;
+    let (mut poller, config) = self::poller(&lab);
+    cycle(&lab, &mut poller, &config).await;
+
+    assert_eq!(lab.named("control.command").len(), 1, "{:#?}", lab.named("control.command"));
+    assert_eq!(lab.named("session.closed").len(), 1, "one effect");
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("control-consumed"));
+    let ledger = lab.store().read_section::<loop_core::record::PollLedger>(&item);
+    let ledger = ledger.expect("readable").into_value().expect("a ledger");
+    assert!(ledger.comments.seen_comments.contains(&stop), "resolved, not retried");
+}

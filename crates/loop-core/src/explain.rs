@@ -290,6 +290,13 @@ pub fn reason_text(reason: &str, record: &Record) -> String {
         "invalid-payload" => "the body is not a JSON object".to_owned(),
         "payload-too-large" => "the body is larger than the receiver accepts".to_owned(),
         "not-found" => "GitHub says it does not exist".to_owned(),
+        "control-consumed" => "the comment's command was already carried out (this is a replay after a restart): it is not executed twice".to_owned(),
+        "control-executed" => "the comment carried a command, which was executed; commands are never pasted into the session".to_owned(),
+        "control-rejected" => "the comment's command would not act, so it was neither executed nor remembered".to_owned(),
+        "control-ambiguous" => "the comment names two different commands: nothing is executed and nothing is forwarded".to_owned(),
+        "handed-to-graph" => "the comment answers the process graph's gate (`the-loop execute`)".to_owned(),
+        "already-granted" => "the login is already a collaborator".to_owned(),
+        "not-a-collaborator" => "the login is not a collaborator".to_owned(),
         other => format!("`{other}`"),
     }
 }
@@ -678,6 +685,16 @@ mod tests {
         );
         // Asking by the dedup key finds the same trail.
         assert_eq!(delivery_trail(&records, "comment:9").steps.len(), 3);
+    }
+
+    #[test]
+    fn every_reason_the_dispatcher_settles_with_reads_as_a_sentence() {
+        let line = record(json!({}));
+        for reason in
+            ["control-consumed", "control-executed", "control-rejected", "control-ambiguous"]
+        {
+            assert!(!reason_text(reason, &line).starts_with('`'), "{reason} has no wording");
+        }
     }
 
     #[test]

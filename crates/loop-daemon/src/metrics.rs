@@ -1,9 +1,14 @@
 //! `GET /metrics`: the service's numbers in the Prometheus text exposition format
 //! (version 0.0.4), for a scraper on the receiver's port (SPEC §6).
 //!
-//! [`Metrics`] is a small registry the service's parts share (cheap to clone): the
-//! dispatcher counts each decided delivery ([`Metrics::decision`]) and times each dispatch
-//! ([`Metrics::dispatch_latency`]); the poller times each cycle
+//! [`Metrics`] is a small registry the service's parts share (cheap to clone). Every
+//! delivery is counted once, by whoever ends it: the receiver's front door counts what it
+//! refuses before journalling (`rejected`: bad signature, invalid payload, too large), the
+//! judging both ingresses share counts what it drops (`dropped`: event filter,
+//! self-authored, undeclared repository, unauthorized actor, …, [`Metrics::delivery`]
+//! beside the event-log line), and the dispatcher counts each decided delivery
+//! ([`Metrics::decision`]); the reasons are the event log's. The dispatcher also times
+//! each dispatch ([`Metrics::dispatch_latency`]); the poller times each cycle
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
 //! sessions is a gauge the service sets; the inbox depth is the receiver's own count,
@@ -116,7 +121,7 @@ impl Metrics {
             &mut out,
             "the_loop_deliveries_total",
             "counter",
-            "Deliveries decided, by outcome (done, settled, failed, duplicate) and reason.",
+            "Deliveries by outcome (rejected, dropped, done, settled, failed, duplicate) and reason, as the event log words it.",
         );
         for ((outcome, reason), count) in lock(&self.inner.deliveries).iter() {
             sample(
@@ -243,9 +248,15 @@ fn decision_reason(decision: &Decision) -> &'static str {
     }
 }
 
-/// How a delivery ended, as the delivery ledger sees it.
+/// How a delivery ended: refused at the front door, dropped by the judging, or as the
+/// delivery ledger sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Refused by the receiver before it was journalled (`webhook.rejected`).
+    Rejected,
+    /// Dropped by the event filter or the judging (`routing.dropped`,
+    /// `dispatch.dropped`), before the dispatcher saw it.
+    Dropped,
     /// Acted on and kept: delivered, spawned, closed, executed.
     Done,
     /// Refused on purpose (never retried).
@@ -259,6 +270,8 @@ pub enum Outcome {
 impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Rejected => "rejected",
+            Self::Dropped => "dropped",
             Self::Done => "done",
             Self::Settled => "settled",
             Self::Failed => "failed",

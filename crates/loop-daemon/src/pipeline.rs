@@ -33,6 +33,7 @@ use crate::dispatcher::DeliveryStatus;
 use crate::dispatcher::Dispatcher;
 use crate::dispatcher::decision::{Context, Decision};
 use crate::dispatcher::records::{endpoint_for, session_state};
+use crate::metrics::{Metrics, Outcome};
 use crate::poller::seam::{self, Dispatched};
 use crate::receiver::{Delivery, Dispatch, Judged};
 use loop_store::Mark;
@@ -310,9 +311,10 @@ impl seam::Dispatch for Dispatcher {
             received_at: Timestamp::now(),
         };
         let (config, store, events) = (self.config(), self.store().clone(), self.events().clone());
-        let existence = self.clone();
+        let (existence, metrics) = (self.clone(), self.metrics().cloned());
         let judged = crate::dispatcher::blocking(move || {
-            judge(event, delivery, config, &store, &existence, &events)
+            let report = Report { events: &events, metrics: metrics.as_ref() };
+            judge(event, delivery, config, &store, &existence, report)
         })
         .await;
         let judged = match judged {
@@ -361,30 +363,55 @@ impl IssueExistence for Dispatcher {
     }
 }
 
-/// Why judging dropped an event (its line is already written).
+/// Why judging dropped an event (its line is already written, and it is counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dropped {
     pub reason: &'static str,
 }
 
+/// Where the judging reports: the event log, and the metrics a drop is counted in
+/// (`GET /metrics`, none when nobody scrapes). A drop goes through [`Report::drop`], so
+/// its line and its count are one step.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a> {
+    pub events: &'a EventLog,
+    pub metrics: Option<&'a Metrics>,
+}
+
+impl Report<'_> {
+    pub fn emit(&self, line: LogEvent) {
+        self.events.emit(line);
+    }
+
+    /// Writes a drop's line and counts it under `reason` (outcome `dropped`).
+    pub fn drop(&self, line: LogEvent, reason: &'static str) -> Dropped {
+        self.events.emit(line);
+        if let Some(metrics) = self.metrics {
+            metrics.delivery(Outcome::Dropped, reason);
+        }
+        Dropped { reason }
+    }
+}
+
 /// Judges a normalized event, for both ingresses: route → self-marker → repository bound
 /// → actor guard → existence check → control parse, instance scope and control decision
 /// (SPEC §5). Every drop writes its event-log line with a reason (reference §8) carrying
-/// `delivery_id`, `gh_event`, `action` and, once known, `actor` and `work_items`. Reads
-/// records and rosters from `store`: call it on a blocking thread.
+/// `delivery_id`, `gh_event`, `action` and, once known, `actor` and `work_items`, and is
+/// counted in `report`'s metrics. Reads records and rosters from `store`: call it on a
+/// blocking thread.
 pub fn judge(
     event: Event,
     delivery: Delivery,
     config: Arc<Config>,
     store: &StateStore,
     existence: &dyn IssueExistence,
-    events: &EventLog,
+    report: Report<'_>,
 ) -> Result<Judged, Dropped> {
     let line = |line: LogEvent| delivery_fields(line, &delivery, &event);
     let routed = route::route(&event);
     if routed.is_empty() {
-        events.emit(line(LogEvent::debug("routing.dropped")).field("reason", "no-work-item"));
-        return Err(Dropped { reason: "no-work-item" });
+        let line = line(LogEvent::debug("routing.dropped")).field("reason", "no-work-item");
+        return Err(report.drop(line, "no-work-item"));
     }
     let work_items: Vec<WorkItemRef> = routed.items().cloned().collect();
     let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> LogEvent| {
@@ -394,8 +421,7 @@ pub fn judge(
             .field("work_items", &work_items)
     };
     if let Err(drop) = guards::self_marker(&event) {
-        events.emit(dropped(&drop, LogEvent::debug));
-        return Err(Dropped { reason: drop.reason() });
+        return Err(report.drop(dropped(&drop, LogEvent::debug), drop.reason()));
     }
     let bounded = match guards::repository_bound(&event, routed, &config.repositories) {
         Ok(bounded) => bounded,
@@ -404,8 +430,8 @@ pub fn judge(
                 RoutingDrop::UndeclaredRepository { repository } => Some(repository.to_string()),
                 _ => None,
             };
-            events.emit(dropped(&drop, LogEvent::info).field("repository", repository));
-            return Err(Dropped { reason: drop.reason() });
+            let line = dropped(&drop, LogEvent::info).field("repository", repository);
+            return Err(report.drop(line, drop.reason()));
         }
     };
     let authorized = &config.routing.authorized_users;
@@ -413,20 +439,19 @@ pub fn judge(
     let pass = match pass {
         Ok(pass) => pass,
         Err(drop) => {
-            events.emit(dropped(&drop, LogEvent::warning));
-            return Err(Dropped { reason: drop.reason() });
+            return Err(report.drop(dropped(&drop, LogEvent::warning), drop.reason()));
         }
     };
     let work_items: Vec<WorkItemRef> = bounded.routed.items().cloned().collect();
     if pass == ActorPass::Collaborator {
-        events.emit(
+        report.emit(
             line(LogEvent::info("routing.collaborator"))
                 .field("actor", event.actor.name())
                 .field("work_items", &work_items),
         );
     }
     let labeled = event.carries_label(&config.routing.auto_execute_label);
-    events.emit(
+    report.emit(
         line(LogEvent::info("routing.routed"))
             .field("actor", event.actor.name())
             .field("pass", pass.reason())
@@ -440,7 +465,7 @@ pub fn judge(
     let owned = work_items.iter().any(|item| owners.contains_key(item));
     let verified = bounded.routed.verify(owned, existence);
     for ghost in &verified.dropped {
-        events.emit(
+        report.emit(
             line(LogEvent::warning("routing.linkage_dropped"))
                 .work_item(ghost)
                 .field("linked_by", "branch")
@@ -448,12 +473,10 @@ pub fn judge(
         );
     }
     if let Some(reason) = verified.drop_reason() {
-        events.emit(
-            line(LogEvent::warning("dispatch.dropped"))
-                .field("reason", reason)
-                .field("work_items", &verified.dropped),
-        );
-        return Err(Dropped { reason });
+        let line = line(LogEvent::warning("dispatch.dropped"))
+            .field("reason", reason)
+            .field("work_items", &verified.dropped);
+        return Err(report.drop(line, reason));
     }
     let refs: Vec<WorkItemRef> = verified.kept.items().cloned().collect();
 

@@ -246,12 +246,19 @@ impl Dispatcher {
         taken
     }
 
-    /// Writes the decision's line and applies its ledger effect to `cx.delivery_id`.
     /// Counts every decided delivery in `metrics` from now on (the first call wins).
     pub fn count_in(&self, metrics: crate::metrics::Metrics) {
         let _ = self.inner.metrics.set(metrics);
     }
 
+    /// Where decided deliveries are counted, once set (the poll ingress's judging counts
+    /// its drops there too).
+    pub(crate) fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.inner.metrics.get()
+    }
+
+    /// Writes the decision's line, counts it and applies its ledger effect to
+    /// `cx.delivery_id`.
     pub(crate) async fn record(&self, decision: &Decision, cx: &Context) {
         if let Some(line) = decision.line(cx) {
             self.events().emit(line);

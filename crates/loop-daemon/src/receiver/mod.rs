@@ -44,6 +44,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config_source::ConfigSource;
+use crate::metrics::{Metrics, Outcome};
 use crate::shutdown::Trigger;
 use journal::JournalRequest;
 pub use pipeline::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
@@ -139,6 +140,8 @@ pub struct Receiver {
     warnings: Vec<String>,
     /// More routes served on the receiver's port (e.g. `GET /metrics`).
     routes: Option<Router>,
+    /// Where refused and dropped deliveries are counted, if anywhere.
+    metrics: Option<Metrics>,
     /// Journalled deliveries not yet processed (kept by the journal writer).
     inbox_depth: Arc<AtomicU64>,
 }
@@ -210,6 +213,7 @@ impl Receiver {
             inbox_depth: Arc::new(AtomicU64::new(pending)),
             warnings,
             routes: None,
+            metrics: None,
         })
     }
 
@@ -237,6 +241,14 @@ impl Receiver {
     /// Serves `routes` on the receiver's port beside its own (e.g. `GET /metrics`).
     pub fn with_routes(mut self, routes: Router) -> Self {
         self.routes = Some(routes);
+        self
+    }
+
+    /// Counts every delivery it refuses (front door) or drops (event filter, judging) in
+    /// `metrics`, under the event log's reason; what it hands on is the dispatcher's to
+    /// count ([`crate::dispatcher::Dispatcher::count_in`]).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -281,6 +293,7 @@ impl Receiver {
             body_limit,
             warnings: _,
             routes,
+            metrics,
             inbox_depth,
         } = self;
         let current = Arc::clone(config.current());
@@ -308,7 +321,8 @@ impl Receiver {
                         dispatch,
                         existence,
                     )
-                    .warn_unsigned(secret.is_none()),
+                    .warn_unsigned(secret.is_none())
+                    .count_in(metrics.clone()),
                 )),
                 backlog,
                 next_seq,
@@ -333,7 +347,7 @@ impl Receiver {
                 .field("verifying_signatures", secret.is_some())
                 .field("held", hold_processing),
         );
-        let state = Arc::new(Door { journal: journal_tx, secret, events: events.clone() });
+        let state = Arc::new(Door { journal: journal_tx, secret, events: events.clone(), metrics });
         let app = router(&gh.path, body_limit, state);
         let app = match routes {
             // The extra routes first: merging into a router that has a fallback would
@@ -405,6 +419,7 @@ struct Door {
     journal: mpsc::Sender<JournalRequest>,
     secret: Option<Secret>,
     events: EventLog,
+    metrics: Option<Metrics>,
 }
 
 fn router(path: &str, body_limit: usize, door: Arc<Door>) -> Router {
@@ -530,6 +545,9 @@ async fn deliver(
             .field("delivery_id", headers.delivery);
         let events = door.events.clone();
         tokio::task::spawn_blocking(move || events.emit(line));
+        if let Some(metrics) = &door.metrics {
+            metrics.delivery(Outcome::Rejected, reason);
+        }
     };
     let body = match body {
         Ok(body) => body,

@@ -28,7 +28,8 @@ use loop_store::{Event as LogEvent, EventLog, StateStore};
 use serde_json::Value;
 
 use crate::config_source::{ConfigSource, Reload};
-use crate::pipeline::{delivery_fields, judge};
+use crate::metrics::{Metrics, Outcome};
+use crate::pipeline::{Report, delivery_fields, judge};
 
 /// The delivery a judged event came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +153,8 @@ pub struct Pipeline {
     existence: Arc<dyn ExistenceAnswers>,
     /// Signatures are not verified (`allowUnsigned` with no secret): said on every reload.
     unsigned: bool,
+    /// Where drops are counted (`GET /metrics`), if anywhere.
+    metrics: Option<Metrics>,
 }
 
 impl Pipeline {
@@ -162,7 +165,13 @@ impl Pipeline {
         dispatch: Arc<dyn Dispatch>,
         existence: Arc<dyn ExistenceAnswers>,
     ) -> Self {
-        Self { config, store, events, dispatch, existence, unsigned: false }
+        Self { config, store, events, dispatch, existence, unsigned: false, metrics: None }
+    }
+
+    /// Counts every delivery it drops in `metrics` (the dispatcher counts the rest).
+    pub fn count_in(mut self, metrics: Option<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Repeats the unsigned-deliveries warning on every reload (SPEC §1).
@@ -192,6 +201,9 @@ impl Pipeline {
                         .field("gh_event", &delivery.gh_event)
                         .field("delivery_id", &delivery.delivery_id),
                 );
+                if let Some(metrics) = &self.metrics {
+                    metrics.delivery(Outcome::Rejected, "invalid-payload");
+                }
                 return;
             }
         };
@@ -201,14 +213,15 @@ impl Pipeline {
         self.events
             .emit(line(LogEvent::info("webhook.received")).field("verified", delivery.verified));
 
+        let report = Report { events: &self.events, metrics: self.metrics.as_ref() };
         let gh = &config.webhooks.gh_webhook;
         if !gh.events.contains(&delivery.gh_event) {
-            self.events
-                .emit(line(LogEvent::debug("routing.dropped")).field("reason", "disabled-event"));
+            let line = line(LogEvent::debug("routing.dropped")).field("reason", "disabled-event");
+            report.drop(line, "disabled-event");
             return;
         }
         if let Ok(judged) =
-            judge(event, delivery, config, &self.store, self.existence.as_ref(), &self.events)
+            judge(event, delivery, config, &self.store, self.existence.as_ref(), report)
         {
             self.dispatch.dispatch(judged);
         }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use loop_core::WorkItemRef;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
+use loop_daemon::metrics::Metrics;
 use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
@@ -75,6 +76,8 @@ pub struct Lab {
     pub dir: tempfile::TempDir,
     pub sim: Sim,
     pub dispatcher: Dispatcher,
+    /// What `GET /metrics` on the receiver's port reports, across restarts.
+    pub metrics: Metrics,
     receiver: Option<RunningReceiver>,
     sentinels: watch::Receiver<u64>,
     sentinels_tx: Arc<watch::Sender<u64>>,
@@ -118,6 +121,7 @@ impl Lab {
             dir,
             sim,
             dispatcher,
+            metrics: Metrics::new(),
             receiver: None,
             sentinels,
             sentinels_tx,
@@ -136,7 +140,10 @@ impl Lab {
         let receiver = Receiver::new(config, self.layout(), Secret::from_value(Some(SECRET)))
             .expect("the receiver opens")
             .with_dispatch(Arc::new(counting))
-            .with_existence(Arc::new(self.dispatcher.clone()));
+            .with_existence(Arc::new(self.dispatcher.clone()))
+            .with_metrics(self.metrics.clone())
+            .with_routes(self.metrics.router());
+        self.dispatcher.count_in(self.metrics.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
         let addr = listener.local_addr().expect("an address");
         let (stop, stopped) = oneshot::channel::<()>();
@@ -243,6 +250,11 @@ impl Lab {
             .await
             .expect("the sentinel is processed")
             .expect("the counter lives");
+    }
+
+    /// The receiver's address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.receiver.as_ref().expect("the receiver runs").addr
     }
 
     /// Opens a labelled issue by the owner; returns its number.

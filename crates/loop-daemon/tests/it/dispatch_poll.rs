@@ -52,4 +52,15 @@ async fn a_polled_event_takes_the_one_pipeline_and_its_status_reads_back() {
     lab.dispatcher.idle().await;
     assert_eq!(lab.named("session.spawned").len(), 1);
     assert!(lab.refusals().contains(&"duplicate-delivery".to_owned()));
+
+    // Counted once each, the judging's drop as the webhook's would be.
+    let text = lab.metrics.render();
+    for counted in [
+        "{outcome=\"dropped\",reason=\"unauthorized-actor\"} 1\n",
+        "{outcome=\"settled\",reason=\"awaiting-start\"} 1\n",
+        "{outcome=\"done\",reason=\"spawned\"} 1\n",
+        "{outcome=\"duplicate\",reason=\"duplicate-delivery\"} 1\n",
+    ] {
+        assert!(text.contains(counted), "{counted} in {text}");
+    }
 }

@@ -11,6 +11,7 @@ mod dispatch_existence;
 mod dispatch_lab;
 mod dispatch_poll;
 mod dispatch_refusals;
+mod metrics;
 mod poll;
 mod poll_closure;
 mod poll_e2e;

@@ -10,6 +10,13 @@
 //! for trust pre-seeding (`routing.harnessTrust`).
 //!
 //! It reads no environment itself: the caller passes the host's facts in.
+//!
+//! `hosting` runs the parts: [`Service::run`] hosts the ingresses over one dispatcher
+//! until a stop, for `start --foreground` and the demo alike.
+
+mod hosting;
+
+pub use hosting::{Event, Service, ServiceError, Stopped};
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -20,8 +20,8 @@
 //! with what it wrote and the log's path.
 //!
 //! The service also answers `GET /metrics` on the receiver's port (loop-daemon's
-//! `metrics`). Glue only: the ingresses and the dispatcher are loop-daemon's, the locks
-//! loop-store's.
+//! `metrics`). Glue only: the ingresses, the dispatcher and running them together
+//! (`service::Service`) are loop-daemon's, the locks loop-store's.
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom};
@@ -31,15 +31,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use loop_daemon::config_source::{ConfigSource, Reload};
+use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::metrics::Metrics;
-use loop_daemon::poller::{self, CycleObserver, GithubClients, Poller, PollerError, scope};
+use loop_daemon::poller::{GithubClients, Poller, PollerError, scope};
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
-use loop_daemon::shutdown::Shutdown;
+use loop_daemon::service::{Event, Service};
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
 
 use super::service::{self, Ingress};
 use super::status::{self, State};
@@ -150,9 +149,9 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
     Ok(status)
 }
 
-/// Runs every enabled ingress over one dispatcher until TERM or INT, then stops them,
-/// lets the dispatcher finish what it holds and gives the poller's abandoned attempts
-/// back.
+/// Runs every enabled ingress over one dispatcher until TERM or INT (loop-daemon's
+/// [`Service`]), then stops them, lets the dispatcher finish what it holds and gives the
+/// poller's abandoned attempts back.
 async fn serve(
     loaded: &CliConfig,
     layout: StateLayout,
@@ -164,7 +163,6 @@ async fn serve(
     let config = &loaded.config;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
 
     let github = match &polling {
         Some(clients) => clients.primary().cloned(),
@@ -180,22 +178,19 @@ async fn serve(
     let service_store = StateStore::new(layout.clone(), service_events(config, &layout, "service"));
     let parts = loop_daemon::service::dispatcher_parts(
         Arc::clone(config),
-        service_store.clone(),
+        service_store,
         github,
         &service::host(),
     );
     let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
     let metrics = Metrics::new();
-    dispatcher.count_in(metrics.clone());
-    if let Some(client) = &watched {
-        metrics.watch_github(client.clone());
+    if let Some(client) = watched {
+        metrics.watch_github(client);
     }
 
-    let mut poller = polling.map(|clients| {
+    let poller = polling.map(|clients| {
         let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
-        let counted = metrics.clone();
         Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"))
-            .with_observer(CycleObserver::new(move |cycle| counted.poll_cycle(cycle.took)))
     });
     let _poll_lock = match poller.as_ref().map(Poller::lock).transpose() {
         Ok(lock) => lock,
@@ -206,9 +201,9 @@ async fn serve(
         Err(err) => return Err(err).context("cannot take the poller's lock"),
     };
 
-    let mut receiver_run = None;
+    let mut receiver = None;
     let mut _receiver_lock = None;
-    if let Some((lock, receiver)) = receiving {
+    if let Some((lock, receiving)) = receiving {
         let gh = &config.webhooks.gh_webhook;
         let listener = tokio::net::TcpListener::bind((gh.host.as_str(), gh.port))
             .await
@@ -220,15 +215,7 @@ async fn serve(
             std::process::id(),
             if held { "; holding deliveries unprocessed" } else { "" }
         ));
-        let receiver = receiver
-            .with_dispatch(Arc::new(dispatcher.clone()))
-            .with_existence(Arc::new(dispatcher.clone()))
-            .with_routes(metrics.router());
-        metrics.watch_inbox(receiver.inbox_depth());
-        let mut stopped = stop.subscribe();
-        receiver_run = Some(receiver.run(listener, async move {
-            let _ = stopped.recv().await;
-        }));
+        receiver = Some((receiving, listener));
         _receiver_lock = Some(lock);
     }
     if poller.is_some() {
@@ -239,107 +226,32 @@ async fn serve(
         ));
     }
 
-    // Every ingress holds its lock and listens: what a detached start waits for.
-    printer.info(format!("{READY} (pid {})", std::process::id()));
-
-    let (config_tx, config_rx) = watch::channel(Arc::clone(config));
-    let reload = reload_config(loaded.location.path.clone(), config_tx, stop.subscribe(), printer);
-    let gauges = sample_gauges(service_store, metrics, stop.subscribe());
-    let poll = async {
-        if let Some(poller) = poller.as_mut() {
-            poller::run(poller, config_rx, Shutdown::new(stop.subscribe())).await;
-        }
+    let service = Service {
+        dispatcher,
+        receiver,
+        poller,
+        config_path: Some(loaded.location.path.clone()),
+        metrics,
+        grace: DISPATCH_GRACE,
+        on_event: Box::new(move |event| match event {
+            // Every ingress holds its lock and listens: what a detached start waits for.
+            Event::Ready => printer.info(format!("{READY} (pid {})", std::process::id())),
+            Event::ReceiverStopped => printer.info("webhook receiver stopped"),
+            Event::ConfigNotApplied { error } => printer.warning(format!(
+                "the config change was not applied (the previous config stays): {error}"
+            )),
+        }),
     };
-    // TERM or INT stops everything; so does a receiver that failed.
-    let mut failed = stop.subscribe();
-    let signals = async {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-            _ = failed.recv() => {}
-        }
-        let _ = stop.send(());
-    };
-    let receive = async {
-        let Some(run) = receiver_run else { return Ok(()) };
-        let received = run.await.context("the webhook receiver failed");
-        let _ = stop.send(());
-        printer.info("webhook receiver stopped");
-        received
-    };
-    let (received, (), (), (), ()) = tokio::join!(receive, poll, reload, gauges, signals);
-    let abandoned = dispatcher.shutdown(DISPATCH_GRACE).await;
-    if let Some(poller) = poller.as_mut() {
-        poller.release_attempts(&abandoned).context("cannot release the abandoned attempts")?;
-    }
-    received?;
+    service
+        .run(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        })
+        .await?;
     Ok(ExitStatus::Success)
 }
-
-/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, handing each
-/// change to the poller (it applies it between cycles); a change that does not load keeps
-/// the previous config and is reported once. The receiver reloads on its own, per event.
-async fn reload_config(
-    path: std::path::PathBuf,
-    config: watch::Sender<Arc<loop_core::config::Config>>,
-    mut stop: tokio::sync::broadcast::Receiver<()>,
-    printer: Printer,
-) {
-    let Ok((mut source, _)) = ConfigSource::open(&path) else { return };
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(RELOAD_EVERY) => {}
-            _ = stop.recv() => return,
-        }
-        let (next, reloaded) = tokio::task::spawn_blocking(move || {
-            let reloaded = source.reload_if_changed();
-            (source, reloaded)
-        })
-        .await
-        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
-        source = next;
-        match reloaded {
-            Reload::Unchanged => {}
-            Reload::Reloaded { config: fresh, .. } => {
-                let _ = config.send(fresh);
-            }
-            Reload::Failed { error, .. } => {
-                printer.warning(format!(
-                    "the config change was not applied (the previous config stays): {error}"
-                ));
-            }
-        }
-    }
-}
-
-/// Counts the live sessions for `GET /metrics` every [`RELOAD_EVERY`] until the service
-/// stops (a file listing, off the runtime's threads).
-async fn sample_gauges(
-    store: StateStore,
-    metrics: Metrics,
-    mut stop: tokio::sync::broadcast::Receiver<()>,
-) {
-    loop {
-        let listing = store.clone();
-        let live = tokio::task::spawn_blocking(move || listing.list_local_records())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|records| {
-                records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count()
-            });
-        if let Some(live) = live {
-            metrics.set_live_sessions(live as u64);
-        }
-        tokio::select! {
-            () = tokio::time::sleep(RELOAD_EVERY) => {}
-            _ = stop.recv() => return,
-        }
-    }
-}
-
-/// How often the service looks for a changed config file (for the poller).
-const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
 /// How long the dispatcher may finish its queues at shutdown, after the ingresses
 /// stopped (all within the 5 s every process has to exit).

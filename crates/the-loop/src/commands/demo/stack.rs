@@ -8,7 +8,8 @@
 //! the environment (the webhook secret, the GitHub token) are passed in, never exported.
 //!
 //! It decides nothing and narrates nothing: the story drives the simulator and reads the
-//! effects; [`Stack::stop`] brings the parts down in the service's order.
+//! effects. The parts run in loop-daemon's [`Service`], as `start --foreground` runs them;
+//! [`Stack::stop`] is its shutdown.
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::path::{Path, PathBuf};
@@ -19,14 +20,15 @@ use anyhow::Context as _;
 use loop_core::config::Config;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
-use loop_daemon::poller::{self, GithubClients, Poller};
-use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
-use loop_daemon::shutdown::Shutdown;
+use loop_daemon::metrics::Metrics;
+use loop_daemon::poller::{GithubClients, Poller};
+use loop_daemon::receiver::{self, Receiver, Secret};
+use loop_daemon::service::{Service, ServiceError, Stopped};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
 use loop_sim::{Sim, SimSettings, WebhookTarget};
 use loop_store::{EventLog, PidLock, StateLayout, StateStore};
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::state_root;
@@ -94,15 +96,10 @@ pub struct Stack {
     /// Where the simulator sends its webhooks.
     pub webhook_url: String,
     dispatcher: Dispatcher,
-    receiver: JoinHandle<Result<(), ReceiverError>>,
-    /// The receiver's shutdown future holds the other end.
-    stop_receiver: oneshot::Sender<()>,
-    /// Gives the poller back when it stopped (for releasing abandoned attempts).
-    poller: JoinHandle<Poller<Dispatcher>>,
-    /// The poller's [`Shutdown`] holds the other end.
-    stop_poller: broadcast::Sender<()>,
-    /// Keeps the poller's config channel open (the demo never reloads).
-    _config: watch::Sender<Arc<Config>>,
+    /// The running service (receiver and poller over the dispatcher).
+    service: JoinHandle<Result<Stopped, ServiceError>>,
+    /// The service's shutdown future holds the other end.
+    stop_service: oneshot::Sender<()>,
     /// The receiver's and the poller's single-instance locks, as the service holds them.
     _locks: [PidLock; 2],
 }
@@ -155,25 +152,28 @@ impl Stack {
 
         let secret = random_secret();
         let receiver = Receiver::new(source, layout.clone(), Secret::from_value(Some(&secret)))
-            .context("cannot open the webhook receiver")?
-            .with_dispatch(Arc::new(dispatcher.clone()))
-            .with_existence(Arc::new(dispatcher.clone()));
-        let (stop_receiver, stopped) = oneshot::channel::<()>();
-        let receiver = tokio::spawn(receiver.run(listener, async move {
-            let _ = stopped.await;
-        }));
+            .context("cannot open the webhook receiver")?;
         let webhook_url = receiver::url(addr, &config.webhooks.gh_webhook.path);
-        sim.set_webhook(Some(WebhookTarget { url: webhook_url.clone(), secret: Some(secret) }));
 
         let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
-        let mut polling = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
-        let poll_lock = polling.lock().context("cannot take the demo poller's lock")?;
-        let (config_tx, config_rx) = watch::channel(Arc::clone(&config));
-        let (stop_poller, poller_stopped) = broadcast::channel(1);
-        let poller = tokio::spawn(async move {
-            poller::run(&mut polling, config_rx, Shutdown::new(poller_stopped)).await;
-            polling
-        });
+        let poller = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
+        let poll_lock = poller.lock().context("cannot take the demo poller's lock")?;
+        let service = Service {
+            dispatcher: dispatcher.clone(),
+            receiver: Some((receiver, listener)),
+            poller: Some(poller),
+            // The demo never changes its config.
+            config_path: None,
+            metrics: Metrics::new(),
+            grace: DISPATCH_GRACE,
+            // It narrates nothing: the story reads the effects.
+            on_event: Box::new(|_| {}),
+        };
+        let (stop_service, stopped) = oneshot::channel::<()>();
+        let service = tokio::spawn(service.run(async move {
+            let _ = stopped.await;
+        }));
+        sim.set_webhook(Some(WebhookTarget { url: webhook_url.clone(), secret: Some(secret) }));
 
         Ok(Self {
             paths,
@@ -183,11 +183,8 @@ impl Stack {
             config,
             webhook_url,
             dispatcher,
-            receiver,
-            stop_receiver,
-            poller,
-            stop_poller,
-            _config: config_tx,
+            service,
+            stop_service,
             _locks: [receiver_lock, poll_lock],
         })
     }
@@ -196,12 +193,8 @@ impl Stack {
     /// stops the simulator. The tmux server and everything on disk stay.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.sim.set_webhook(None);
-        let _ = self.stop_poller.send(());
-        let mut polling = self.poller.await.context("the demo poller failed")?;
-        let _ = self.stop_receiver.send(());
-        self.receiver.await.context("the demo receiver failed")??;
-        let abandoned = self.dispatcher.shutdown(DISPATCH_GRACE).await;
-        polling.release_attempts(&abandoned).context("cannot release abandoned attempts")?;
+        let _ = self.stop_service.send(());
+        self.service.await.context("the demo service failed")??;
         self.sim.shutdown().await;
         Ok(())
     }

@@ -103,7 +103,8 @@ impl Service {
             let receiver = receiver
                 .with_dispatch(Arc::new(dispatcher.clone()))
                 .with_existence(Arc::new(dispatcher.clone()))
-                .with_routes(metrics.router());
+                .with_routes(metrics.router())
+                .with_metrics(metrics.clone());
             metrics.watch_inbox(receiver.inbox_depth());
             let mut stopped = stop.subscribe();
             receiver.run(listener, async move {

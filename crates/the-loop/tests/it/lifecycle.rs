@@ -279,21 +279,26 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
         "sender": {"login": "octocat"}
     })
     .to_string();
-    let signature = loop_sim::webhook::sign(b"lifecycle-secret", body.as_bytes());
-    {
+    let post = |delivery: &str, signature: &str| {
         use std::io::{Read as _, Write as _};
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         stream.set_read_timeout(Some(PATIENCE)).unwrap();
         write!(
             stream,
-            "POST /gh-webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: m-1\r\nX-Hub-Signature-256: {signature}\r\n\r\n{body}",
+            "POST /gh-webhook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: {delivery}\r\nX-Hub-Signature-256: {signature}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
-        assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
-    }
+        answer
+    };
+    // Refused at the front door: counted as rejected, never judged.
+    let forged = loop_sim::webhook::sign(b"not-the-secret", body.as_bytes());
+    let answer = post("m-0", &forged);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let answer = post("m-1", &loop_sim::webhook::sign(b"lifecycle-secret", body.as_bytes()));
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
     let deadline = Instant::now() + PATIENCE;
     let metrics = loop {
         let answer = http_get(port, "/metrics");
@@ -310,6 +315,12 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
     assert!(
         metrics.contains("the_loop_deliveries_total{outcome=\"failed\",reason=\"spawn-policy\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "the_loop_deliveries_total{outcome=\"rejected\",reason=\"invalid-signature\"} 1"
+        ),
         "{metrics}"
     );
     assert!(metrics.contains("# TYPE the_loop_dispatch_latency_seconds histogram"), "{metrics}");

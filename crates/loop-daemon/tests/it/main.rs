@@ -7,6 +7,7 @@ mod common;
 mod dispatch;
 mod dispatch_closure;
 mod dispatch_control;
+mod dispatch_edges;
 mod dispatch_existence;
 mod dispatch_lab;
 mod dispatch_poll;

@@ -4,7 +4,8 @@
 use loop_daemon::dispatcher::DeliveryStatus;
 use loop_sim::{Fault, FaultKind};
 
-use crate::dispatch_lab::{Lab, OWNER};
+use crate::common::SECRET;
+use crate::dispatch_lab::{Lab, OWNER, REPO};
 
 /// §9 edge 17: a comment queued behind a busy permit, on a session paused before the
 /// worker takes it, is not pasted; it is settled `session-paused` and reported a success.
@@ -36,4 +37,48 @@ async fn e17_a_session_paused_between_enqueue_and_dequeue_skips_the_event_and_se
     let pasted = lab.pasted().await;
     assert!(!pasted.iter().any(|p| p.contains("queued while the permit")), "{pasted:#?}");
     assert_eq!(lab.reactions_on_comment(number, queued), ["eyes", "hooray"], "a success");
+}
+
+/// §9 edge 26: once a PR comment has bound the PR to the work item, a later PR event
+/// whose description no longer names the item still reaches the item's session, and the
+/// PR never gets a record of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e26_a_bound_pr_still_reaches_the_work_item_after_its_closing_keyword_is_removed() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix it", &format!("Closes #{number}"), "fix-widget", &[])
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "first note while linked");
+    lab.settle().await;
+    assert!(lab.pasted().await.last().expect("pasted").contains("first note while linked"));
+
+    // The same comment event again, but as GitHub sends it after the description was
+    // edited: no closing keyword, a new comment.
+    let sent = lab.last_delivery("issue_comment");
+    let mut body: serde_json::Value = serde_json::from_str(&sent.body).expect("json");
+    assert!(body["issue"]["body"].as_str().is_some_and(|b| b.contains("Closes")), "{body:#}");
+    body["issue"]["body"] = "Just a fix.".into();
+    let id = body["comment"]["id"].as_u64().expect("a comment id") + 10_000;
+    body["comment"]["id"] = id.into();
+    body["comment"]["node_id"] = format!("IC_edited_{id}").into();
+    body["comment"]["body"] = "second note after the edit".into();
+    let text = body.to_string();
+    let edited = loop_sim::Delivery {
+        id: format!("{}-edited", sent.id),
+        signature: Some(loop_sim::webhook::sign(SECRET.as_bytes(), text.as_bytes())),
+        body: text,
+        ..sent
+    };
+    lab.redeliver(&edited).await;
+    let routed = lab.named("routing.routed");
+    let routed = routed.iter().find(|r| r["delivery_id"] == edited.id).expect("routed");
+    let pr_ref = lab.item(pr).to_string();
+    assert_eq!(routed["work_items"], serde_json::json!([pr_ref]), "the link is gone: {routed:#}");
+    let pasted = lab.pasted().await;
+    assert!(pasted.last().expect("pasted").contains("second note after the edit"), "{pasted:#?}");
+    assert_eq!(lab.named("session.spawned").len(), 1, "no session for the PR");
+    let store = lab.store();
+    assert!(store.load_local_record(&lab.item(pr)).expect("readable").is_none(), "no PR record");
 }

@@ -82,3 +82,63 @@ async fn e26_a_bound_pr_still_reaches_the_work_item_after_its_closing_keyword_is
     let store = lab.store();
     assert!(store.load_local_record(&lab.item(pr)).expect("readable").is_none(), "no PR record");
 }
+
+/// A workspace root whose shared clone of the lab's repository already exists, cloned
+/// from a local upstream holding `main` and `branch`: checkouts need no network.
+fn seeded_workspace(branch: &str) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().expect("a temp dir");
+    let upstream = ws.path().join("upstream");
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.name=lab", "-c", "user.email=lab@example.test", "-C"])
+            .arg(dir)
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+    };
+    std::fs::create_dir_all(&upstream).expect("upstream dir");
+    git(&upstream, &["init", "-q", "-b", "main"]);
+    git(&upstream, &["commit", "-q", "--allow-empty", "-m", "root"]);
+    git(&upstream, &["branch", branch]);
+    let shared = ws.path().join("root/github.com/octo");
+    std::fs::create_dir_all(&shared).expect("shared dir");
+    git(&shared, &["clone", "-q", upstream.to_str().expect("utf-8"), "app"]);
+    ws
+}
+
+/// §9 edge 19: dedup is per endpoint. A comment delivered into a PR's own session is
+/// `done` for the PR's ref, not for the work item's own ref; a comment delivered into
+/// the work item's session is `done` for the item, not for the PR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e19_done_is_per_endpoint_a_pr_session_delivery_is_not_done_for_the_work_item() {
+    let ws = seeded_workspace("fix-widget");
+    let extra = format!(
+        "  workspace:\n    root: {}\n  tmux:\n    sessionPerPr: always\n",
+        ws.path().join("root").display()
+    );
+    let mut lab = Lab::start(&extra).await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix it", &format!("Closes #{number}"), "fix-widget", &[])
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "into the PR's own session");
+    lab.settle().await;
+    assert_eq!(lab.named("session.pr_spawned").len(), 1, "{:#?}", lab.events());
+    let into_pr = lab.key_of_last("dispatch.succeeded");
+    lab.comment(number, OWNER, "into the work item's session");
+    lab.settle().await;
+    let into_item = lab.key_of_last("dispatch.succeeded");
+    assert_ne!(into_pr, into_item);
+
+    let (item_ref, pr_ref) = (lab.item(number), lab.item(pr));
+    let status = |key: &str, item: &loop_core::WorkItemRef| {
+        let (dispatcher, key, item) = (lab.dispatcher.clone(), key.to_owned(), item.clone());
+        async move { dispatcher.delivery_status(&key, &[item]).await }
+    };
+    assert_eq!(status(&into_pr, &pr_ref).await, DeliveryStatus::Done);
+    assert_ne!(status(&into_pr, &item_ref).await, DeliveryStatus::Done);
+    assert_eq!(status(&into_item, &item_ref).await, DeliveryStatus::Done);
+    assert_ne!(status(&into_item, &pr_ref).await, DeliveryStatus::Done);
+}

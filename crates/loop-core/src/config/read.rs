@@ -130,6 +130,8 @@ pub(crate) struct Block<'n, 'd> {
     path: String,
     entries: Vec<Entry<'n>>,
     diags: &'d mut Diagnostics,
+    /// Every key the section asked for, to suggest one for a misspelling.
+    known: Vec<String>,
 }
 
 struct Entry<'n> {
@@ -170,7 +172,7 @@ impl<'n, 'd> Block<'n, 'd> {
                 format!("expected a mapping, got {}", describe(node)),
             ),
         }
-        Self { path, entries, diags }
+        Self { path, entries, diags, known: Vec::new() }
     }
 
     pub fn path(&self) -> &str {
@@ -183,6 +185,7 @@ impl<'n, 'd> Block<'n, 'd> {
 
     /// The node under `key`, marked as known. A null value counts as absent.
     pub fn take(&mut self, key: &str) -> Option<&'n Node> {
+        self.known.push(key.to_owned());
         let entry = self.entries.iter_mut().find(|e| e.key == key)?;
         entry.taken = true;
         let (value, line) = (entry.value, entry.key_line);
@@ -252,16 +255,46 @@ impl<'n, 'd> Block<'n, 'd> {
                     ProblemKind::RemovedKey,
                     format!("removed key, ignored: {advice}"),
                 ),
-                None => self.diags.error(
-                    &path,
-                    entry.key_line,
-                    ProblemKind::UnknownKey,
-                    "unknown key (check the spelling; `the-loop config show` lists every key)"
-                        .to_owned(),
-                ),
+                None => {
+                    let message = match closest(entry.key, &self.known) {
+                        Some(known) => format!("unknown key; did you mean `{known}`?"),
+                        None => "unknown key (check the spelling; `the-loop config show` lists \
+                                 every key)"
+                            .to_owned(),
+                    };
+                    self.diags.error(&path, entry.key_line, ProblemKind::UnknownKey, message);
+                }
             }
         }
     }
+}
+
+/// The known key an unknown one most likely misspells: at most two edits away (one for
+/// keys of up to four characters), ignoring case.
+fn closest<'k>(unknown: &str, known: &'k [String]) -> Option<&'k str> {
+    let limit = if unknown.chars().count() <= 4 { 1 } else { 2 };
+    known
+        .iter()
+        .map(|key| (edit_distance(&unknown.to_lowercase(), &key.to_lowercase()), key))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, key)| key.as_str())
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// Reads a [`Section`] from `node` and reports its unknown keys.

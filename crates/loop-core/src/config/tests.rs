@@ -104,7 +104,12 @@ fn every_validation_class_is_reported_with_its_path_and_line() {
             "routing.authorizedUsers[0]: `@octocat` is not a GitHub login",
         ),
         // unknown key
-        ("routing:\n  spawnOnUnmatchd: labeled\n", "routing.spawnOnUnmatchd: unknown key"),
+        (
+            "routing:\n  spawnOnUnmatchd: labeled\n",
+            "routing.spawnOnUnmatchd: unknown key; did you mean `spawnOnUnmatched`?",
+        ),
+        ("routing:\n  contrl: {}\n", "routing.contrl: unknown key; did you mean `control`?"),
+        ("routing:\n  frobnicate: 1\n", "routing.frobnicate: unknown key (check the spelling"),
         (
             "polling:\n  sources:\n    - provider: github\n      repo: [octo/app]\n",
             "polling.sources[0].repo: unknown key",

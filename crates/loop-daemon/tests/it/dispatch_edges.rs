@@ -142,3 +142,50 @@ async fn e19_done_is_per_endpoint_a_pr_session_delivery_is_not_done_for_the_work
     assert_eq!(status(&into_item, &item_ref).await, DeliveryStatus::Done);
     assert_ne!(status(&into_item, &pr_ref).await, DeliveryStatus::Done);
 }
+
+/// A tmux wrapper that reports a tmux without control-client flags (so every probe is a
+/// plain command) and, while `arm` exists, answers one pane probe with "dead" and
+/// disarms: a probe that is dead once.
+fn dead_once_tmux(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let arm = dir.join("dead-once");
+    let script = dir.join("tmux-dead-once");
+    let text = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -V ] && {{ echo 'tmux 3.1'; exit 0; }}; done\n\
+         case \"$*\" in *'list-panes -s'*'#{{pane_dead}}'*)\n  \
+         if [ -e '{arm}' ]; then rm -f '{arm}'; echo 1; exit 0; fi;;\nesac\nexec tmux \"$@\"\n",
+        arm = arm.display()
+    );
+    std::fs::write(&script, text).expect("the wrapper");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    (script, arm)
+}
+
+/// Sessions §7 edge 47 (§2.5 step 1): the delivery finds the session dead, but by the
+/// respawn a live harness holds the name: the event is pasted into it, nothing is
+/// spawned or killed (`session.respawn_averted`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s47_a_live_session_found_at_respawn_is_delivered_into_not_respawned() {
+    let wrapper = tempfile::tempdir().expect("a temp dir");
+    let (tmux, arm) = dead_once_tmux(wrapper.path());
+    let mut lab = Lab::start_with_tmux("", tmux).await;
+    let number = lab.started_issue().await;
+    let pid =
+        lab.tmux(&["list-panes", "-t", &lab.item(number).tmux_session(), "-F", "#{pane_pid}"]);
+    std::fs::write(&arm, "").expect("armed");
+    lab.comment(number, OWNER, "still there?");
+    lab.settle().await;
+
+    assert!(!arm.exists(), "the dead-once probe was used");
+    let averted = lab.named("session.respawn_averted");
+    assert_eq!(averted.len(), 1, "{:#?}", lab.events());
+    assert!(lab.named("session.respawned").is_empty());
+    assert_eq!(lab.launches().len(), 1, "no second harness");
+    let after =
+        lab.tmux(&["list-panes", "-t", &lab.item(number).tmux_session(), "-F", "#{pane_pid}"]);
+    assert_eq!(pid.stdout, after.stdout, "the same harness process");
+    assert!(lab.pasted().await.last().expect("pasted").contains("still there?"));
+    let key = lab.key_of_last("dispatch.succeeded");
+    let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
+    assert_eq!(status, DeliveryStatus::Done, "recorded as delivered");
+}

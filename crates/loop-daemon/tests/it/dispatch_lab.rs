@@ -19,6 +19,7 @@ use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
 use loop_daemon::metrics::Metrics;
 use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
+use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
 use loop_sim::{Sim, WebhookTarget};
 use loop_store::{EventLog, StateLayout, StateStore};
@@ -84,6 +85,7 @@ pub struct Lab {
     sent: u64,
     extra: String,
     harness: Harness,
+    tmux_binary: Option<PathBuf>,
 }
 
 /// What the sessions run.
@@ -93,6 +95,9 @@ pub enum Harness {
     StandIn,
     /// A program that never starts reading input (a harness stuck at start).
     Stuck,
+    /// The stand-in under the name `claude`, with Claude's files handed to the
+    /// dispatcher: `$HOME` is the lab's `home/`, `$CLAUDE_CONFIG_DIR` its `claude/`.
+    Claude,
 }
 
 #[derive(Debug)]
@@ -111,12 +116,22 @@ impl Lab {
 
     /// A lab whose sessions run `harness`.
     pub async fn start_with(extra: &str, harness: Harness) -> Self {
+        Self::start_full(extra, harness, None).await
+    }
+
+    /// A lab whose tmux commands run `tmux_binary` (a wrapper around tmux).
+    pub async fn start_with_tmux(extra: &str, tmux_binary: PathBuf) -> Self {
+        Self::start_full(extra, Harness::StandIn, Some(tmux_binary)).await
+    }
+
+    async fn start_full(extra: &str, harness: Harness, tmux_binary: Option<PathBuf>) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let sim = Sim::start().await.expect("the simulator starts");
         sim.create_repo(REPO).expect("a repo");
         let (sentinels_tx, sentinels) = watch::channel(0);
         let sentinels_tx = Arc::new(sentinels_tx);
-        let dispatcher = open_dispatcher(dir.path(), &sim, extra, harness).await;
+        let dispatcher =
+            open_dispatcher(dir.path(), &sim, extra, harness, tmux_binary.as_deref()).await;
         let mut lab = Self {
             dir,
             sim,
@@ -128,6 +143,7 @@ impl Lab {
             sent: 0,
             extra: extra.to_owned(),
             harness,
+            tmux_binary,
         };
         lab.start_receiver().await;
         lab
@@ -187,8 +203,14 @@ impl Lab {
             }
             store.save_delivery_ledger(&ledger).expect("the ledger is written");
         }
-        self.dispatcher =
-            open_dispatcher(self.dir.path(), &self.sim, &self.extra, self.harness).await;
+        self.dispatcher = open_dispatcher(
+            self.dir.path(),
+            &self.sim,
+            &self.extra,
+            self.harness,
+            self.tmux_binary.as_deref(),
+        )
+        .await;
         self.start_receiver().await;
     }
 
@@ -368,7 +390,13 @@ fn config_text(dir: &Path, sim: &Sim, extra: &str) -> String {
     )
 }
 
-async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str, which: Harness) -> Dispatcher {
+async fn open_dispatcher(
+    dir: &Path,
+    sim: &Sim,
+    extra: &str,
+    which: Harness,
+    tmux_binary: Option<&Path>,
+) -> Dispatcher {
     std::fs::create_dir_all(dir.join("work")).expect("a work dir");
     std::fs::create_dir_all(dir.join("scratch")).expect("a scratch dir");
     std::fs::write(dir.join("cli-config.yaml"), config_text(dir, sim, extra)).expect("the config");
@@ -384,6 +412,9 @@ async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str, which: Harness) -> 
     let mut tmux = TmuxSettings::new(TmuxSocket::Path(dir.join("tmux.sock")), dir.join("scratch"));
     tmux.config_file = Some(PathBuf::from("/dev/null"));
     tmux.command_timeout = Duration::from_secs(20);
+    if let Some(binary) = tmux_binary {
+        tmux.binary = binary.to_owned();
+    }
     let stand_in = stand_in().display().to_string();
     let record = dir.join("messages.jsonl").display().to_string();
     let launches = dir.join("launches.jsonl").display().to_string();
@@ -409,14 +440,24 @@ async fn open_dispatcher(dir: &Path, sim: &Sim, extra: &str, which: Harness) -> 
             fresh: vec!["sleep".into(), "600".into()],
             resume: None,
         },
+        Harness::Claude => CommandHarness {
+            name: "claude".into(),
+            fresh: argv(&["--session-id", "{session_id}"]),
+            resume: Some(argv(&["--resume", "{session_id}"])),
+        },
     };
+    let claude_files = (which == Harness::Claude).then(|| {
+        let config_dir = dir.join("claude");
+        std::fs::create_dir_all(dir.join("home")).expect("a home");
+        ClaudeFiles::locate(&dir.join("home"), config_dir.to_str())
+    });
     Dispatcher::open(DispatcherParts {
         config,
         store,
         github: Some(github),
         tmux: Arc::new(Tmux::new(tmux)),
         harness: Arc::new(harness),
-        claude_files: None,
+        claude_files,
     })
     .await
     .expect("the dispatcher opens")

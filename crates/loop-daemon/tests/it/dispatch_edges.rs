@@ -5,7 +5,7 @@ use loop_daemon::dispatcher::DeliveryStatus;
 use loop_sim::{Fault, FaultKind};
 
 use crate::common::SECRET;
-use crate::dispatch_lab::{Lab, OWNER, REPO};
+use crate::dispatch_lab::{Harness, Lab, OWNER, REPO};
 
 /// §9 edge 17: a comment queued behind a busy permit, on a session paused before the
 /// worker takes it, is not pasted; it is settled `session-paused` and reported a success.
@@ -188,4 +188,30 @@ async fn s47_a_live_session_found_at_respawn_is_delivered_into_not_respawned() {
     let key = lab.key_of_last("dispatch.succeeded");
     let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
     assert_eq!(status, DeliveryStatus::Done, "recorded as delivered");
+}
+
+/// `routing.harnessTrust` (on by default): a `claude` spawn pre-seeds Claude's trust for
+/// the session's directory in the user config under `$CLAUDE_CONFIG_DIR`, before the
+/// harness starts, and touches nothing under `$HOME`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_spawn_pre_seeds_the_trust_keys_for_its_directory() {
+    let mut lab = Lab::start_with("", Harness::Claude).await;
+    lab.started_issue().await;
+    let work = lab.dir.path().join("work").display().to_string();
+    let trusted = lab.named("workspace.trusted");
+    assert_eq!(trusted.len(), 1, "{:#?}", lab.events());
+    assert_eq!(trusted[0]["cwd"], work.as_str());
+    let text = std::fs::read_to_string(lab.dir.path().join("claude/.claude.json"))
+        .expect("the user config was written");
+    let config: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let project = &config["projects"][work.as_str()];
+    assert_eq!(project["hasTrustDialogAccepted"], true, "{config:#}");
+    assert_eq!(project["hasCompletedProjectOnboarding"], true, "{config:#}");
+    assert!(config.get("bypassPermissionsModeAccepted").is_none(), "no bypass asked for");
+    let home = std::fs::read_dir(lab.dir.path().join("home")).expect("home").count();
+    assert_eq!(home, 0, "nothing written under $HOME");
+    let events = lab.events();
+    let at = |name: &str| events.iter().position(|e| e["event"] == name).expect(name);
+    let (seeded, spawned) = (at("workspace.trusted"), at("session.spawned"));
+    assert!(seeded < spawned, "seeded before the harness started");
 }

@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use loop_core::route::KnownExistence;
 use loop_daemon::config_source::ConfigSource;
-use loop_daemon::receiver::pipeline::Pipeline;
+use loop_daemon::receiver::intake::Intake;
 use loop_daemon::receiver::{DeliveryHeaders, RecordDecision, Secret, admit};
 use loop_store::inbox::Journalled;
 use loop_store::{EventLog, StateLayout, StateStore};
@@ -39,7 +39,7 @@ struct Request<'a> {
 struct Site {
     /// Keeps the state root and config file alive for the whole run.
     _dir: tempfile::TempDir,
-    pipeline: Pipeline,
+    pipeline: Intake,
     secret: Secret,
     seq: u64,
 }
@@ -58,7 +58,7 @@ static SITE: LazyLock<Mutex<Site>> = LazyLock::new(|| {
     .expect("the fuzz config");
     let (config, _) = ConfigSource::open(&config_path).expect("the fuzz config loads");
     let store = StateStore::new(StateLayout::new(&root), EventLog::disabled());
-    let pipeline = Pipeline::new(
+    let pipeline = Intake::new(
         config,
         store,
         EventLog::disabled(),

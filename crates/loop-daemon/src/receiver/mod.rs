@@ -16,8 +16,8 @@
 //! It does not decide anything about events (loop-core does), execute decisions (the
 //! dispatcher does) or read the environment (the caller passes the secret in).
 
+pub mod intake;
 mod journal;
-pub mod pipeline;
 mod processor;
 
 use std::future::Future;
@@ -46,8 +46,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config_source::ConfigSource;
 use crate::metrics::{Metrics, Outcome};
 use crate::shutdown::Trigger;
+pub use intake::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
 use journal::JournalRequest;
-pub use pipeline::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
 use processor::Processor;
 
 /// GitHub's payload cap is 25 MB; the default cap is 25 MiB, never smaller (reference §1.4).
@@ -314,15 +314,9 @@ impl Receiver {
         if !hold_processing {
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(
-                    pipeline::Pipeline::new(
-                        config,
-                        store.clone(),
-                        events.clone(),
-                        dispatch,
-                        existence,
-                    )
-                    .warn_unsigned(secret.is_none())
-                    .count_in(metrics.clone()),
+                    intake::Intake::new(config, store.clone(), events.clone(), dispatch, existence)
+                        .warn_unsigned(secret.is_none())
+                        .count_in(metrics.clone()),
                 )),
                 backlog,
                 next_seq,

@@ -1,4 +1,4 @@
-//! The processor task: feeds journalled deliveries to the [`Pipeline`] one at a time, in
+//! The processor task: feeds journalled deliveries to the [`Intake`] one at a time, in
 //! journal order, after their 202 was sent, and marks each processed.
 //!
 //! At start it replays what the journal still held. It then takes deliveries from the
@@ -18,8 +18,8 @@ use loop_store::inbox::{self, Journalled};
 use loop_store::{Event as LogEvent, EventLog};
 use tokio::sync::mpsc;
 
+use super::intake::Intake;
 use super::journal::JournalRequest;
-use super::pipeline::Pipeline;
 use crate::shutdown::{CompletionGuard, Shutdown};
 
 /// How many deliveries one read-back from the journal brings into memory.
@@ -30,7 +30,7 @@ const READ_BACK_BATCH: usize = 1024;
 pub(crate) struct Processor {
     /// Locked only on the blocking thread that processes one delivery, never across an
     /// `.await`.
-    pub pipeline: Arc<Mutex<Pipeline>>,
+    pub pipeline: Arc<Mutex<Intake>>,
     /// Deliveries journalled before this start, oldest first.
     pub backlog: Vec<Journalled>,
     /// The first sequence number the writer will hand out in this run.

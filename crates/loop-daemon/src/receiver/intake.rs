@@ -144,7 +144,7 @@ impl<T: IssueExistence + Send + Sync + std::fmt::Debug> ExistenceAnswers for T {
 
 /// The processing side of the receiver: owns the config source and judges deliveries.
 #[derive(Debug)]
-pub struct Pipeline {
+pub struct Intake {
     config: ConfigSource,
     store: StateStore,
     events: EventLog,
@@ -157,7 +157,7 @@ pub struct Pipeline {
     metrics: Option<Metrics>,
 }
 
-impl Pipeline {
+impl Intake {
     pub fn new(
         config: ConfigSource,
         store: StateStore,

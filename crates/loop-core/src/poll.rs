@@ -120,6 +120,16 @@ pub fn pending_control(
         .collect()
 }
 
+/// Whether a work item's own ledger shows its thread was baselined before, so this cycle
+/// is not its first sight: it carries a title, comment state or a spawn ledger. A poll
+/// section that so far only nests pull-request ledgers does not. The reference's records
+/// carry no title; the caller also counts a `lastPolledAt` an older version left in the
+/// record as evidence, since re-baselining such a thread would swallow every comment
+/// posted since (reference §6 E-24).
+pub fn own_thread_known(ledger: &PollLedger) -> bool {
+    ledger.title.is_some() || ledger.spawn.is_some() || ledger.comments != CommentLedger::default()
+}
+
 /// First sight: every live comment except `pending` is resolved, nothing is in flight.
 /// The spawn ledger is kept (the caller owns it).
 pub fn baseline(ledger: &mut CommentLedger, live: &[CommentId], pending: &[CommentId]) {
@@ -500,6 +510,23 @@ mod tests {
         assert!(pending_control(&thread, true, &authorized, &vocabulary()).is_empty());
         let disabled = Vocabulary::from(&ControlConfig { enabled: false, ..Default::default() });
         assert!(pending_control(&thread, false, &authorized, &disabled).is_empty());
+    }
+
+    #[test]
+    fn edge_24_an_untitled_ledger_with_own_state_is_known_and_a_nesting_one_is_not() {
+        let with = |f: fn(&mut PollLedger)| {
+            let mut ledger = PollLedger::default();
+            f(&mut ledger);
+            ledger
+        };
+        let nesting = with(|l| {
+            l.pull_requests.insert(item(7), CommentLedger::default());
+        });
+        assert!(!own_thread_known(&nesting), "only a nested PR ledger: first sight");
+        assert!(own_thread_known(&with(|l| l.title = Some("t".into()))));
+        assert!(own_thread_known(&with(|l| l.comments.seen_comments.push(c(1)))));
+        assert!(own_thread_known(&with(|l| l.spawn = Some(SpawnLedger::default()))));
+        assert!(!own_thread_known(&PollLedger::default()));
     }
 
     #[test]

@@ -133,7 +133,9 @@ impl<D: Dispatch> Poller<D> {
         let stored = ledgers.ledger(&owner)?.cloned();
         let first_sight = match &stored {
             None => true,
-            Some(ledger) if own => ledger.title.is_none(),
+            Some(ledger) if own => {
+                !(poll::own_thread_known(ledger) || ledgers.legacy_polled(&owner))
+            }
             Some(ledger) => !ledger.pull_requests.contains_key(item),
         };
         let mut ledger = stored.unwrap_or_default();

@@ -131,6 +131,13 @@ impl Ledgers {
         }
     }
 
+    /// Whether `item`'s record still carries a `lastPolledAt` an older version wrote there
+    /// (the reference's records have no title): its thread was polled before.
+    pub fn legacy_polled(&self, item: &WorkItemRef) -> bool {
+        let Ok(Some(record)) = self.store.load_portable_record(item) else { return false };
+        record.get("poll").is_some_and(|poll| poll.get("lastPolledAt").is_some())
+    }
+
     /// `item` was listed at `now`.
     pub fn polled(&mut self, item: &WorkItemRef, now: Timestamp) {
         let mut clock = self.clock(item);

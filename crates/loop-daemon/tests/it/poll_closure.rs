@@ -1,5 +1,7 @@
 //! Closure reconciliation against the simulated GitHub (reference §3, seeds 000 and 001):
-//! the tracked set every cycle it is absent, the ledger-only set lazily, nothing on doubt.
+//! the tracked set every cycle it is absent, the ledger-only set lazily, nothing on doubt;
+//! and the poll clocks that schedule it (seed 001). Tests named `edge_NN_…` pin reference
+//! §6 edge NN; `seed_000_…` / `seed_001_…` an acceptance criterion of that seed.
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::control::Command;
@@ -35,6 +37,11 @@ fn age(bench: &Bench, number: u64, hours: i64) {
     let then = Timestamp::now() - SignedDuration::from_hours(hours);
     let clock = PollClock { last_polled_at: Some(then), closure_checked_at: None };
     bench.store.put_poll_clock(&bench.item(REPO, number), clock).unwrap();
+}
+
+/// Closure questions asked since the request log was last cleared.
+fn asked(bench: &Bench) -> usize {
+    bench.sim.requests().to_endpoint(ASK)
 }
 
 fn ledger(bench: &Bench, number: u64) -> Option<PollLedger> {
@@ -197,4 +204,201 @@ async fn a_merged_pr_nested_under_its_work_item_is_closed_and_its_ledger_dropped
     let owner = ledger(&bench, issue).unwrap();
     assert!(owner.pull_requests.is_empty(), "the nested ledger is dropped");
     assert!(owner.title.is_some(), "the work item's own ledger stays");
+}
+
+#[tokio::test]
+async fn edge_57_an_interrupted_cycle_asks_no_closure_question_and_a_complete_one_does() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    requireStartCommand: false\n").await;
+    let tracked = bench.open_issue(REPO, "ann");
+    let ledger_only = bench.open_issue(REPO, "ann");
+    arm(&bench, tracked);
+    bench.cycle().await;
+    bench.sim.close(REPO, tracked, "ann").unwrap();
+    bench.sim.close(REPO, ledger_only, "ann").unwrap();
+    age(&bench, ledger_only, 2);
+    bench.open_issue(REPO, "ann");
+    let walked_first = bench.open_issue(REPO, "ann");
+    bench.stand_in.stop_on(walked_first);
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert!(report.interrupted);
+    assert_eq!((asked(&bench), report.closures, report.ledger_checks), (0, 0, 0));
+    let report = bench.cycle().await;
+    assert!(!report.interrupted);
+    assert_eq!((report.closures, report.ledger_checks), (2, 1), "both asked and closed");
+}
+
+#[tokio::test]
+async fn edge_61_an_unanswerable_tracked_item_is_kept_with_an_error() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    arm(&bench, n);
+    bench.cycle().await;
+    bench.sim.close(REPO, n, "ann").unwrap();
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::ServerError { status: 502 },
+        times: 100,
+        path_contains: Some(format!("/issues/{n}")),
+    });
+    let report = bench.cycle().await;
+    assert_eq!(report.closures, 0);
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    assert_eq!(bench.events("poll.item_error")[0].0["level"], "warning");
+    assert!(ledger(&bench, n).is_some() && ended(&bench, n).is_none(), "never closed on doubt");
+    let clock = bench.store.poll_clock(&bench.item(REPO, n));
+    assert!(clock.closure_checked_at.is_none(), "the tracked set has no window");
+}
+
+#[tokio::test]
+async fn edge_62_a_merged_pr_closes_only_itself_never_its_still_listed_work_item() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    let (issue_ref, pr_ref) = (bench.item(REPO, issue), bench.item(REPO, pr));
+    crate::poll_spawn::live_session(&bench, &issue_ref, &[&issue_ref, &pr_ref]);
+    arm(&bench, issue);
+    bench.cycle().await;
+    bench.sim.merge(REPO, pr, "ann").unwrap();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!(report.closures, 1);
+    let closed: Vec<_> = bench.stand_in.closed().iter().filter_map(|e| e.closed_item()).collect();
+    assert_eq!(closed, [pr_ref]);
+    assert_eq!(asked(&bench), 1, "the listed work item is not asked");
+    assert!(ended(&bench, issue).is_none());
+}
+
+#[tokio::test]
+async fn edge_63_a_closed_session_record_is_tracked_until_its_item_is_stamped_ended() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let item = bench.item(REPO, n);
+    let closed = loop_core::record::EndpointStatus::Closed;
+    crate::poll_spawn::session_record(&bench, &item, &[&item], closed);
+    bench.sim.close(REPO, n, "ann").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!((report.closures, report.ledger_checks), (1, 0), "tracked, not ledger-only");
+    assert_eq!(ended(&bench, n).unwrap().state, "closed");
+    bench.sim.clear_requests();
+    bench.cycle().await;
+    assert_eq!(asked(&bench), 0, "stamped: never asked again");
+}
+
+#[tokio::test]
+async fn edge_66_a_poll_ledger_beside_control_is_tracked_and_asked_once_a_cycle() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    arm(&bench, n);
+    bench.cycle().await;
+    unlabel(&bench, n);
+    age(&bench, n, 2);
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!(asked(&bench), 1, "due as well, still asked only once");
+    assert_eq!(report.ledger_checks, 0, "never counted as ledger-only");
+}
+
+#[tokio::test]
+async fn edge_67_twenty_ledger_only_records_a_cycle_and_planted_ones_are_deferred_a_window() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let numbers: Vec<u64> = (0..22).map(|_| bench.open_issue(REPO, "ann")).collect();
+    bench.cycle().await;
+    for (hours, n) in numbers.iter().enumerate() {
+        bench.sim.close(REPO, *n, "ann").unwrap();
+        age(&bench, *n, 2 + hours as i64);
+    }
+    // Planted poll-only records for items that do not exist: no clock, so due first.
+    for n in 900..903 {
+        bench.store.write_section(&bench.item(REPO, n), Some(&PollLedger::default())).unwrap();
+    }
+    let first = bench.cycle().await;
+    assert_eq!((first.ledger_checks, first.closures), (20, 17));
+    let oldest = bench.item(REPO, numbers[21]);
+    let closed: Vec<_> = bench.stand_in.closed().iter().filter_map(|e| e.closed_item()).collect();
+    assert!(closed.contains(&oldest), "longest absent first");
+    bench.sim.clear_requests();
+    let second = bench.cycle().await;
+    assert_eq!((second.ledger_checks, second.closures), (5, 5), "the rest, not the planted");
+    assert_eq!(asked(&bench), 5);
+    let third = bench.cycle().await;
+    assert_eq!(third.ledger_checks, 0);
+    let last = bench.events("poll.cycle").pop().unwrap();
+    assert!(last.0.get("ledger_checks").is_none(), "omitted when zero: {:?}", last.0);
+}
+
+#[tokio::test]
+async fn seed_001_a_pr_ledger_nested_under_its_owner_keeps_its_clock_in_the_local_file() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    let (issue_ref, pr_ref) = (bench.item(REPO, issue), bench.item(REPO, pr));
+    crate::poll_spawn::live_session(&bench, &issue_ref, &[&issue_ref, &pr_ref]);
+    bench.cycle().await;
+    assert!(bench.store.poll_clock(&pr_ref).last_polled_at.is_some());
+    let text = std::fs::read_to_string(bench.store.layout().portable_record(&issue_ref)).unwrap();
+    assert!(text.contains(&pr_ref.to_string()) && !text.contains("lastPolledAt"), "{text}");
+}
+
+#[tokio::test]
+async fn seed_001_the_closure_schedule_reads_the_local_clock_over_one_left_in_the_record() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.sim.close(REPO, n, "ann").unwrap();
+    // A record forged (or left by an older version) to look just polled.
+    let path = bench.store.layout().portable_record(&bench.item(REPO, n));
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    record["poll"]["lastPolledAt"] = Timestamp::now().to_string().into();
+    std::fs::write(&path, record.to_string()).unwrap();
+    age(&bench, n, 2);
+    let report = bench.cycle().await;
+    assert_eq!((report.ledger_checks, report.closures), (1, 1), "the local clock decides");
+}
+
+#[tokio::test]
+async fn seed_001_a_clock_left_in_an_old_record_is_read_when_the_local_file_has_none() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let recent = bench.open_issue(REPO, "ann");
+    let old = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    std::fs::remove_file(bench.store.layout().poll_clocks()).unwrap();
+    for (n, stamp) in
+        [(recent, Timestamp::now()), (old, Timestamp::now() - SignedDuration::from_hours(2))]
+    {
+        bench.sim.close(REPO, n, "ann").unwrap();
+        let path = bench.store.layout().portable_record(&bench.item(REPO, n));
+        let mut record: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        record["poll"]["lastPolledAt"] = stamp.to_string().into();
+        std::fs::write(&path, record.to_string()).unwrap();
+    }
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!((report.ledger_checks, report.closures), (1, 1), "only the old one is due");
+    assert!(ended(&bench, old).is_some() && ended(&bench, recent).is_none());
+}
+
+#[tokio::test]
+async fn seed_001_a_restarted_poller_does_not_re_ask_about_an_item_it_just_polled() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.sim.close(REPO, n, "ann").unwrap();
+    bench.restart();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!((report.ledger_checks, asked(&bench)), (0, 0));
+}
+
+#[tokio::test]
+async fn seed_001_a_missing_clock_file_makes_a_ledger_only_record_due_once() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    unlabel(&bench, n);
+    std::fs::remove_file(bench.store.layout().poll_clocks()).unwrap();
+    assert_eq!(bench.cycle().await.ledger_checks, 1);
+    assert_eq!(bench.cycle().await.ledger_checks, 0, "checked: not due for a window");
 }

@@ -1,5 +1,6 @@
 //! Presence (spawn) retries, sessions, pull-request ledgers, re-arming after an upgrade
-//! and attempts released at shutdown (reference §2.2, §2.5–§2.7).
+//! and attempts released at shutdown (reference §2.2, §2.5–§2.7). Tests named `edge_NN_…`
+//! pin reference §6 edge NN.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,6 +14,16 @@ const REPO: &str = "octo/app";
 const UNSTARTED: &str = "  control:\n    requireStartCommand: false\n";
 
 pub fn live_session(bench: &Bench, owner: &WorkItemRef, serves: &[&WorkItemRef]) {
+    session_record(bench, owner, serves, EndpointStatus::Active);
+}
+
+/// A session record of `owner` whose endpoints serve `serves`, all in `status`.
+pub fn session_record(
+    bench: &Bench,
+    owner: &WorkItemRef,
+    serves: &[&WorkItemRef],
+    status: EndpointStatus,
+) {
     let mut record = LocalRecord::new(owner.clone());
     for item in serves {
         let endpoint = Endpoint {
@@ -20,7 +31,7 @@ pub fn live_session(bench: &Bench, owner: &WorkItemRef, serves: &[&WorkItemRef])
             harness_session_id: None,
             cwd: PathBuf::from("/w"),
             tmux_target: String::new(),
-            status: EndpointStatus::Active,
+            status,
             recent_deliveries: Vec::new(),
             created_at: jiff::Timestamp::now(),
             last_event_at: None,
@@ -183,4 +194,17 @@ async fn attempts_the_dispatcher_abandoned_at_shutdown_are_released() {
     let comments = ledger(&bench, &bench.item(REPO, n)).unwrap().comments;
     assert!(!comments.comment_attempts.contains_key(&id) && !comments.seen_comments.contains(&id));
     assert_eq!(bench.events("poll.attempts_released").len(), 1);
+}
+
+#[tokio::test]
+async fn edge_58_a_presence_still_queued_at_shutdown_is_released() {
+    let mut bench = Bench::new(&[REPO], UNSTARTED).await;
+    bench.stand_in.set_mode(Mode::Hang);
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    let (key, _) = bench.stand_in.dispatched().pop().unwrap();
+    assert_eq!(bench.poller.release_attempts(std::slice::from_ref(&key)).unwrap(), 1);
+    let spawn = ledger(&bench, &bench.item(REPO, n)).unwrap().spawn.unwrap_or_default();
+    assert_eq!((spawn.attempts, spawn.delivery_id), (0, None));
+    assert_eq!(bench.poller.release_attempts(&[key]).unwrap(), 0, "released once");
 }

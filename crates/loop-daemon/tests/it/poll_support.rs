@@ -40,6 +40,8 @@ pub enum Mode {
     Hang,
     /// Settled at once with this outcome.
     Settle(String),
+    /// Accepted, then settled with this outcome before the next cycle (asynchronously).
+    SettleLater(String),
 }
 
 #[derive(Debug)]
@@ -51,6 +53,11 @@ struct Inner {
     spawned: Vec<WorkItemRef>,
     /// Signal a stop when an event about this item number is dispatched.
     stop_on: Option<u64>,
+    /// A file whose existence is noted at every dispatch ([`StandIn::watch_file`]).
+    watched: Option<std::path::PathBuf>,
+    seen_existing: Vec<bool>,
+    /// The refs every status question named, by dedup key (the last question wins).
+    asked_refs: HashMap<String, Vec<WorkItemRef>>,
 }
 
 /// The in-memory dispatcher. Clones share their state (it survives a poller restart).
@@ -75,6 +82,21 @@ impl StandIn {
 
     pub fn stop_on(&self, number: u64) {
         self.lock().stop_on = Some(number);
+    }
+
+    /// The refs the poller named when it last asked about the delivery `key`.
+    pub fn asked_refs(&self, key: &str) -> Vec<WorkItemRef> {
+        self.lock().asked_refs.get(key).cloned().unwrap_or_default()
+    }
+
+    /// Notes, at every later dispatch, whether `path` exists.
+    pub fn watch_file(&self, path: std::path::PathBuf) {
+        self.lock().watched = Some(path);
+    }
+
+    /// Whether the watched file existed, per dispatch since [`StandIn::watch_file`].
+    pub fn watched_existed(&self) -> Vec<bool> {
+        self.lock().seen_existing.clone()
     }
 
     /// Every event handed over, with its dedup key, in order.
@@ -178,6 +200,10 @@ impl StandIn {
                     .insert(key.to_owned(), DeliveryStatus::Settled(outcome.clone()));
                 Dispatched::Settled(outcome)
             }
+            Mode::SettleLater(outcome) => {
+                self.lock().statuses.insert(key.to_owned(), DeliveryStatus::Settled(outcome));
+                Dispatched::Enqueued
+            }
         }
     }
 }
@@ -186,6 +212,10 @@ impl Dispatch for StandIn {
     async fn dispatch(&self, event: Event) -> Dispatched {
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         self.lock().dispatched.push((key.clone(), event.clone()));
+        let watched = self.lock().watched.clone();
+        if let Some(path) = watched {
+            self.lock().seen_existing.push(path.exists());
+        }
         let answer = self.handle(&key, &event);
         let number = event.entity.as_ref().and_then(|e| e.number);
         if number.is_some() && self.lock().stop_on == number {
@@ -194,8 +224,10 @@ impl Dispatch for StandIn {
         answer
     }
 
-    async fn status(&self, key: &str, _refs: &[WorkItemRef]) -> DeliveryStatus {
-        self.lock().statuses.get(key).cloned().unwrap_or(DeliveryStatus::Unhandled)
+    async fn status(&self, key: &str, refs: &[WorkItemRef]) -> DeliveryStatus {
+        let mut inner = self.lock();
+        inner.asked_refs.insert(key.to_owned(), refs.to_vec());
+        inner.statuses.get(key).cloned().unwrap_or(DeliveryStatus::Unhandled)
     }
 
     async fn close(&self, event: Event) -> Result<(), String> {
@@ -260,6 +292,9 @@ impl Bench {
                 closed: Vec::new(),
                 spawned: Vec::new(),
                 stop_on: None,
+                watched: None,
+                seen_existing: Vec::new(),
+                asked_refs: HashMap::new(),
             })),
             store: store.clone(),
             authorized: config.routing.authorized_users.clone(),

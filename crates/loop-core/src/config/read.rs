@@ -375,7 +375,12 @@ pub(crate) fn integer_at_least<T: TryFrom<i64>>(
     }
 }
 
-/// A number (integer or decimal) of at least `min`.
+/// The largest decimal number a config accepts. The decimal keys are seconds, which the
+/// service turns into a `Duration` without checking again; a billion seconds (31 years)
+/// fits one with room to spare and is far beyond any sensible wait.
+pub(crate) const MAX_NUMBER: f64 = 1e9;
+
+/// A number (integer or decimal) of at least `min` and at most [`MAX_NUMBER`].
 pub(crate) fn number_at_least(
     min: f64,
 ) -> impl FnOnce(&Node, &str, &mut Diagnostics) -> Option<f64> {
@@ -389,7 +394,11 @@ pub(crate) fn number_at_least(
                 return None;
             }
         };
-        if value >= min && value.is_finite() {
+        if value > MAX_NUMBER {
+            let message = format!("expected a number ≤ {MAX_NUMBER}, got {value:e}");
+            bad_value(node, path, diags, message);
+            None
+        } else if value >= min && value.is_finite() {
             Some(value)
         } else {
             bad_value(node, path, diags, format!("expected a number ≥ {min}, got {value}"));

@@ -131,6 +131,22 @@ fn every_validation_class_is_reported_with_its_path_and_line() {
     }
 }
 
+/// Found by the `config` fuzz target: `Duration::from_secs_f64` panics on seconds this
+/// large, and the service converts these keys without checking again.
+#[test]
+fn seconds_too_large_for_a_duration_are_refused() {
+    assert_eq!(
+        problems("routing:\n  tmux:\n    harnessKillGraceSeconds: 1e300\n"),
+        [
+            "routing.tmux.harnessKillGraceSeconds: expected a number ≤ 1000000000, got 1e300 (line 3)"
+        ]
+    );
+    assert_eq!(problems("routing:\n  tmux:\n    resumeProbeSeconds: 1.0e10\n").len(), 1);
+    let largest = parse("routing:\n  tmux:\n    resumeProbeSeconds: 1e9\n").unwrap();
+    let seconds = largest.config.routing.tmux.resume_probe_seconds;
+    assert!(std::time::Duration::try_from_secs_f64(seconds).is_ok());
+}
+
 #[test]
 fn every_problem_is_listed_at_once() {
     let text = "\

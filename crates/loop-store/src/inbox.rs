@@ -44,6 +44,10 @@ use crate::error::StoreError;
 /// files can be deleted while the receiver keeps running.
 const SEGMENT_RETIRE_BYTES: u64 = 4 * 1024 * 1024;
 
+/// Sequence numbers and segment ids stay below this (no journal sees 2^63 deliveries), so
+/// `seq + 1` never overflows; a header or a segment name claiming more is damaged.
+const SEQ_LIMIT: u64 = 1 << 63;
+
 /// One verified delivery as the receiver got it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
@@ -182,13 +186,16 @@ impl Inbox {
             received.extend(read.received.into_iter().map(|entry| (id, entry)));
             segments.insert(id, Segment::default());
         }
+        // A segment's receipts are numbered on from its id, so an offset past the number
+        // of receipts read is a damaged header: replayed, but not tracked (a bitmap that
+        // long would exhaust memory).
+        let receipts = received.len() as u64;
         for (id, entry) in received {
             if processed.contains(&entry.seq) {
                 continue;
             }
-            if let (Some(segment), Some(offset)) =
-                (segments.get_mut(&id), entry.seq.checked_sub(id))
-            {
+            let offset = entry.seq.checked_sub(id).filter(|offset| *offset < receipts);
+            if let (Some(segment), Some(offset)) = (segments.get_mut(&id), offset) {
                 segment.insert(offset);
             }
             contents.pending.push(entry);
@@ -378,7 +385,8 @@ fn segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
             .to_str()
             .and_then(|name| name.strip_prefix("journal-"))
             .and_then(|rest| rest.strip_suffix(".log"))
-            .and_then(|digits| digits.parse::<u64>().ok());
+            .and_then(|digits| digits.parse::<u64>().ok())
+            .filter(|id| *id < SEQ_LIMIT);
         if let Some(id) = id {
             found.push((id, entry.path()));
         }
@@ -434,6 +442,10 @@ enum Entry {
 fn parse_entry(bytes: &[u8], want: &mut dyn FnMut(u64) -> bool) -> Option<(Entry, usize)> {
     let end = bytes.iter().position(|b| *b == b'\n')?;
     let header: Header = serde_json::from_slice(&bytes[..end]).ok()?;
+    let (Header::Processed { seq } | Header::Received { seq, .. }) = &header;
+    if *seq >= SEQ_LIMIT {
+        return None;
+    }
     let after_header = end + 1;
     match header {
         Header::Processed { seq } => Some((Entry::Processed(seq), after_header)),
@@ -623,5 +635,36 @@ mod tests {
         let files = segment_files(dir.path()).unwrap();
         assert_eq!(files.len(), 1);
         assert!(fs::metadata(&files[0].1).unwrap().len() < 1024, "a fresh segment");
+    }
+
+    /// Found by the `state_files` fuzz target: a damaged header numbering a receipt far
+    /// past its segment made `open` allocate a bitmap that long (out of memory), and a
+    /// mark numbered `u64::MAX` overflowed the next sequence number.
+    #[test]
+    fn a_receipt_numbered_far_past_its_segment_opens_without_exhausting_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = b"{}";
+        let header = Header::Received {
+            seq: 400_000_000_000,
+            event: "issues".into(),
+            delivery: None,
+            verified: true,
+            at: Timestamp::UNIX_EPOCH,
+            len: body.len() as u64,
+            sha256: hex(&Sha256::digest(body)),
+        };
+        let mut segment = serde_json::to_vec(&header).unwrap();
+        segment.push(b'\n');
+        segment.extend_from_slice(body);
+        segment.push(b'\n');
+        segment.extend(serde_json::to_vec(&Header::Processed { seq: u64::MAX }).unwrap());
+        segment.push(b'\n');
+        fs::write(segment_path(dir.path(), 0), &segment).unwrap();
+
+        let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
+        let pending: Vec<u64> = contents.pending.iter().map(|entry| entry.seq).collect();
+        assert_eq!(pending, [400_000_000_000]);
+        assert_eq!(contents.ignored.len(), 1, "the mark past the sequence limit is damaged");
+        assert!(inbox.append(receipt(None, "{}")).unwrap().seq > 400_000_000_000);
     }
 }

@@ -11,13 +11,17 @@
 //! {"op":"processed","seq":7}\n
 //! ```
 //!
-//! Appends are buffered; [`Inbox::sync`] writes them out with one `fdatasync`, so a caller
-//! that appends every delivery that arrived meanwhile and then syncs once gets group
-//! commit. A receipt is durable — and may be acknowledged — only after the `sync` that
-//! follows its append. Sequence numbers are the journal's own, so deliveries without an
+//! Appends are buffered. [`Inbox::write`] hands them to the kernel (`write(2)`): from then
+//! on a crash of the process — `kill -9` included — loses none of them, and that is when
+//! the receiver acknowledges. Surviving an OS crash or a power loss needs an `fdatasync`
+//! too: [`Inbox::live_segment`] gives a [`SegmentSync`] handle on the live segment so
+//! another thread can sync behind the writer (group commit that never delays an answer),
+//! and [`Inbox::sync`] writes and syncs in one call (shutdown, tests). A segment that is
+//! retired is synced before the next one starts, so only the live segment ever needs the
+//! handle. Sequence numbers are the journal's own, so deliveries without an
 //! `X-GitHub-Delivery` header never share a key.
 //!
-//! Reading tolerates a torn tail (a crash mid-append before the sync): a segment is read up
+//! Reading tolerates a torn tail (a crash mid-append, or a power loss before the sync): a segment is read up
 //! to the first entry that is incomplete or whose body does not match its checksum; the
 //! rest is reported as ignored, never a crash. A receipt's `processed` mark is always
 //! written to the same or a later segment, so segments are deleted oldest first, and only
@@ -152,7 +156,8 @@ impl Segment {
     }
 }
 
-/// The open journal: one writer appends and marks; [`Inbox::sync`] makes it durable.
+/// The open journal: one writer appends and marks; [`Inbox::write`] puts it beyond a
+/// process crash, a sync (here or through [`SegmentSync`]) beyond a power loss.
 #[derive(Debug)]
 pub struct Inbox {
     dir: PathBuf,
@@ -233,7 +238,8 @@ impl Inbox {
         self.next_seq
     }
 
-    /// Appends a receipt (buffered; durable after the next [`Inbox::sync`]).
+    /// Appends a receipt (buffered: safe from a process crash after the next
+    /// [`Inbox::write`], from a power loss after the sync that follows it).
     pub fn append(&mut self, receipt: Receipt) -> Result<Journalled, StoreError> {
         let seq = self.next_seq;
         let header = Header::Received {
@@ -263,13 +269,34 @@ impl Inbox {
         self.write_entry(&Header::Processed { seq }, None)
     }
 
-    /// Writes every buffered entry and makes it durable with one `fdatasync`, then
-    /// deletes the oldest segments whose receipts are all processed.
-    pub fn sync(&mut self) -> Result<(), StoreError> {
+    /// Hands every buffered entry to the kernel, then retires a full live segment (synced
+    /// first) and deletes the oldest segments whose receipts are all processed. What was
+    /// appended survives a crash of this process from here on.
+    pub fn write(&mut self) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, self.live_id);
         self.live.flush().map_err(StoreError::io("append to", &path))?;
-        self.live.get_ref().sync_data().map_err(StoreError::io("fsync", &path))?;
         self.retire_finished()
+    }
+
+    /// [`Inbox::write`], then one `fdatasync` of the live segment: everything appended so
+    /// far survives a power loss.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.write()?;
+        self.live_segment()?.sync()
+    }
+
+    /// The first sequence number of the live segment: it changes when a segment retires,
+    /// which is when a [`SegmentSync`] handle must be taken again.
+    pub fn live_id(&self) -> u64 {
+        self.live_id
+    }
+
+    /// A handle on the live segment for syncing it from another thread (a duplicate of
+    /// the writer's file descriptor).
+    pub fn live_segment(&self) -> Result<SegmentSync, StoreError> {
+        let path = segment_path(&self.dir, self.live_id);
+        let file = self.live.get_ref().try_clone().map_err(StoreError::io("duplicate", &path))?;
+        Ok(SegmentSync { path, file })
     }
 
     fn write_entry(&mut self, header: &Header, body: Option<&[u8]>) -> Result<(), StoreError> {
@@ -287,11 +314,13 @@ impl Inbox {
         Ok(())
     }
 
-    /// Starts a new live segment when the current one is full, then deletes fully
-    /// processed segments, oldest first, stopping at the first with a pending receipt
-    /// (called after a sync, so nothing buffered is lost).
+    /// Starts a new live segment when the current one is full — syncing the retiring one
+    /// first, since syncs behind the writer only ever cover the live segment — then
+    /// deletes fully processed segments, oldest first, stopping at the first with a
+    /// pending receipt (called with the buffer written out, so nothing buffered is lost).
     fn retire_finished(&mut self) -> Result<(), StoreError> {
         if self.live_len >= SEGMENT_RETIRE_BYTES {
+            self.live_segment()?.sync()?;
             let id = self.next_seq.max(self.live_id + 1);
             self.next_seq = id;
             let path = segment_path(&self.dir, id);
@@ -320,6 +349,25 @@ impl Inbox {
             self.segments.remove(&id);
         }
         Ok(())
+    }
+}
+
+/// A handle on one segment file that syncs it (see [`Inbox::live_segment`]).
+#[derive(Debug)]
+pub struct SegmentSync {
+    path: PathBuf,
+    file: File,
+}
+
+impl SegmentSync {
+    /// `fdatasync`: everything written to the segment before the call survives a power loss.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.file.sync_data().map_err(StoreError::io("fsync", &self.path))
+    }
+
+    /// The segment file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 

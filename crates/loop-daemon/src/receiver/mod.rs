@@ -5,9 +5,9 @@
 //! `X-Hub-Signature-256` is checked over the raw body in constant time before a byte of it
 //! is parsed (401 when missing or wrong); the body must be a UTF-8 JSON object (400
 //! otherwise) of at most the body cap (413). A verified delivery is journalled under
-//! `<root>/local/inbox/` and answered 202 once the journal is synced (group commit, see
-//! [`journal`]); the [`processor`] then judges it through the [`pipeline`] and hands it to
-//! a [`Dispatch`]. Unknown paths are 404, other methods 405; every answer is JSON.
+//! `<root>/local/inbox/` and answered 202 once the journal's write holds it (a `kill -9`
+//! loses nothing; the `fdatasync` follows behind as group commit, see [`journal`]); the
+//! [`processor`] then judges it through the [`pipeline`] and hands it to a [`Dispatch`]. Unknown paths are 404, other methods 405; every answer is JSON.
 //!
 //! The receiver takes a bound listener (tests bind port 0) and a shutdown future. On
 //! shutdown it stops accepting, finishes the requests in flight, lets the processor finish
@@ -168,7 +168,8 @@ impl Receiver {
             return Err(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
         }
         let events = if current.event_log.enabled {
-            EventLog::new(layout.event_log(), "gh-webhook")
+            // A long-running process: one writer thread owns the file.
+            EventLog::new(layout.event_log(), "gh-webhook").with_writer()
         } else {
             EventLog::disabled()
         };
@@ -385,6 +386,8 @@ impl Receiver {
                 .field("host", local.ip().to_string())
                 .field("port", local.port()),
         );
+        // Every line of this run is in the file before `run` returns.
+        let _ = tokio::task::spawn_blocking(move || events.flush()).await;
         result
     }
 }
@@ -537,8 +540,7 @@ async fn deliver(
             .field("reason", reason)
             .field("gh_event", headers.event.unwrap_or("unknown"))
             .field("delivery_id", headers.delivery);
-        let events = door.events.clone();
-        tokio::task::spawn_blocking(move || events.emit(line));
+        door.events.emit(line);
         if let Some(metrics) = &door.metrics {
             metrics.delivery(Outcome::Rejected, reason);
         }

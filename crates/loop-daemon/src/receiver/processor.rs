@@ -133,8 +133,9 @@ impl Processor {
         }
     }
 
-    /// Processes one delivery on a blocking thread, then marks it. A delivery whose
-    /// processing panics is reported and marked too: replaying it would panic again.
+    /// Processes one delivery on the processing thread, waits until its event-log lines
+    /// are written, then marks it. A delivery whose processing panics is reported and
+    /// marked too: replaying it would panic again.
     async fn process(&mut self, item: Journalled) {
         let seq = item.seq;
         let pipeline = Arc::clone(&self.pipeline);
@@ -152,6 +153,8 @@ impl Processor {
                             .field("will_retry", false),
                     );
                 }
+                // Its lines are in the log before it is marked processed.
+                events.flush();
             })
             .await;
         if finished.is_none() {

@@ -4,10 +4,14 @@
 //! emitting process: `gh-webhook`, `poll`, `cli`, …), `event` (dot-namespaced type),
 //! `level` (`debug|info|warning|error`), `pid`, then the event's fields with nulls omitted.
 //!
-//! Appends are safe across threads and processes: each one takes an exclusive `flock` on
-//! the sidecar `events.jsonl.lock`, rotates if the line would push the file past
-//! [`Rotation::max_bytes`], and writes the whole line with one `write` in append mode, so
-//! no line is ever interleaved with another and rotation never loses one. Rotation renames
+//! Appends are safe across threads and processes. A short-lived process (a CLI verb)
+//! appends directly: each append takes an exclusive `flock` on the sidecar
+//! `events.jsonl.lock`, rotates if the line would push the file past
+//! [`Rotation::max_bytes`], and writes the whole line with one `write` in append mode. A
+//! long-running one (the service) calls [`EventLog::with_writer`]: its appends go over a
+//! channel to one writer thread holding the file open ([`writer`]), which writes whole
+//! lines in batches and takes the same lock only to rotate. Either way no line is ever
+//! interleaved with another and rotation never loses one. Rotation renames
 //! `events.jsonl` → `.1` → `.2` … keeping [`Rotation::keep`] old files.
 //!
 //! Emission is best-effort: a failure to append is reported through `tracing` once and
@@ -19,6 +23,7 @@
 
 pub mod filter;
 pub mod read;
+mod writer;
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -148,6 +153,9 @@ pub struct EventLog {
     rotation: Rotation,
     /// Set once a failed append was reported, so a broken disk warns once, not per event.
     warned: Arc<AtomicBool>,
+    /// The writer thread appends go to, once [`EventLog::with_writer`] started one; the
+    /// last clone to go stops it after it wrote everything.
+    writer: Option<Arc<writer::Writer>>,
 }
 
 impl EventLog {
@@ -158,6 +166,7 @@ impl EventLog {
             source: source.into(),
             rotation: Rotation::DEFAULT,
             warned: Arc::new(AtomicBool::new(false)),
+            writer: None,
         }
     }
 
@@ -168,12 +177,42 @@ impl EventLog {
             source: String::new(),
             rotation: Rotation::DEFAULT,
             warned: Arc::new(AtomicBool::new(false)),
+            writer: None,
         }
     }
 
+    /// Sets the rotation (before [`EventLog::with_writer`], which takes it along).
     pub fn with_rotation(mut self, rotation: Rotation) -> Self {
         self.rotation = rotation;
         self
+    }
+
+    /// Sends this log's appends (and its clones') to a writer thread of their own, for a
+    /// long-running process: emitting no longer waits for the disk, and the file stays open.
+    /// [`EventLog::flush`] waits for what was emitted; the last clone dropped waits too. If
+    /// the thread cannot start, appends stay direct (reported through `tracing`).
+    pub fn with_writer(mut self) -> Self {
+        let Some(path) = self.path.clone() else { return self };
+        match writer::Writer::spawn(
+            path,
+            self.source.clone(),
+            self.rotation,
+            Arc::clone(&self.warned),
+        ) {
+            Ok(writer) => self.writer = Some(Arc::new(writer)),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot start the event log's writer thread; appending directly");
+            }
+        }
+        self
+    }
+
+    /// Returns once every line emitted before the call is in the file (at once for a log
+    /// without a writer thread, whose appends are written when they return).
+    pub fn flush(&self) {
+        if let Some(writer) = &self.writer {
+            writer.flush();
+        }
     }
 
     /// The live file, `None` when disabled.
@@ -182,7 +221,15 @@ impl EventLog {
     }
 
     /// Appends `event` now; failures are reported once through `tracing` and swallowed.
+    /// With a writer thread it is queued and written behind the caller.
     pub fn emit(&self, event: Event) {
+        if self.path.is_none() {
+            return;
+        }
+        if let Some(writer) = &self.writer {
+            writer.append(event, Timestamp::now());
+            return;
+        }
         if let Err(err) = self.append(&event, Timestamp::now())
             && !self.warned.swap(true, Ordering::Relaxed)
         {
@@ -190,9 +237,14 @@ impl EventLog {
         }
     }
 
-    /// Appends `event` stamped `ts`, rotating first when the live file is full.
+    /// Appends `event` stamped `ts`, rotating first when the live file is full. With a
+    /// writer thread it is queued (failures then go to `tracing`, as for [`EventLog::emit`]).
     pub fn append(&self, event: &Event, ts: Timestamp) -> Result<(), StoreError> {
         let Some(path) = &self.path else { return Ok(()) };
+        if let Some(writer) = &self.writer {
+            writer.append(event.clone(), ts);
+            return Ok(());
+        }
         let line = event.line(ts, &self.source, std::process::id());
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;

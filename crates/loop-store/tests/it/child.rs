@@ -99,6 +99,23 @@ fn act() {
                 .unwrap();
             }
         }
+        // The same through a writer thread, dropped (not flushed) at the end.
+        "emit-events" => {
+            let log = store.events().clone().with_rotation(crate::event_log::small_rotation());
+            let log = log.with_writer();
+            for n in 0..count(2) {
+                log.emit(Event::info("test.appended").field("writer", args[1]).field("n", n));
+            }
+        }
+        // Appends one receipt to the inbox journal and writes it without a sync, says
+        // so, then waits to be killed.
+        "inbox-written" => {
+            let (mut inbox, _) = loop_store::inbox::Inbox::open(&dir.join("inbox")).unwrap();
+            inbox.append(crate::inbox::receipt("written-not-synced")).unwrap();
+            inbox.write().unwrap();
+            say("written");
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        }
         // Holds the pidfile until its stdin closes (or it is killed).
         "hold-pidfile" => {
             let _lock = PidLock::acquire(&dir.join("poll.pid")).unwrap();

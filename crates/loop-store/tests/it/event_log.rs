@@ -80,6 +80,90 @@ fn two_processes_appending_lose_no_line() {
 }
 
 #[test]
+fn threads_emitting_through_the_writer_lose_no_line_and_rotation_keeps_each_writers_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("logs/events.jsonl");
+    let log = EventLog::new(&path, "test").with_rotation(small_rotation()).with_writer();
+    std::thread::scope(|scope| {
+        for writer in ["a", "b", "c", "d"] {
+            let log = log.clone();
+            scope.spawn(move || {
+                for n in 0..300u64 {
+                    log.emit(Event::info("test.appended").field("writer", writer).field("n", n));
+                }
+            });
+        }
+    });
+    log.flush();
+    let by_writer = appended(&path);
+    assert_eq!(by_writer.len(), 4);
+    for (writer, ns) in by_writer {
+        assert_eq!(ns, (0..300).collect::<Vec<u64>>(), "writer {writer}");
+    }
+    assert!(dir.path().join("logs/events.jsonl.2").exists(), "the log rotated");
+    for entry in fs::read_dir(dir.path().join("logs")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".lock") {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path()).unwrap();
+        assert!(text.len() as u64 <= small_rotation().max_bytes, "{name} is {} bytes", text.len());
+        for line in text.lines() {
+            serde_json::from_str::<serde_json::Value>(line).expect("every line parses");
+        }
+    }
+}
+
+#[test]
+fn a_process_with_a_writer_and_one_appending_directly_lose_no_line_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let children = [
+        child::spawn("emit-events", &[root, "writer", "2000"]),
+        child::spawn("append-events", &[root, "direct", "400"]),
+    ];
+    for child in children {
+        assert!(child.wait_with_output().unwrap().status.success());
+    }
+    let store = crate::store_in(dir.path());
+    let by_writer = appended(store.layout().event_log());
+    assert_eq!(by_writer["writer"], (0..2000).collect::<Vec<u64>>(), "dropping the log wrote all");
+    assert_eq!(by_writer["direct"], (0..400).collect::<Vec<u64>>());
+}
+
+#[test]
+fn after_another_process_rotates_the_writer_appends_to_the_new_live_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "test").with_writer();
+    log.emit(Event::info("before"));
+    log.flush();
+    // What a rotation by another process leaves: the live file renamed away.
+    fs::rename(&path, dir.path().join("events.jsonl.1")).unwrap();
+    log.emit(Event::info("after"));
+    log.flush();
+    let live = fs::read_to_string(&path).unwrap();
+    let rotated = fs::read_to_string(dir.path().join("events.jsonl.1")).unwrap();
+    assert!(live.contains("after") && !live.contains("before"), "{live}");
+    assert!(rotated.contains("before") && !rotated.contains("after"), "{rotated}");
+}
+
+#[test]
+fn dropping_the_last_clone_writes_every_line_emitted_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "test").with_writer();
+    let clone = log.clone();
+    for n in 0..500u64 {
+        clone.emit(Event::info("test.appended").field("writer", "w").field("n", n));
+    }
+    drop(clone);
+    drop(log);
+    assert_eq!(appended(&path)["w"], (0..500).collect::<Vec<u64>>());
+}
+
+#[test]
 fn the_reader_skips_corrupt_and_partial_lines_and_tolerates_a_missing_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");

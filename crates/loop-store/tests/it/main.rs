@@ -8,6 +8,7 @@ mod child;
 mod classification;
 mod clocks;
 mod event_log;
+mod inbox;
 mod local;
 mod pidfile;
 mod portable;

@@ -12,6 +12,9 @@
 //! record keeps its PR endpoints (their checkouts and sessions still exist and cleanup
 //! needs them); a respawn keeps `createdAt` and the recent deliveries.
 //!
+//! Every write is fsynced except [`Registry::touch`], the per-delivery stamp, which is
+//! atomic against `kill -9` but not against an OS crash.
+//!
 //! The registry stores handles only. It never spawns, pastes or kills.
 
 use jiff::Timestamp;
@@ -321,7 +324,9 @@ impl Registry {
         self.update(owner, |slot| rules::close_endpoint(slot, pr))
     }
 
-    /// See [`rules::touch`].
+    /// See [`rules::touch`]. The stamp is the done-mark of a paste, written on the
+    /// dispatch hot path without fsync: atomic against `kill -9`, lost (the last few) on
+    /// an OS crash (docs/dispatcher.md, "Durability").
     pub fn touch(
         &self,
         owner: &WorkItemRef,
@@ -329,7 +334,10 @@ impl Registry {
         delivery_id: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, RegistryError> {
-        self.update(owner, |slot| rules::touch(slot, served, delivery_id, now))
+        let touched = self.store.update_local_record_unsynced(owner, |slot| {
+            rules::touch(slot, served, delivery_id, now)
+        })?;
+        Ok(touched.0)
     }
 
     /// The live record owning `target`: its own (one file read), else the live record

@@ -1,5 +1,5 @@
-//! The delivery ledger, `local/deliveries.json`: what became of each delivery the
-//! dispatcher took in, keyed by dedup key (reference §5.10, issue 6 item 4).
+//! The delivery ledger: what became of each delivery the dispatcher took in, keyed by
+//! dedup key (reference §5.10, issue 6 item 4), and its file `local/deliveries.log`.
 //!
 //! A bounded, oldest-first list of marks. A key is marked `inflight` at intake (so a
 //! duplicate arriving meanwhile is refused), becomes `kept` when its dispatch ends without
@@ -9,22 +9,42 @@
 //! is not recorded here: that is the endpoint's `recentDeliveries` in the session record,
 //! which the dispatcher asks first.
 //!
-//! The ledger survives restarts. An `inflight` mark found on load belongs to a process
+//! Persistence ([`DeliveryLog`]; docs/dispatcher.md, "Durability"): the dispatcher keeps
+//! the ledger in memory and appends one JSON line per change (`inflight`, `kept`,
+//! `settled`, `released`) to the log — one `write(2)` on an `O_APPEND` descriptor, no
+//! fsync, so no change on the dispatch path costs a sync or a rewrite that grows with
+//! history. A `kill -9` loses nothing written (the page cache outlives the process); an
+//! OS crash may lose the last lines. Replaying the lines in order rebuilds the ledger.
+//! A last line without its newline (a write cut short) is ignored; any other line that
+//! does not parse sends the file to quarantine (`state.quarantined`) and the lines that
+//! did parse are kept. The log is compacted — rewritten atomically and fsynced, one line
+//! per key — when it has grown past twice the bound (plus [`COMPACTION_SLACK`] lines), and
+//! at open when it needs repair. The former whole-file `local/deliveries.json` is read
+//! forward once when there is no log, then removed.
+//!
+//! The ledger survives restarts. An `inflight` mark found at open belongs to a process
 //! that died mid-dispatch: it is released then (the caller is told which), because
-//! nothing will ever finish it. The file is machine-local (0600) and is written whole,
-//! atomically, under its lock; a file that does not parse is quarantined and reads empty.
+//! nothing will ever finish it. Appends and compaction hold the ledger's lock
+//! (`locks/deliveries.lock`); an appender whose file was replaced by another process's
+//! compaction reopens it first. The file is machine-local (0600).
 //! This module decides nothing about *when* to mark, settle or release.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::StateStore;
 use crate::error::StoreError;
-use crate::json_file::{self, FileMode, JsonFile, Written};
+use crate::json_file::{self, FileMode, JsonFile};
 use crate::lock::LockGuard;
+
+/// Lines a log may hold beyond twice the bound before it is compacted.
+pub const COMPACTION_SLACK: usize = 256;
 
 /// What the ledger holds for one key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +142,35 @@ impl DeliveryLedger {
         inflight.into_iter().map(|e| e.key).collect()
     }
 
+    /// Applies one logged change, as the call that logged it did.
+    fn apply(&mut self, line: Line) {
+        let mark = match line.change {
+            Change::Inflight => Mark::Inflight,
+            Change::Kept => Mark::Kept,
+            Change::Settled { reason } => Mark::Settled { reason },
+            Change::Released => {
+                self.release(&line.key);
+                return;
+            }
+        };
+        self.put(&line.key, mark, line.at);
+    }
+
+    /// The ledger as log lines, one per key, oldest first.
+    fn encode_lines(&self, path: &Path) -> Result<Vec<u8>, StoreError> {
+        let mut bytes = Vec::new();
+        for entry in &self.entries {
+            let change = match &entry.mark {
+                Mark::Inflight => Change::Inflight,
+                Mark::Kept => Change::Kept,
+                Mark::Settled { reason } => Change::Settled { reason: reason.clone() },
+            };
+            let line = Line { key: entry.key.clone(), change, at: entry.at };
+            bytes.extend(line.encode(path)?);
+        }
+        Ok(bytes)
+    }
+
     fn put(&mut self, key: &str, mark: Mark, now: Timestamp) {
         self.entries.retain(|e| e.key != key);
         self.entries.push_back(DeliveryEntry { key: key.to_owned(), mark, at: now });
@@ -135,8 +184,212 @@ impl DeliveryLedger {
     }
 }
 
+/// One line of the log: a key's new mark, or its release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Line {
+    key: String,
+    #[serde(flatten)]
+    change: Change,
+    at: Timestamp,
+}
+
+/// What a line did to its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+enum Change {
+    Inflight,
+    Kept,
+    Settled { reason: String },
+    Released,
+}
+
+impl Line {
+    /// The line's bytes, newline included.
+    fn encode(&self, path: &Path) -> Result<Vec<u8>, StoreError> {
+        let mut bytes = serde_json::to_vec(self)
+            .map_err(|source| StoreError::Encode { path: path.to_owned(), source })?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+}
+
+/// What a log's bytes rebuild.
+#[derive(Debug)]
+struct Replayed {
+    ledger: DeliveryLedger,
+    /// Complete lines read (the compaction trigger counts from here).
+    lines: usize,
+    /// The file ends inside a line (a write cut short): ignored, and the file is repaired.
+    torn: bool,
+    /// Lines that did not parse, by number (1-based), with why.
+    unreadable: Vec<String>,
+}
+
+/// Replays a log's bytes in order under `capacity`.
+fn replay(bytes: &[u8], capacity: usize) -> Replayed {
+    let mut ledger = DeliveryLedger::new(capacity);
+    let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // The segment after the last newline: empty, or a line whose write was cut short.
+    let torn = segments.pop().is_some_and(|tail| !tail.is_empty());
+    let mut unreadable = Vec::new();
+    for (number, segment) in segments.iter().enumerate() {
+        if segment.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Line>(segment) {
+            Ok(line) => ledger.apply(line),
+            Err(err) => unreadable.push(format!("line {}: {err}", number + 1)),
+        }
+    }
+    Replayed { ledger, lines: segments.len(), torn, unreadable }
+}
+
+/// Whether a log of `lines` lines under `capacity` is due for compaction.
+fn compaction_due(lines: usize, capacity: usize) -> bool {
+    lines > 2 * capacity + COMPACTION_SLACK
+}
+
+/// The ledger held in memory by its owner, persisted as an append-only log
+/// (module doc). Every change applies in memory first; an `Err` means its line could not
+/// be written (the in-memory ledger still holds the change).
+#[derive(Debug)]
+pub struct DeliveryLog {
+    ledger: DeliveryLedger,
+    path: PathBuf,
+    lock: PathBuf,
+    /// The append descriptor and the inode it was opened on.
+    appender: Option<(File, u64)>,
+    /// Lines in the file as far as this process knows, for the compaction trigger.
+    lines: usize,
+}
+
+impl DeliveryLog {
+    /// The ledger as this process holds it.
+    pub fn ledger(&self) -> &DeliveryLedger {
+        &self.ledger
+    }
+
+    /// The mark of `key`, if any.
+    pub fn mark_of(&self, key: &str) -> Option<&Mark> {
+        self.ledger.mark_of(key)
+    }
+
+    /// Changes the bound in memory (evicting the oldest marks); the next compaction
+    /// writes it.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.ledger.set_capacity(capacity);
+    }
+
+    /// Marks `key` in flight; `Ok(false)` (nothing written) when it is already marked:
+    /// a duplicate. `Err`: taken in, but its line could not be written.
+    pub fn take_in(&mut self, key: &str, now: Timestamp) -> Result<bool, StoreError> {
+        if !self.ledger.take_in(key, now) {
+            return Ok(false);
+        }
+        self.append(key, Change::Inflight, now)?;
+        Ok(true)
+    }
+
+    /// Marks `key` as ended for good (delivered, or dropped permanently).
+    pub fn keep(&mut self, key: &str, now: Timestamp) -> Result<(), StoreError> {
+        self.ledger.keep(key, now);
+        self.append(key, Change::Kept, now)
+    }
+
+    /// Marks `key` settled with `reason`; a key never taken in is marked too.
+    pub fn settle(&mut self, key: &str, reason: &str, now: Timestamp) -> Result<(), StoreError> {
+        self.ledger.settle(key, reason, now);
+        self.append(key, Change::Settled { reason: reason.to_owned() }, now)
+    }
+
+    /// Removes `key` so a redelivery or a later poll may retry it; `Ok(false)` (nothing
+    /// written) when it was not marked.
+    pub fn release(&mut self, key: &str, now: Timestamp) -> Result<bool, StoreError> {
+        if !self.ledger.release(key) {
+            return Ok(false);
+        }
+        self.append(key, Change::Released, now)?;
+        Ok(true)
+    }
+
+    fn append(&mut self, key: &str, change: Change, at: Timestamp) -> Result<(), StoreError> {
+        let bytes = Line { key: key.to_owned(), change, at }.encode(&self.path)?;
+        let _guard = LockGuard::exclusive(&self.lock)?;
+        self.append_locked(&bytes)?;
+        if compaction_due(self.lines, self.ledger.capacity) {
+            self.compact_locked()?;
+        }
+        Ok(())
+    }
+
+    /// Appends whole lines with one `write(2)`; the caller holds the lock.
+    fn append_locked(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        let on_disk = match fs::metadata(&self.path) {
+            Ok(meta) => Some(meta.ino()),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+            Err(err) => return Err(StoreError::io("inspect", &self.path)(err)),
+        };
+        let (file, _) = match self.appender.take() {
+            Some((file, inode)) if on_disk == Some(inode) => self.appender.insert((file, inode)),
+            // Not opened yet, or replaced (another process compacted) or removed since.
+            _ => {
+                let opened = open_appender(&self.path)?;
+                self.lines = self.ledger.len();
+                self.appender.insert(opened)
+            }
+        };
+        file.write_all(bytes).map_err(StoreError::io("append to", &self.path))?;
+        self.lines += bytes.iter().filter(|b| **b == b'\n').count();
+        Ok(())
+    }
+
+    /// Rewrites the log as the replay of what it holds (every process's lines), one line
+    /// per key, atomically and fsynced; the caller holds the lock. This process's
+    /// in-memory ledger is not changed.
+    fn compact_locked(&mut self) -> Result<(), StoreError> {
+        let bytes = json_file::read_bytes(&self.path)?.unwrap_or_default();
+        let replayed = replay(&bytes, self.ledger.capacity);
+        json_file::write_atomic(
+            &self.path,
+            &replayed.ledger.encode_lines(&self.path)?,
+            FileMode::Private,
+        )?;
+        self.appender = Some(open_appender(&self.path)?);
+        self.lines = replayed.ledger.len();
+        Ok(())
+    }
+}
+
+/// Opens the log for appending (created 0600), with its inode.
+fn open_appender(path: &Path) -> Result<(File, u64), StoreError> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(StoreError::io("open for appending", path))?;
+    let inode = file.metadata().map_err(StoreError::io("inspect", path))?.ino();
+    Ok((file, inode))
+}
+
+/// What was read at open, and whether the file must be rewritten.
+#[derive(Debug)]
+struct Loaded {
+    ledger: DeliveryLedger,
+    lines: usize,
+    /// The log needs rewriting (torn, unreadable lines) or does not exist yet while the
+    /// former `deliveries.json` was read.
+    rewrite: bool,
+    unreadable: Vec<String>,
+    legacy: bool,
+}
+
 impl StateStore {
-    fn deliveries_path(&self) -> PathBuf {
+    fn deliveries_log(&self) -> PathBuf {
+        self.layout.local_dir().join("deliveries.log")
+    }
+
+    fn deliveries_legacy(&self) -> PathBuf {
         self.layout.local_dir().join("deliveries.json")
     }
 
@@ -144,26 +397,82 @@ impl StateStore {
         self.layout.locks_dir().join("deliveries.lock")
     }
 
-    /// The delivery ledger bounded to `capacity`; empty when there is none (or it was
-    /// unreadable, then quarantined). In-flight marks of a previous process are released;
-    /// their keys are returned beside the ledger.
+    /// Reads the log (or, when there is none, the former `deliveries.json`, quarantined
+    /// when it does not parse) under `capacity`.
+    fn read_deliveries(&self, capacity: usize) -> Result<Loaded, StoreError> {
+        if let Some(bytes) = json_file::read_bytes(&self.deliveries_log())? {
+            let Replayed { ledger, lines, torn, unreadable } = replay(&bytes, capacity);
+            if torn {
+                tracing::warn!(path = %self.deliveries_log().display(), "the delivery log ends inside a line (a write cut short); it is ignored");
+            }
+            let rewrite = torn || !unreadable.is_empty();
+            return Ok(Loaded { ledger, lines, rewrite, unreadable, legacy: false });
+        }
+        let (legacy, lock) = (self.deliveries_legacy(), self.deliveries_lock());
+        let read = JsonFile { path: &legacy, lock: &lock, events: &self.events }
+            .load(json_file::parse_json::<DeliveryLedger>)?;
+        let found = read.is_some();
+        let mut ledger = read.unwrap_or_else(|| DeliveryLedger::new(capacity));
+        ledger.set_capacity(capacity);
+        let lines = ledger.len();
+        Ok(Loaded { ledger, lines, rewrite: found, unreadable: Vec::new(), legacy: found })
+    }
+
+    /// The delivery ledger bounded to `capacity`, read without changing any file (a
+    /// former `deliveries.json` that does not parse is quarantined): empty when there is
+    /// none. In-flight marks are released in the returned ledger only; their keys are
+    /// returned beside it.
     pub fn load_delivery_ledger(
         &self,
         capacity: usize,
     ) -> Result<(DeliveryLedger, Vec<String>), StoreError> {
-        let (path, lock) = (self.deliveries_path(), self.deliveries_lock());
-        let loaded = JsonFile { path: &path, lock: &lock, events: &self.events }
-            .load(json_file::parse_json::<DeliveryLedger>)?;
-        let mut ledger = loaded.unwrap_or_else(|| DeliveryLedger::new(capacity));
-        ledger.set_capacity(capacity);
-        let abandoned = ledger.release_inflight();
-        Ok((ledger, abandoned))
+        let mut ledger = self.read_deliveries(capacity)?.ledger;
+        let inflight = ledger.release_inflight();
+        Ok((ledger, inflight))
     }
 
-    /// Writes the ledger whole, atomically, under its lock.
-    pub fn save_delivery_ledger(&self, ledger: &DeliveryLedger) -> Result<Written, StoreError> {
+    /// Replaces the log with `ledger`, one line per key, atomically and fsynced.
+    pub fn save_delivery_ledger(&self, ledger: &DeliveryLedger) -> Result<(), StoreError> {
         let _guard = LockGuard::exclusive(&self.deliveries_lock())?;
-        json_file::write_json(&self.deliveries_path(), ledger, FileMode::Private)
+        let path = self.deliveries_log();
+        json_file::write_atomic(&path, &ledger.encode_lines(&path)?, FileMode::Private)
+    }
+
+    /// Opens the delivery ledger for its owner, bounded to `capacity`: the log replayed
+    /// (or the former `deliveries.json` read forward, then removed), a log with
+    /// unreadable lines quarantined and rewritten from the lines that parsed, a torn one
+    /// rewritten. In-flight marks of a previous process are released (a `released` line
+    /// each); their keys are returned beside the log.
+    pub fn open_delivery_log(
+        &self,
+        capacity: usize,
+    ) -> Result<(DeliveryLog, Vec<String>), StoreError> {
+        let (path, lock) = (self.deliveries_log(), self.deliveries_lock());
+        let _guard = LockGuard::exclusive(&lock)?;
+        let Loaded { mut ledger, lines, rewrite, unreadable, legacy } =
+            self.read_deliveries(capacity)?;
+        if !unreadable.is_empty() {
+            json_file::quarantine(&path, &unreadable.join("; "), &self.events)?;
+        }
+        let abandoned = ledger.release_inflight();
+        let mut log = DeliveryLog { ledger, path, lock, appender: None, lines };
+        if rewrite {
+            let bytes = log.ledger.encode_lines(&log.path)?;
+            json_file::write_atomic(&log.path, &bytes, FileMode::Private)?;
+            log.lines = log.ledger.len();
+            if legacy {
+                json_file::remove(&self.deliveries_legacy())?;
+            }
+        } else if !abandoned.is_empty() {
+            let now = Timestamp::now();
+            let mut bytes = Vec::new();
+            for key in &abandoned {
+                let line = Line { key: key.clone(), change: Change::Released, at: now };
+                bytes.extend(line.encode(&log.path)?);
+            }
+            log.append_locked(&bytes)?;
+        }
+        Ok((log, abandoned))
     }
 }
 
@@ -222,24 +531,171 @@ mod tests {
         assert!(ledger.mark_of("paused").is_some());
     }
 
-    #[test]
-    fn the_ledger_survives_a_restart_but_inflight_marks_do_not() {
+    fn store() -> (tempfile::TempDir, StateStore) {
         let dir = tempfile::tempdir().expect("temp dir");
         let store =
             StateStore::new(crate::StateLayout::new(dir.path()), crate::EventLog::disabled());
-        let mut ledger = DeliveryLedger::new(8);
-        ledger.take_in("kept", NOW);
-        ledger.keep("kept", NOW);
-        ledger.settle("settled", "awaiting-start", NOW);
-        ledger.take_in("running", NOW);
-        store.save_delivery_ledger(&ledger).expect("saved");
-        let (loaded, abandoned) = store.load_delivery_ledger(8).expect("loaded");
+        (dir, store)
+    }
+
+    fn log_text(store: &StateStore) -> String {
+        fs::read_to_string(store.deliveries_log()).expect("the log exists")
+    }
+
+    #[test]
+    fn the_ledger_survives_a_restart_but_inflight_marks_do_not() {
+        let (_dir, store) = store();
+        let (mut log, abandoned) = store.open_delivery_log(8).expect("opened");
+        assert!(abandoned.is_empty());
+        assert!(log.take_in("kept", NOW).expect("written"));
+        log.keep("kept", NOW).expect("written");
+        log.settle("settled", "awaiting-start", NOW).expect("written");
+        assert!(log.take_in("released", NOW).expect("written"));
+        assert!(log.release("released", NOW).expect("written"));
+        assert!(log.take_in("running", NOW).expect("written"));
+        assert!(!log.take_in("running", NOW).expect("nothing written"), "a duplicate");
+        assert_eq!(log_text(&store).lines().count(), 6, "one line per change");
+        drop(log);
+
+        let (reopened, abandoned) = store.open_delivery_log(8).expect("reopened");
         assert_eq!(abandoned, ["running"]);
-        assert_eq!(loaded.mark_of("kept"), Some(&Mark::Kept));
+        assert_eq!(reopened.mark_of("kept"), Some(&Mark::Kept));
         assert_eq!(
-            loaded.mark_of("settled"),
+            reopened.mark_of("settled"),
             Some(&Mark::Settled { reason: "awaiting-start".into() })
         );
-        assert_eq!(loaded.mark_of("running"), None);
+        assert_eq!(reopened.mark_of("released"), None);
+        assert_eq!(reopened.mark_of("running"), None);
+        let text = log_text(&store);
+        let last = text.lines().last().unwrap_or_default();
+        assert!(
+            last.contains("\"key\":\"running\"") && last.contains("\"state\":\"released\""),
+            "the release of an abandoned mark is logged: {text}"
+        );
+        let (again, abandoned) = store.open_delivery_log(8).expect("reopened again");
+        assert!(abandoned.is_empty(), "released once");
+        assert_eq!(again.ledger().len(), 2);
+    }
+
+    #[test]
+    fn a_change_is_one_appended_line_in_a_private_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(8).expect("opened");
+        log.settle("k", "session-paused", NOW).expect("written");
+        let inode = fs::metadata(store.deliveries_log()).expect("the log").ino();
+        log.keep("k", NOW).expect("written");
+        let meta = fs::metadata(store.deliveries_log()).expect("the log");
+        assert_eq!(meta.ino(), inode, "appended in place, never replaced");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            log_text(&store),
+            "{\"key\":\"k\",\"state\":\"settled\",\"reason\":\"session-paused\",\"at\":\"1970-01-01T00:00:00Z\"}\n\
+             {\"key\":\"k\",\"state\":\"kept\",\"at\":\"1970-01-01T00:00:00Z\"}\n"
+        );
+        let local: Vec<_> = fs::read_dir(dir.path().join("local"))
+            .expect("local/")
+            .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!local.iter().any(|name| name.ends_with(".tmp")), "{local:?}");
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_the_log_repaired() {
+        let (_dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(8).expect("opened");
+        log.settle("whole", "awaiting-start", NOW).expect("written");
+        drop(log);
+        let mut file = OpenOptions::new().append(true).open(store.deliveries_log()).expect("log");
+        file.write_all(b"{\"key\":\"cut\",\"sta").expect("a torn write");
+        let (mut log, abandoned) = store.open_delivery_log(8).expect("reopened");
+        assert!(abandoned.is_empty());
+        assert!(log.mark_of("whole").is_some());
+        assert!(log.mark_of("cut").is_none());
+        log.keep("after", NOW).expect("written");
+        let (reopened, _) = store.open_delivery_log(8).expect("reopened again");
+        assert_eq!(reopened.mark_of("after"), Some(&Mark::Kept), "{}", log_text(&store));
+        assert!(log_text(&store).ends_with('\n'));
+    }
+
+    #[test]
+    fn an_unreadable_line_quarantines_the_log_and_keeps_the_lines_that_parse() {
+        let (dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(8).expect("opened");
+        log.settle("before", "awaiting-start", NOW).expect("written");
+        drop(log);
+        let mut file = OpenOptions::new().append(true).open(store.deliveries_log()).expect("log");
+        file.write_all(b"not json\n").expect("garbage");
+        file.write_all(b"{\"key\":\"after\",\"state\":\"kept\",\"at\":\"1970-01-01T00:00:00Z\"}\n")
+            .expect("a line");
+        let (log, _) = store.open_delivery_log(8).expect("reopened");
+        assert!(log.mark_of("before").is_some() && log.mark_of("after").is_some());
+        let aside: Vec<_> = fs::read_dir(dir.path().join("local"))
+            .expect("local/")
+            .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("deliveries.log.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert!(!log_text(&store).contains("not json"));
+    }
+
+    #[test]
+    fn the_former_deliveries_json_is_read_forward_once_then_removed() {
+        let (dir, store) = store();
+        let legacy = dir.path().join("local/deliveries.json");
+        fs::create_dir_all(dir.path().join("local")).expect("local/");
+        fs::write(
+            &legacy,
+            r#"{"entries":[{"key":"old","state":"settled","reason":"awaiting-start","at":"1970-01-01T00:00:00Z"},{"key":"mid","state":"inflight","at":"1970-01-01T00:00:00Z"}]}"#,
+        )
+        .expect("a legacy ledger");
+        let (log, abandoned) = store.open_delivery_log(8).expect("opened");
+        assert_eq!(abandoned, ["mid"]);
+        assert_eq!(log.mark_of("old"), Some(&Mark::Settled { reason: "awaiting-start".into() }));
+        assert!(!legacy.exists());
+        assert_eq!(log_text(&store).lines().count(), 1);
+    }
+
+    #[test]
+    fn the_log_is_compacted_once_it_outgrows_the_bound() {
+        let (_dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(2).expect("opened");
+        for n in 0..2 * COMPACTION_SLACK {
+            let key = format!("k{n}");
+            log.take_in(&key, NOW).expect("written");
+            log.keep(&key, NOW).expect("written");
+        }
+        let lines = log_text(&store).lines().count();
+        assert!(lines <= 2 * 2 + COMPACTION_SLACK + 1, "{lines} lines");
+        let (reopened, _) = store.open_delivery_log(2).expect("reopened");
+        let last = format!("k{}", 2 * COMPACTION_SLACK - 1);
+        assert_eq!(reopened.mark_of(&last), Some(&Mark::Kept));
+        assert_eq!(reopened.ledger().len(), 2);
+    }
+
+    #[test]
+    fn an_appender_follows_a_log_replaced_by_another_writer() {
+        let (_dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(8).expect("opened");
+        log.settle("first", "awaiting-start", NOW).expect("written");
+        let mut other = DeliveryLedger::new(8);
+        other.keep("theirs", NOW);
+        store.save_delivery_ledger(&other).expect("replaced");
+        log.keep("second", NOW).expect("written");
+        let (reopened, _) = store.open_delivery_log(8).expect("reopened");
+        assert_eq!(reopened.mark_of("theirs"), Some(&Mark::Kept));
+        assert_eq!(reopened.mark_of("second"), Some(&Mark::Kept), "{}", log_text(&store));
+    }
+
+    #[test]
+    fn loading_reports_inflight_marks_without_writing() {
+        let (_dir, store) = store();
+        let (mut log, _) = store.open_delivery_log(8).expect("opened");
+        log.take_in("running", NOW).expect("written");
+        let before = log_text(&store);
+        let (ledger, inflight) = store.load_delivery_ledger(8).expect("loaded");
+        assert_eq!(inflight, ["running"]);
+        assert!(ledger.mark_of("running").is_none());
+        assert_eq!(log_text(&store), before);
     }
 }

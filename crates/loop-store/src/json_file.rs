@@ -10,6 +10,14 @@
 //! writer just fixed is never moved), an error event `state.quarantined` is logged, and the
 //! file reads as absent. It is never overwritten unseen.
 //!
+//! One exception, named for what it is: [`Durability::ProcessDeath`] skips both fsyncs.
+//! The rename is still atomic, and a `kill -9` leaves the page cache to the kernel, so the
+//! file is old or new after the process dies; only an OS crash or power loss can lose the
+//! write (or, on a filesystem that does not order a rename after its data, leave it
+//! empty, which then reads as unparsable: quarantined). It is for per-delivery stamps on
+//! the dispatch hot path (the session record's `recentDeliveries`); records that hold
+//! user intent (portable records, config, rosters) are always written synced.
+//!
 //! File modes: files under `portable/` are 0644 (meant to be committed and shared); every
 //! other file this module creates is 0600 (machine handles, logs). Modes apply to new
 //! files; an existing file's replacement takes the mode of its kind.
@@ -69,22 +77,51 @@ pub(crate) fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     }
 }
 
+/// What a replacement survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// The temp file and the directory are fsynced: survives an OS crash or power loss.
+    Synced,
+    /// No fsync: survives the process's death (`kill -9`), not an OS crash (module doc).
+    ProcessDeath,
+}
+
 /// Writes `value` atomically unless the file already holds exactly these bytes.
 pub(crate) fn write_json<T: Serialize + ?Sized>(
     path: &Path,
     value: &T,
     mode: FileMode,
 ) -> Result<Written, StoreError> {
+    write_json_with(path, value, mode, Durability::Synced)
+}
+
+/// [`write_json`] with the durability asked for.
+pub(crate) fn write_json_with<T: Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+    mode: FileMode,
+    durability: Durability,
+) -> Result<Written, StoreError> {
     let bytes = encode(path, value)?;
     if read_bytes(path)?.as_deref() == Some(bytes.as_slice()) {
         return Ok(Written::Unchanged);
     }
-    write_atomic(path, &bytes, mode)?;
+    replace(path, &bytes, mode, durability)?;
     Ok(Written::Changed)
 }
 
 /// Temp file in the same directory → write → fsync → rename → fsync the directory.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<(), StoreError> {
+    replace(path, bytes, mode, Durability::Synced)
+}
+
+/// Temp file in the same directory → write → (fsync) → rename → (fsync the directory).
+fn replace(
+    path: &Path,
+    bytes: &[u8],
+    mode: FileMode,
+    durability: Durability,
+) -> Result<(), StoreError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = parent_dir(path);
     fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
@@ -102,9 +139,14 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<
             .open(&temp)
             .map_err(StoreError::io("create", &temp))?;
         file.write_all(bytes).map_err(StoreError::io("write", &temp))?;
-        file.sync_all().map_err(StoreError::io("fsync", &temp))?;
+        if durability == Durability::Synced {
+            file.sync_all().map_err(StoreError::io("fsync", &temp))?;
+        }
         fs::rename(&temp, path).map_err(StoreError::io("rename into place", path))?;
-        sync_dir(dir)
+        match durability {
+            Durability::Synced => sync_dir(dir),
+            Durability::ProcessDeath => Ok(()),
+        }
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
@@ -180,7 +222,11 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result
 }
 
 /// Moves `path` aside to `<name>.corrupt-<UTC timestamp>` and logs `state.quarantined`.
-fn quarantine(path: &Path, error: &str, events: &EventLog) -> Result<PathBuf, StoreError> {
+pub(crate) fn quarantine(
+    path: &Path,
+    error: &str,
+    events: &EventLog,
+) -> Result<PathBuf, StoreError> {
     let stamp = Timestamp::now().strftime("%Y%m%dT%H%M%S%.3fZ").to_string();
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
@@ -221,6 +267,23 @@ mod tests {
         let inode = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap());
         assert_eq!(write_json(&path, &[1, 2], FileMode::Private).unwrap(), Written::Unchanged);
         assert_eq!(std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap()), inode);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn an_unsynced_write_replaces_the_file_whole_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        write_json(&path, &[1], FileMode::Private).unwrap();
+        let inode = std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap());
+        let written = write_json_with(&path, &[2], FileMode::Private, Durability::ProcessDeath);
+        assert_eq!(written.unwrap(), Written::Changed);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "[\n  2\n]\n");
+        assert_ne!(
+            std::os::unix::fs::MetadataExt::ino(&fs::metadata(&path).unwrap()),
+            inode,
+            "renamed over, never rewritten in place"
+        );
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
     }
 

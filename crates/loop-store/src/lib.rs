@@ -16,7 +16,7 @@
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
 //! - `poll_clocks`: `local/poll-clocks.json`.
-//! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.json`).
+//! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.log`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
 //! - [`event_log`]: the append-only event log, its reader and filters.

@@ -2,7 +2,9 @@
 //!
 //! One file per work item holding only handles (see [`loop_core::record::local`]). The
 //! registry's rules live with the sessions; this module loads, saves, updates under the
-//! record's lock, deletes and lists. Files are 0600: they hold resumable conversation ids
+//! record's lock, deletes and lists. Writes are atomic and fsynced, except the
+//! per-delivery stamp ([`StateStore::update_local_record_unsynced`]), which is atomic
+//! against `kill -9` only. Files are 0600: they hold resumable conversation ids
 //! and absolute paths, and must never leave the machine.
 //!
 //! The registry directory is shared with other files (e.g. `service.pid` in the default
@@ -19,7 +21,7 @@ use loop_core::record::LocalRecord;
 
 use crate::StateStore;
 use crate::error::StoreError;
-use crate::json_file::{self, FileMode, JsonFile, Written};
+use crate::json_file::{self, Durability, FileMode, JsonFile, Written};
 use crate::lock::LockGuard;
 
 impl StateStore {
@@ -52,6 +54,27 @@ impl StateStore {
         item: &WorkItemRef,
         f: impl FnOnce(&mut Option<LocalRecord>) -> R,
     ) -> Result<(R, Written), StoreError> {
+        self.update_local_record_with(item, Durability::Synced, f)
+    }
+
+    /// [`StateStore::update_local_record`] without fsync, for the per-delivery stamp
+    /// (`recentDeliveries`, `lastEventAt`) on the dispatch hot path: the rename is atomic
+    /// against the process's death (`kill -9`); an OS crash may lose the last stamps
+    /// (docs/dispatcher.md, "Durability"). Deleting a record is always synced.
+    pub fn update_local_record_unsynced<R>(
+        &self,
+        item: &WorkItemRef,
+        f: impl FnOnce(&mut Option<LocalRecord>) -> R,
+    ) -> Result<(R, Written), StoreError> {
+        self.update_local_record_with(item, Durability::ProcessDeath, f)
+    }
+
+    fn update_local_record_with<R>(
+        &self,
+        item: &WorkItemRef,
+        durability: Durability,
+        f: impl FnOnce(&mut Option<LocalRecord>) -> R,
+    ) -> Result<(R, Written), StoreError> {
         let slug = item.slug();
         let (path, lock) = (self.layout.local_record(item), self.local_lock(&slug));
         let _guard = LockGuard::exclusive(&lock)?;
@@ -60,7 +83,9 @@ impl StateStore {
         let mut after = before.clone();
         let result = f(&mut after);
         let written = match (&before, &after) {
-            (_, Some(record)) => json_file::write_json(&path, record, FileMode::Private)?,
+            (_, Some(record)) => {
+                json_file::write_json_with(&path, record, FileMode::Private, durability)?
+            }
             (Some(_), None) => {
                 json_file::remove(&path)?;
                 Written::Changed

@@ -21,7 +21,6 @@ use loop_core::record::{
 };
 use loop_store::ChannelBindings;
 use loop_store::classification::{ATTRIBUTES, Kind, RecordType, classify, render_markdown};
-use loop_store::delivery::DeliveryLedger;
 use loop_store::heartbeat::{CycleSummary, Heartbeat};
 use serde_json::Value;
 
@@ -136,10 +135,9 @@ fn written_values() -> Vec<(RecordType, Value)> {
         })
         .unwrap();
 
-    let mut deliveries = DeliveryLedger::new(8);
-    deliveries.take_in("comment:1", ts());
-    deliveries.settle("comment:2", "awaiting-start", ts());
-    store.save_delivery_ledger(&deliveries).unwrap();
+    let (mut deliveries, _) = store.open_delivery_log(8).unwrap();
+    deliveries.take_in("comment:1", ts()).unwrap();
+    deliveries.settle("comment:2", "awaiting-start", ts()).unwrap();
 
     let read =
         |path: PathBuf| -> Value { serde_json::from_slice(&fs::read(path).unwrap()).unwrap() };
@@ -150,7 +148,11 @@ fn written_values() -> Vec<(RecordType, Value)> {
     let clocks = read(layout.poll_clocks());
     let heartbeat = read(layout.heartbeat());
     let index = read(layout.portable_index());
-    let deliveries = read(layout.local_dir().join("deliveries.json"));
+    let deliveries: Vec<Value> = fs::read_to_string(layout.local_dir().join("deliveries.log"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
     let pr_key = pr.to_string();
     let own_key = work_item.to_string();
     vec![
@@ -172,9 +174,8 @@ fn written_values() -> Vec<(RecordType, Value)> {
         (T::PollClock, clocks["clocks"][&own_key].clone()),
         (T::Heartbeat, heartbeat.clone()),
         (T::CycleSummary, heartbeat["lastCycle"].clone()),
-        (T::DeliveryLedger, deliveries.clone()),
-        (T::DeliveryEntry, deliveries["entries"][0].clone()),
-        (T::DeliveryEntry, deliveries["entries"][1].clone()),
+        (T::DeliveryLine, deliveries[0].clone()),
+        (T::DeliveryLine, deliveries[1].clone()),
         (T::Index, index.clone()),
         (T::IndexEntry, index["workItems"][0].clone()),
         (T::IndexEntry, index["workItems"][1].clone()),

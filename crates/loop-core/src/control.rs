@@ -153,21 +153,35 @@ impl Vocabulary {
     /// whole token: not touched on either side by a word character, `-` or `:`. Code
     /// fences are not stripped, so a quoted keyword counts.
     pub fn parse(&self, body: &str) -> Parsed {
+        if self.keywords.is_empty() {
+            return Parsed::Plain;
+        }
         let text: Vec<(usize, char)> = body.char_indices().collect();
         let folded: Vec<char> = text.iter().map(|(_, c)| fold(*c)).collect();
-        let mut found: Vec<Command> = Vec::new();
+        // One pass: a keyword can only start where the previous character does not
+        // touch it, so only those positions are tried, each against every keyword.
+        let mut seen = vec![false; self.keywords.len()];
         let mut roster_args: Vec<usize> = Vec::new();
-        for (command, keyword) in &self.keywords {
-            for end in matches(&folded, keyword) {
-                if !found.contains(command) {
-                    found.push(*command);
-                }
-                if command.edits_roster() {
-                    let byte = text.get(end).map_or(body.len(), |(at, _)| *at);
-                    roster_args.push(byte);
+        let mut at_boundary = true;
+        for (start, c) in folded.iter().enumerate() {
+            if at_boundary {
+                for ((command, keyword), seen) in self.keywords.iter().zip(&mut seen) {
+                    let Some(end) = whole_token_at(&folded, start, keyword) else { continue };
+                    *seen = true;
+                    if command.edits_roster() {
+                        roster_args.push(text.get(end).map_or(body.len(), |(at, _)| *at));
+                    }
                 }
             }
+            at_boundary = !touches(*c);
         }
+        // Commands in vocabulary order, whatever order the text names them in.
+        let found: Vec<Command> = self
+            .keywords
+            .iter()
+            .zip(seen)
+            .filter_map(|((command, _), seen)| seen.then_some(*command))
+            .collect();
         match found.as_slice() {
             [] => Parsed::Plain,
             [command] => {
@@ -189,6 +203,9 @@ impl Vocabulary {
 
 /// Case folding for keyword matching: one character in, one out.
 fn fold(c: char) -> char {
+    if c.is_ascii() {
+        return c.to_ascii_lowercase();
+    }
     let mut lower = c.to_lowercase();
     match (lower.next(), lower.next()) {
         (Some(single), None) => single,
@@ -196,24 +213,21 @@ fn fold(c: char) -> char {
     }
 }
 
-/// The end (exclusive, in characters) of every whole-token occurrence of `keyword`.
-fn matches(text: &[char], keyword: &[char]) -> Vec<usize> {
-    let touches =
-        |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ':'));
-    let mut ends = Vec::new();
-    if keyword.is_empty() || keyword.len() > text.len() {
-        return ends;
-    }
-    for start in 0..=text.len() - keyword.len() {
-        let end = start + keyword.len();
-        if text[start..end] == *keyword
-            && !touches(start.checked_sub(1).and_then(|i| text.get(i)))
-            && !touches(text.get(end))
-        {
-            ends.push(end);
-        }
-    }
-    ends
+/// Whether `c` joins a keyword to its neighbour, so the keyword is not a whole token.
+fn touches(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | ':')
+}
+
+/// The end (exclusive, in characters) of `keyword` when it occurs in `text` at `start`
+/// and is not touched by the character after it (the caller checked the one before).
+fn whole_token_at(text: &[char], start: usize, keyword: &[char]) -> Option<usize> {
+    let end = start.checked_add(keyword.len())?;
+    let found = text.get(start..end)?;
+    let whole = !keyword.is_empty()
+        && found.first() == keyword.first()
+        && found == keyword
+        && !text.get(end).is_some_and(|c| touches(*c));
+    whole.then_some(end)
 }
 
 /// The `@login` run after a roster keyword: tokens split on whitespace and commas,
@@ -556,6 +570,67 @@ pub fn target(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The straightforward reading `parse` must agree with: every keyword tried at every
+    /// position, commands in vocabulary order.
+    fn parse_at_every_position(vocabulary: &Vocabulary, body: &str) -> Parsed {
+        let text: Vec<(usize, char)> = body.char_indices().collect();
+        let folded: Vec<char> = text.iter().map(|(_, c)| fold(*c)).collect();
+        let mut found: Vec<Command> = Vec::new();
+        let mut roster_args: Vec<usize> = Vec::new();
+        for (command, keyword) in &vocabulary.keywords {
+            for start in 0..folded.len() {
+                let before = start.checked_sub(1).and_then(|i| folded.get(i));
+                if before.is_some_and(|c| touches(*c)) {
+                    continue;
+                }
+                let Some(end) = whole_token_at(&folded, start, keyword) else { continue };
+                if !found.contains(command) {
+                    found.push(*command);
+                }
+                if command.edits_roster() {
+                    roster_args.push(text.get(end).map_or(body.len(), |(at, _)| *at));
+                }
+            }
+        }
+        match found.as_slice() {
+            [] => Parsed::Plain,
+            [command] => {
+                roster_args.sort_unstable();
+                let mut logins: Vec<Login> = Vec::new();
+                for at in roster_args {
+                    for login in login_arguments(&body[at..]) {
+                        if !logins.contains(&login) {
+                            logins.push(login);
+                        }
+                    }
+                }
+                Parsed::Command { command: *command, logins }
+            }
+            _ => Parsed::Ambiguous { commands: found },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn the_one_pass_parse_reads_every_body_as_trying_every_position_does(
+            pieces in prop::collection::vec(
+                prop::sample::select(vec![
+                    "the-loop start", "THE-LOOP Stop", "the-loop", " start", "stop", "the-loop add-collaborator",
+                    "the-loop remove-collaborator", "@octocat", "@Mona-Lisa", " ", "  ", "\n", "-", ":", "_",
+                    ",", ".", "x", "the-loop pause", "İ", "é", "`", "the-loop do", "do",
+                ]),
+                0..14,
+            )
+        ) {
+            let body = pieces.concat();
+            let vocabulary = vocabulary();
+            prop_assert_eq!(vocabulary.parse(&body), parse_at_every_position(&vocabulary, &body));
+        }
+    }
 
     fn vocabulary() -> Vocabulary {
         Vocabulary::from(&ControlConfig::default())

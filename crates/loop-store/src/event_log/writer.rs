@@ -37,7 +37,7 @@ use crate::error::StoreError;
 use crate::lock::LockGuard;
 
 /// Lines that may wait for the thread before an emitter waits for room.
-pub(crate) const QUEUE: usize = 64 * 1024;
+pub(crate) const QUEUE: usize = 4096;
 
 /// How many bytes one `write(2)` carries at most.
 const WRITE_BYTES: usize = 256 * 1024;

@@ -8,6 +8,7 @@ mod config;
 mod demo;
 mod events;
 mod explain;
+mod kill;
 mod lifecycle;
 mod poll;
 mod sessions;

@@ -1,0 +1,747 @@
+//! Crash safety through the real binary (SPEC §8, issue 7): `the-loop start --foreground`
+//! hosting the webhook receiver AND the poller (hybrid mode) over the real dispatcher,
+//! loop-sim as GitHub (it signs and sends webhooks to the receiver and serves the poller),
+//! and real tmux on a private socket directory whose sessions run the stand-in harness.
+//!
+//! A seeded script posts control commands and a mixed comment stream across 20 labelled
+//! issues; the service is SIGKILLed at random points of it (the RNG chooses after which
+//! post, how long after it, and how many posts land while the service is down — those
+//! reach it only through the poller) and restarted each time. Between phases whose
+//! outcome depends on order (a start before the comments it arms, a pause before the
+//! comments it holds back) the test waits until every ingress has caught up
+//! ([`Rig::catch_up`]: a condition on the journal, the delivery ledger and two quiet poll
+//! cycles, never a bare sleep). At the end it asserts, from the stand-ins' own record
+//! files and the simulator's state, that every authorized comment on a started, unpaused
+//! item reached its session exactly once, nothing unauthorized or self-marked reached
+//! one, each control command took effect once, and every state file still parses.
+//!
+//! The sleeps in the stream only choose the kill points; they synchronise nothing.
+//!
+//! `THE_LOOP_KILL_SEED` replays a seed's script and kill steps (thread timing differs);
+//! `THE_LOOP_KILL_KEEP=<dir>` keeps a copy of the run's files; `THE_LOOP_KILL_REPORT=<file>`
+//! appends one JSON line of findings per run before asserting — what `scripts/soak-kill.sh`
+//! tallies over many seeds. Both tests are ignored for now (see the attribute's reason).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use loop_sim::Sim;
+use serde_json::Value;
+
+use crate::common::Cli;
+
+const REPO: &str = "octo/app";
+const LABEL: &str = "the-loop: auto-execute";
+const SECRET: &str = "kill-test-secret";
+const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
+const SELF_MARKER: &str = "<!-- the-loop:agent-comment -->";
+/// Authorized.
+const ANN: &str = "ann";
+/// Granted on a few items by `the-loop add-collaborator @bob`.
+const BOB: &str = "bob";
+/// Never authorized.
+const EVE: &str = "eve";
+const ITEMS: usize = 20;
+/// A hang guard for conditions that must come true, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// What each of the 20 items goes through (by index).
+mod roles {
+    /// Started in phase 1.
+    pub fn started(item: usize) -> bool {
+        item < 16
+    }
+    /// `add-collaborator @bob` in phase 1.
+    pub fn bob_granted(item: usize) -> bool {
+        item < 4
+    }
+    pub const CLOSED_STARTED: usize = 11;
+    pub const PAUSED_THEN_RESUMED: usize = 12;
+    pub const PAUSED: usize = 13;
+    pub const STOPPED: [usize; 2] = [14, 15];
+    /// Never started; closed in phase 3.
+    pub const CLOSED_UNSTARTED: [usize; 2] = [18, 19];
+
+    /// Whether an item's session takes input during comment phase `phase` (2, 4 or 6).
+    pub fn active(item: usize, phase: u8) -> bool {
+        match phase {
+            2 => started(item),
+            4 => item <= 10,
+            _ => item <= 10 || item == PAUSED_THEN_RESUMED,
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64), seeded per run.
+struct Random(u64);
+
+impl Random {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// One scripted action.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A comment; `token` (`[kN]`) identifies an instruction in what the stand-ins record.
+    Comment {
+        item: usize,
+        author: &'static str,
+        body: String,
+        token: Option<String>,
+        expected: usize,
+    },
+    Close {
+        item: usize,
+    },
+}
+
+/// The script: phases, each ended by a catch-up.
+fn script(random: &mut Random, comments: usize) -> Vec<Vec<Step>> {
+    let command = |item: usize, body: &str| Step::Comment {
+        item,
+        author: ANN,
+        body: body.to_owned(),
+        token: None,
+        expected: 0,
+    };
+    let mut next_token = 0;
+    let mut stream = |random: &mut Random, count: usize, phase: u8| -> Vec<Step> {
+        (0..count)
+            .map(|_| {
+                let item = random.below(ITEMS as u64) as usize;
+                next_token += 1;
+                let token = format!("[k{next_token}]");
+                let active = roles::active(item, phase);
+                let (author, body, delivered) = match random.below(10) {
+                    0 => (EVE, format!("drive-by {token}"), false),
+                    1 => (
+                        BOB,
+                        format!("collaborator note {token}"),
+                        active && roles::bob_granted(item),
+                    ),
+                    2 => (ANN, format!("agent status {token}\n{SELF_MARKER}"), false),
+                    _ => (ANN, format!("please handle {token}"), active),
+                };
+                Step::Comment {
+                    item,
+                    author,
+                    body,
+                    token: Some(token),
+                    expected: usize::from(delivered),
+                }
+            })
+            .collect()
+    };
+    let phase1: Vec<Step> = (0..ITEMS)
+        .filter(|&i| roles::started(i))
+        .map(|i| command(i, "the-loop start"))
+        .chain(
+            (0..ITEMS)
+                .filter(|&i| roles::bob_granted(i))
+                .map(|i| command(i, "the-loop add-collaborator @bob")),
+        )
+        .collect();
+    let phase2 = stream(random, comments * 6 / 10, 2);
+    let mut phase3 = vec![
+        command(roles::PAUSED_THEN_RESUMED, "the-loop pause"),
+        command(roles::PAUSED, "the-loop pause"),
+        Step::Close { item: roles::CLOSED_STARTED },
+    ];
+    phase3.extend(roles::STOPPED.iter().map(|&i| command(i, "the-loop stop")));
+    phase3.extend(roles::CLOSED_UNSTARTED.iter().map(|&i| Step::Close { item: i }));
+    let phase4 = stream(random, comments / 4, 4);
+    let phase5 = vec![command(roles::PAUSED_THEN_RESUMED, "the-loop resume")];
+    let rest = comments - comments * 6 / 10 - comments / 4;
+    let phase6 = stream(random, rest, 6);
+    vec![phase1, phase2, phase3, phase4, phase5, phase6]
+}
+
+/// The running world: the simulator, the binary's site, the service process.
+struct Rig {
+    seed: u64,
+    runtime: tokio::runtime::Runtime,
+    sim: Sim,
+    cli: Cli,
+    root: PathBuf,
+    messages: PathBuf,
+    launches: PathBuf,
+    tmux_dir: PathBuf,
+    numbers: Vec<u64>,
+    service: Option<Child>,
+    /// Each start's output file, in order.
+    outputs: Vec<PathBuf>,
+}
+
+impl Rig {
+    fn new(seed: u64) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the simulator");
+        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
+        sim.create_repo(REPO).expect("a repository");
+        let numbers = (0..ITEMS)
+            .map(|i| sim.open_issue(REPO, ANN, &format!("Task {i}"), &[LABEL]).expect("an issue"))
+            .collect();
+        let mut cli = Cli::new();
+        let root = cli.cwd().join("state");
+        let (bin, tmux_dir, work) =
+            (cli.cwd().join("bin"), cli.cwd().join("tmux"), cli.cwd().join("work"));
+        for dir in [&bin, &tmux_dir, &work] {
+            std::fs::create_dir_all(dir).expect("a test directory");
+        }
+        let (messages, launches) =
+            (cli.cwd().join("messages.jsonl"), cli.cwd().join("launches.jsonl"));
+        // `claude` on PATH is this binary's stand-in harness (it records what it is given).
+        let claude = bin.join("claude");
+        std::fs::write(
+            &claude,
+            format!(
+                "#!/bin/sh\nexec '{}' stand-in-harness \"$@\"\n",
+                env!("CARGO_BIN_EXE_the-loop")
+            ),
+        )
+        .expect("the harness shim");
+        let made_executable = Command::new("chmod").arg("+x").arg(&claude).status();
+        assert!(made_executable.is_ok_and(|s| s.success()), "chmod +x the harness shim");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let quoted = |path: &Path| Value::from(path.display().to_string()).to_string();
+        cli.write(
+            ".the-loop/cli-config.yaml",
+            &format!(
+                "state:\n  root: {root}\nrepositories: [{REPO}]\n\
+                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n\
+                 polling:\n  enabled: true\n  intervalSeconds: 1\n\
+                 integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
+                 routing:\n  enabled: true\n  authorizedUsers: [{ANN}]\n  spawnWorkdir: {work}\n  dedupCacheSize: 8192\n  \
+                 harnessTrust:\n    enabled: false\n  harnessPlugins:\n    enabled: false\n  \
+                 harnessArgs:\n    claude: [--record, {messages}, --launches, {launches}]\n",
+                root = quoted(&root),
+                base = sim.url(),
+                work = quoted(&work),
+                messages = quoted(&messages),
+                launches = quoted(&launches),
+            ),
+        );
+        cli.env(SECRET_ENV, SECRET);
+        cli.env("GH_TOKEN", "kill-test-token");
+        cli.env("TMUX_TMPDIR", &tmux_dir);
+        cli.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
+        sim.set_webhook(Some(loop_sim::WebhookTarget {
+            url: format!("http://127.0.0.1:{port}/gh-webhook"),
+            secret: Some(SECRET.to_owned()),
+        }));
+        Self {
+            seed,
+            runtime,
+            sim,
+            cli,
+            root,
+            messages,
+            launches,
+            tmux_dir,
+            numbers,
+            service: None,
+            outputs: Vec::new(),
+        }
+    }
+
+    /// Starts the service and waits until it says it is ready (every ingress listening).
+    fn start(&mut self) {
+        let output = self.cli.cwd().join(format!("service-{}.out", self.outputs.len()));
+        let file = std::fs::File::create(&output).expect("the service's output file");
+        let child = self
+            .cli
+            .command(["start", "--foreground"])
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("a second handle"))
+            .stderr(file)
+            .spawn()
+            .expect("the built the-loop binary starts");
+        self.service = Some(child);
+        self.outputs.push(output.clone());
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let text = std::fs::read_to_string(&output).unwrap_or_default();
+            if text.contains("the service is ready") {
+                return;
+            }
+            let exited = self.service.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            assert!(
+                exited.is_none() && Instant::now() < deadline,
+                "seed {}: the service did not start ({exited:?}):\n{text}",
+                self.seed
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `kill -9`: no chance to flush, close or clean up.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.service.take() {
+            child.kill().expect("SIGKILL the service");
+            child.wait().expect("the killed service is reaped");
+        }
+    }
+
+    fn up(&self) -> bool {
+        self.service.is_some()
+    }
+
+    fn post(&self, step: &Step) -> Option<u64> {
+        match step {
+            Step::Comment { item, author, body, .. } => {
+                Some(self.sim.comment(REPO, self.numbers[*item], author, body).expect("a comment"))
+            }
+            Step::Close { item } => {
+                self.sim.close(REPO, self.numbers[*item], ANN).expect("a close");
+                None
+            }
+        }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        read_lines(&self.root.join("logs/events.jsonl")).0
+    }
+
+    /// Waits until every ingress has caught up: the simulator's webhooks are answered, the
+    /// journal holds nothing unprocessed, the delivery ledger nothing in flight, and the
+    /// last two poll cycles — both begun after this call — forwarded and spawned nothing
+    /// with nothing else logged between them.
+    fn catch_up(&self) {
+        assert!(self.up(), "catch_up needs the service running");
+        let from = self.events().len();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let answered = self.runtime.block_on(async {
+                tokio::time::timeout(PATIENCE, self.sim.webhooks_settled()).await
+            });
+            assert!(
+                answered.is_ok(),
+                "seed {}: the simulator's webhooks were never answered",
+                self.seed
+            );
+            if self.quiet(from) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {}: the service never caught up; inbox {:?}, in flight {:?}, last lines:\n{:#?}",
+                self.seed,
+                self.pending(),
+                self.in_flight(),
+                self.events().iter().rev().take(8).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn quiet(&self, from: usize) -> bool {
+        if self.pending() != Some(0) || self.in_flight() != Some(0) {
+            return false;
+        }
+        let events = self.events();
+        let tail = &events[from.min(events.len())..];
+        let cycles: Vec<usize> = tail
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["event"] == "poll.cycle")
+            .map(|(i, _)| i)
+            .collect();
+        let [.., first, last] = cycles[..] else { return false };
+        let idle = |e: &Value| {
+            e["comments_forwarded"].as_u64().unwrap_or(0) == 0
+                && e["spawns"].as_u64().unwrap_or(0) == 0
+        };
+        idle(&tail[first])
+            && idle(&tail[last])
+            && tail[first..].iter().all(|e| e["event"] == "poll.cycle")
+    }
+
+    /// Journal entries not yet processed (`None`: unreadable right now).
+    fn pending(&self) -> Option<usize> {
+        loop_store::inbox::read_pending(&self.root.join("local/inbox"))
+            .ok()
+            .map(|c| c.pending.len())
+    }
+
+    /// Delivery-ledger keys marked in flight (no ledger yet: none; `None`: unreadable
+    /// right now).
+    fn in_flight(&self) -> Option<usize> {
+        let path = self.root.join("local/deliveries.json");
+        if !path.exists() {
+            return Some(0);
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        let ledger: Value = serde_json::from_str(&text).ok()?;
+        let entries = ledger["entries"].as_array()?;
+        Some(entries.iter().filter(|e| e["state"] == "inflight").count())
+    }
+
+    /// What the stand-ins recorded as submitted, once they recorded at least every
+    /// message the event log says was pasted (a paste is recorded after tmux handed it
+    /// over).
+    fn pasted(&self) -> Vec<String> {
+        let expected = self
+            .events()
+            .iter()
+            .filter(|e| match e["event"].as_str() {
+                Some("session.spawned" | "session.respawned") => true,
+                Some("dispatch.succeeded") => e["already_delivered"] != true,
+                _ => false,
+            })
+            .count();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let (lines, torn) = read_lines(&self.messages);
+            assert_eq!(torn, 0, "seed {}: a torn line in the stand-ins' record", self.seed);
+            if lines.len() >= expected {
+                return lines
+                    .iter()
+                    .filter_map(|l| l["text"].as_str().map(str::to_owned))
+                    .collect();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stand-ins recorded {} of {expected} pastes",
+                lines.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn tmux_kill_server(&self) {
+        let _ = Command::new("tmux")
+            .arg("kill-server")
+            .env("TMUX_TMPDIR", &self.tmux_dir)
+            .env_remove("TMUX")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.kill();
+        self.tmux_kill_server();
+        // `THE_LOOP_KILL_KEEP=<dir>`: a copy of the run's files (config, state root,
+        // records, service output) to read after a failure.
+        if let Some(keep) = std::env::var_os("THE_LOOP_KILL_KEEP") {
+            let _ = Command::new("cp").arg("-a").arg(self.cli.cwd()).arg(keep).status();
+        }
+    }
+}
+
+/// The JSON lines of a file, and how many lines did not parse.
+fn read_lines(path: &Path) -> (Vec<Value>, usize) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut torn = 0;
+    let lines = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).map_err(|_| torn += 1).ok())
+        .collect();
+    (lines, torn)
+}
+
+/// Every `.json` file under `dir` that does not parse, with the error.
+fn corrupt_json_files(dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return bad };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            bad.extend(corrupt_json_files(&path));
+        } else if path.file_name().is_some_and(|n| n.to_string_lossy().contains(".corrupt-")) {
+            bad.push(format!("{}: quarantined as unparsable", path.display()));
+        } else if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if let Err(err) = serde_json::from_str::<Value>(&text) {
+                bad.push(format!("{}: {err}", path.display()));
+            }
+        }
+    }
+    bad
+}
+
+/// What one run found, written to `THE_LOOP_KILL_REPORT` and asserted.
+#[derive(Debug, Default)]
+struct Findings {
+    /// Token → (times recorded, times expected, item, author).
+    wrong: Vec<(String, usize, usize, usize, &'static str)>,
+    launches_per_item: BTreeMap<String, usize>,
+    announcements_per_item: BTreeMap<usize, usize>,
+    commands: BTreeMap<(String, String), usize>,
+    rosters: BTreeMap<usize, usize>,
+    corrupt: Vec<String>,
+    torn_event_lines: usize,
+    /// Spawns refused because a harness already ran under the item's tmux name.
+    spawns_refused_occupied: usize,
+    /// Wrongly counted comments whose key a restart found in flight (`dispatch.abandoned`).
+    wrong_after_abandon: usize,
+}
+
+/// Plays the script with `comments` comments, killing the service `kills_per_300` (a
+/// range) times per 300 comments, then asserts what the module documents.
+fn run(comments: usize, kills_per_300: (u64, u64)) {
+    let seed =
+        std::env::var("THE_LOOP_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(
+            || SystemTime::now().duration_since(UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64),
+        ) | 1;
+    let mut random = Random(seed);
+    let phases = script(&mut random, comments);
+    let total: usize = phases.iter().map(Vec::len).sum();
+    let scale = comments.div_ceil(300) as u64;
+    let kills = (kills_per_300.0 + random.below(kills_per_300.1 - kills_per_300.0 + 1)) * scale;
+    let mut kill_at = BTreeSet::new();
+    while kill_at.len() < kills as usize {
+        kill_at.insert(random.below(total as u64) as usize);
+    }
+
+    let mut rig = Rig::new(seed);
+    rig.start();
+    // Every item is seen before the script: its opening is not part of what is tested.
+    rig.catch_up();
+    let mut ids: BTreeMap<String, u64> = BTreeMap::new();
+    let mut log = Vec::new();
+    let mut down_for = 0;
+    let mut index = 0;
+    for phase in &phases {
+        for step in phase {
+            if let (Some(id), Step::Comment { token: Some(token), .. }) = (rig.post(step), step) {
+                ids.insert(token.clone(), id);
+            }
+            if !rig.up() {
+                if down_for == 0 {
+                    rig.start();
+                } else {
+                    down_for -= 1;
+                }
+            }
+            if kill_at.contains(&index) {
+                let delay = random.below(300);
+                std::thread::sleep(Duration::from_millis(delay));
+                if rig.up() {
+                    rig.kill();
+                    down_for = random.below(4);
+                    log.push(format!(
+                        "step {index}: killed {delay} ms after it, down for {down_for} more"
+                    ));
+                }
+            }
+            index += 1;
+            std::thread::sleep(Duration::from_millis(random.below(30)));
+        }
+        if !rig.up() {
+            rig.start();
+        }
+        rig.catch_up();
+    }
+
+    let findings = findings(&rig, &phases, &ids);
+    report(seed, &log, &findings);
+    let context = format!(
+        "seed {seed} (THE_LOOP_KILL_SEED={seed} replays it), kills:\n  {}",
+        log.join("\n  ")
+    );
+    assert!(
+        findings.wrong.is_empty(),
+        "{context}\ncomments delivered the wrong number of times (token, got, expected, item, author): {:#?}\n{}",
+        findings.wrong,
+        trail(&rig, &findings, &ids)
+    );
+    let started: Vec<usize> = (0..ITEMS).filter(|&i| roles::started(i)).collect();
+    for item in 0..ITEMS {
+        let expected = usize::from(started.contains(&item));
+        let work_item = format!("github:{REPO}#{}", rig.numbers[item]);
+        assert_eq!(
+            findings.launches_per_item.get(&work_item).copied().unwrap_or(0),
+            expected,
+            "{context}\nfresh launches for {work_item}: {:#?}",
+            findings.launches_per_item
+        );
+        assert_eq!(
+            findings.announcements_per_item.get(&item).copied().unwrap_or(0),
+            expected,
+            "{context}\nannouncements on item {item}: {:#?}",
+            rig.sim.comments_by(REPO, rig.numbers[item], rig.sim.viewer())
+        );
+        assert_eq!(
+            findings.rosters.get(&item).copied().unwrap_or(0),
+            usize::from(roles::bob_granted(item)),
+            "{context}\n@bob's roster entries on item {item}"
+        );
+    }
+    let mut expected_commands: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for phase in &phases {
+        for step in phase {
+            if let Step::Comment { item, body, token: None, .. } = step
+                && let Some(command) =
+                    body.strip_prefix("the-loop ").and_then(|c| c.split(' ').next())
+                && !["start", "add-collaborator"].contains(&command)
+            {
+                *expected_commands
+                    .entry((format!("github:{REPO}#{}", rig.numbers[*item]), command.to_owned()))
+                    .or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(
+        findings.commands, expected_commands,
+        "{context}\ncontrol.command lines per (item, command)"
+    );
+    assert!(
+        findings.corrupt.is_empty(),
+        "{context}\nstate files that do not parse: {:#?}",
+        findings.corrupt
+    );
+    rig.cli.run(["config", "check"]).expect_code(0);
+    rig.cli.run(["events", "--json"]).expect_code(0);
+}
+
+/// Reads what happened from the stand-ins' records, the simulator and the state root.
+fn findings(rig: &Rig, phases: &[Vec<Step>], ids: &BTreeMap<String, u64>) -> Findings {
+    let pasted = rig.pasted();
+    let mut findings = Findings::default();
+    for step in phases.iter().flatten() {
+        let Step::Comment { item, author, token: Some(token), expected, .. } = step else {
+            continue;
+        };
+        let got = pasted.iter().filter(|text| text.contains(token.as_str())).count();
+        if got != *expected {
+            findings.wrong.push((token.clone(), got, *expected, *item, author));
+        }
+    }
+    for launch in read_lines(&rig.launches).0 {
+        let fresh =
+            launch["argv"].as_array().is_some_and(|argv| argv.iter().any(|a| a == "--session-id"));
+        if fresh && let Some(item) = launch["workItem"].as_str() {
+            *findings.launches_per_item.entry(item.to_owned()).or_default() += 1;
+        }
+    }
+    for (item, number) in rig.numbers.iter().enumerate() {
+        let announced = rig
+            .sim
+            .comments_by(REPO, *number, rig.sim.viewer())
+            .iter()
+            .filter(|c| c.contains("tmux") && c.contains("attach"))
+            .count();
+        if announced > 0 {
+            findings.announcements_per_item.insert(item, announced);
+        }
+    }
+    let (events, torn) = read_lines(&rig.root.join("logs/events.jsonl"));
+    findings.torn_event_lines = torn;
+    for line in events.iter().filter(|e| e["event"] == "control.command") {
+        let command = line["command"].as_str().unwrap_or_default().to_owned();
+        // A start's effect is its spawn (launches, announcements); a roster command's is
+        // its roster entry (a replayed grant logs its line again, by design).
+        if command == "start" || command == "add-collaborator" {
+            continue;
+        }
+        let item = line["work_item"].as_str().unwrap_or_default().to_owned();
+        *findings.commands.entry((item, command)).or_default() += 1;
+    }
+    let records = std::fs::read_dir(rig.root.join("portable")).into_iter().flatten().flatten();
+    for record in records.filter(|r| r.file_name() != "index.json") {
+        let Some(record) = std::fs::read_to_string(record.path())
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        let number = record["ref"].as_str().and_then(|r| r.rsplit('#').next()?.parse::<u64>().ok());
+        let Some(item) = rig.numbers.iter().position(|n| Some(*n) == number) else { continue };
+        let count = record["collaborators"].to_string().matches("\"bob\"").count();
+        if count > 0 {
+            findings.rosters.insert(item, count);
+        }
+    }
+    findings.spawns_refused_occupied = events
+        .iter()
+        .filter(|e| e["event"] == "session.spawn_failed")
+        .filter(|e| e["error"].as_str().is_some_and(|m| m.contains("already running a harness")))
+        .count();
+    let abandoned: String = events
+        .iter()
+        .filter(|e| e["event"] == "dispatch.abandoned")
+        .map(|e| e["delivery_ids"].to_string())
+        .collect();
+    findings.wrong_after_abandon = findings
+        .wrong
+        .iter()
+        .filter_map(|w| ids.get(&w.0))
+        .filter(|id| abandoned.contains(&loop_sim::world::node_id("IC", **id)))
+        .count();
+    findings.corrupt = corrupt_json_files(&rig.root);
+    findings
+}
+
+/// The event-log lines naming each wrongly delivered comment, for the diagnosis.
+fn trail(rig: &Rig, findings: &Findings, ids: &BTreeMap<String, u64>) -> String {
+    let events = rig.events();
+    let mut out = String::new();
+    for (token, ..) in findings.wrong.iter().take(5) {
+        let Some(id) = ids.get(token) else { continue };
+        let node = loop_sim::world::node_id("IC", *id);
+        out.push_str(&format!("--- {token} ({node})\n"));
+        for line in events.iter().filter(|e| e.to_string().contains(&node)) {
+            out.push_str(&format!("{line}\n"));
+        }
+    }
+    out
+}
+
+/// Appends the run's numbers to `THE_LOOP_KILL_REPORT`, when set.
+fn report(seed: u64, log: &[String], findings: &Findings) {
+    let Some(path) = std::env::var_os("THE_LOOP_KILL_REPORT") else { return };
+    let duplicates = findings.wrong.iter().filter(|w| w.1 > w.2).count();
+    let losses = findings.wrong.iter().filter(|w| w.1 < w.2).count();
+    let line = serde_json::json!({
+        "seed": seed,
+        "kills": log.len(),
+        "duplicates": duplicates,
+        "losses": losses,
+        "wrong": findings.wrong.iter().map(|w| format!("{} got {} expected {} (item {}, {})", w.0, w.1, w.2, w.3, w.4)).collect::<Vec<_>>(),
+        "commandsLoggedTwice": findings.commands.values().filter(|n| **n > 1).count(),
+        "rostersTwice": findings.rosters.values().filter(|n| **n > 1).count(),
+        "wrongAfterAbandon": findings.wrong_after_abandon,
+        "spawnsRefusedOccupied": findings.spawns_refused_occupied,
+        "extraLaunches": findings.launches_per_item.values().filter(|n| **n > 1).count(),
+        "tornEventLines": findings.torn_event_lines,
+        "corrupt": findings.corrupt,
+    });
+    let mut file =
+        std::fs::OpenOptions::new().create(true).append(true).open(path).expect("the report file");
+    writeln!(file, "{line}").expect("a report line");
+}
+
+/// The bounded run (about 25 s). Ignored while it exposes the two defects described in
+/// docs/operations.md ("Crash safety: how it is tested"); remove the attribute to put it
+/// in CI once they are fixed.
+#[test]
+#[ignore = "fails about half its runs: a kill between paste and record re-pastes, a kill inside a spawn wedges the item (docs/operations.md, Crash safety)"]
+fn a_service_killed_at_random_points_during_300_comments_delivers_each_authorized_comment_once() {
+    run(300, (5, 8));
+}
+
+/// SPEC §8: 1 000 comments (plus the control commands) through both ingresses, 20–32
+/// kills. `scripts/soak-kill.sh` runs it over many seeds.
+#[test]
+#[ignore = "the SPEC §8 soak (1 000 events, minutes); run by scripts/soak-kill.sh"]
+fn soak_a_service_killed_at_random_points_during_1000_comments_delivers_each_authorized_comment_once()
+ {
+    run(1000, (5, 8));
+}

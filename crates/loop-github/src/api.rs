@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use loop_core::{RepoRef, WorkItemRef};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::client::{
-    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Transport, malformed,
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Transport, Validator,
+    malformed,
 };
 use crate::error::GithubError;
 use crate::token::TokenSource;
@@ -99,7 +100,8 @@ pub struct PullRequest {
 }
 
 /// Which of a thread's surfaces a comment was written on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
 pub enum CommentSurface {
     /// The conversation of an issue or pull request (`IC_…` node ids).
     Conversation,
@@ -111,8 +113,10 @@ pub enum CommentSurface {
     Inline { path: String, line: Option<u64> },
 }
 
-/// A comment on any surface of a thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A comment on any surface of a thread (serializable, so a poller can remember a thread
+/// across processes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ThreadComment {
     /// GitHub's numeric id (what reactions address).
     pub id: u64,
@@ -226,6 +230,22 @@ impl GithubClient {
     /// Answers received by HTTP status, 304s included (for metrics).
     pub fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         self.transport.answers_by_status()
+    }
+
+    /// Every remembered conditional answer, oldest first, to keep across processes.
+    pub fn validators(&self) -> Vec<Validator> {
+        self.transport.validators()
+    }
+
+    /// Gives back validators kept from an earlier process (each used only by a request
+    /// with its own token and `Accept`).
+    pub fn restore_validators(&self, validators: impl IntoIterator<Item = Validator>) {
+        self.transport.restore_validators(validators);
+    }
+
+    /// Changes whenever a remembered conditional answer is added or replaced.
+    pub fn validators_generation(&self) -> u64 {
+        self.transport.validators_generation()
     }
 
     /// The open issues and pull requests of `repo` carrying `label`:

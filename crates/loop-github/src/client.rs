@@ -4,7 +4,10 @@
 //! Every request carries `User-Agent`, `Accept: application/vnd.github+json` and
 //! `X-GitHub-Api-Version`. `GET`s are conditional: the `ETag` of each URL's last answer is
 //! remembered (bounded) and sent as `If-None-Match`; a 304 is served from the remembered
-//! body and costs no rate limit. 5xx and secondary rate limits are retried with back-off
+//! body and costs no rate limit. A remembered answer is sent only with the same *variant*
+//! (token, `Accept`, API version), since an ETag stands for one representation; the
+//! remembered answers can be exported and given back ([`Validator`]), so a caller may keep
+//! them across processes. 5xx and secondary rate limits are retried with back-off
 //! (`Retry-After` when given); a spent primary rate limit is waited out until its reset.
 //! A 401 makes the client ask its [`TokenSource`] once more before giving up.
 //!
@@ -21,7 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::error::GithubError;
 use crate::token::{Token, TokenSource};
@@ -171,9 +176,29 @@ pub(crate) struct Answer {
 
 #[derive(Debug, Clone)]
 struct Cached {
+    /// The [`variant`] of the request that got this answer.
+    variant: String,
     etag: String,
     body: Bytes,
     next: Option<String>,
+}
+
+/// A remembered conditional answer in a form that can be stored: what makes the next `GET`
+/// of `url` conditional, and the body a 304 stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Validator {
+    pub url: String,
+    /// A fingerprint of the token, `Accept` and API version that got the answer (never the
+    /// token itself). GitHub's answers vary on them, so the validator is sent only by a
+    /// request with the same variant; any other asks unconditionally.
+    pub variant: String,
+    pub etag: String,
+    /// The answer's body (UTF-8 JSON), served again when GitHub says 304.
+    pub body: String,
+    /// The answer's `Link: rel="next"` target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// Remembered answers by URL, oldest evicted first.
@@ -182,17 +207,20 @@ struct EtagCache {
     capacity: usize,
     entries: HashMap<String, Cached>,
     order: VecDeque<String>,
+    /// Bumped by every change, so a caller keeping the validators knows when to store them.
+    generation: u64,
 }
 
 impl EtagCache {
-    fn get(&self, url: &str) -> Option<&Cached> {
-        self.entries.get(url)
+    fn get(&self, url: &str, variant: &str) -> Option<&Cached> {
+        self.entries.get(url).filter(|cached| cached.variant == variant)
     }
 
     fn put(&mut self, url: String, cached: Cached) {
         if self.capacity == 0 {
             return;
         }
+        self.generation += 1;
         if self.entries.insert(url.clone(), cached).is_none() {
             self.order.push_back(url);
         }
@@ -310,6 +338,46 @@ impl Transport {
     /// How many answers of each HTTP status this client has received (304s included).
     pub(crate) fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         lock(&self.shared.statuses).clone()
+    }
+
+    /// Every remembered conditional answer whose body is UTF-8, oldest first.
+    pub(crate) fn validators(&self) -> Vec<Validator> {
+        let cache = lock(&self.shared.cache);
+        cache
+            .order
+            .iter()
+            .filter_map(|url| {
+                let cached = cache.entries.get(url)?;
+                let body = std::str::from_utf8(&cached.body).ok()?;
+                Some(Validator {
+                    url: url.clone(),
+                    variant: cached.variant.clone(),
+                    etag: cached.etag.clone(),
+                    body: body.to_owned(),
+                    next: cached.next.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Remembers `validators` (oldest first) as if their answers had just arrived; each is
+    /// sent only with its own variant, so one from another token is never used.
+    pub(crate) fn restore_validators(&self, validators: impl IntoIterator<Item = Validator>) {
+        let mut cache = lock(&self.shared.cache);
+        for v in validators {
+            let cached = Cached {
+                variant: v.variant,
+                etag: v.etag,
+                body: Bytes::from(v.body),
+                next: v.next,
+            };
+            cache.put(v.url, cached);
+        }
+    }
+
+    /// A number that changes whenever a remembered answer is added or replaced.
+    pub(crate) fn validators_generation(&self) -> u64 {
+        lock(&self.shared.cache).generation
     }
 
     /// `GET url`, conditional on the remembered ETag.
@@ -480,8 +548,12 @@ impl Transport {
         resource: Resource,
         token: &Token,
     ) -> Attempt {
-        let cached =
-            if *method == Method::GET { lock(&self.shared.cache).get(url).cloned() } else { None };
+        let variant = variant(token);
+        let cached = if *method == Method::GET {
+            lock(&self.shared.cache).get(url, &variant).cloned()
+        } else {
+            None
+        };
         let mut request = self
             .http
             .request(method.clone(), url)
@@ -535,8 +607,12 @@ impl Transport {
                 if *method == Method::GET
                     && let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok())
                 {
-                    let entry =
-                        Cached { etag: etag.to_owned(), body: body.clone(), next: next.clone() };
+                    let entry = Cached {
+                        variant,
+                        etag: etag.to_owned(),
+                        body: body.clone(),
+                        next: next.clone(),
+                    };
                     lock(&self.shared.cache).put(url.to_owned(), entry);
                 }
                 Attempt::Done(Answer { body, next, not_modified: false })
@@ -608,6 +684,17 @@ impl Transport {
 /// is a single insert or read), so the poison is ignored.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The variant a request's answer is remembered under: 16 hex digits of a SHA-256 over
+/// `Accept`, the API version and the token. It tells tokens apart without storing one.
+fn variant(token: &Token) -> String {
+    let mut hasher = Sha256::new();
+    for part in ["application/vnd.github+json", API_VERSION, token.expose()] {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 pub(crate) fn malformed(url: &str, reason: &str) -> GithubError {
@@ -691,12 +778,28 @@ mod tests {
     #[test]
     fn etag_cache_evicts_the_oldest_beyond_capacity() {
         let mut cache = EtagCache { capacity: 2, ..EtagCache::default() };
-        let entry = || Cached { etag: "e".into(), body: Bytes::new(), next: None };
+        let entry =
+            || Cached { variant: "v".into(), etag: "e".into(), body: Bytes::new(), next: None };
         for url in ["a", "b", "a", "c"] {
             cache.put(url.into(), entry());
         }
-        assert!(cache.get("a").is_none());
-        assert!(cache.get("b").is_some() && cache.get("c").is_some());
+        assert!(cache.get("a", "v").is_none());
+        assert!(cache.get("b", "v").is_some() && cache.get("c", "v").is_some());
+        assert_eq!(cache.generation, 4);
+    }
+
+    #[test]
+    fn a_remembered_answer_is_used_only_by_the_same_variant() {
+        let mut cache = EtagCache { capacity: 2, ..EtagCache::default() };
+        let (one, other) = (variant(&Token::new("one")), variant(&Token::new("other")));
+        assert_ne!(one, other);
+        assert_eq!(one.len(), 16);
+        assert!(!one.contains("one"));
+        let entry =
+            Cached { variant: one.clone(), etag: "e".into(), body: Bytes::new(), next: None };
+        cache.put("a".into(), entry);
+        assert!(cache.get("a", &one).is_some());
+        assert!(cache.get("a", &other).is_none(), "another token asks unconditionally");
     }
 
     proptest::proptest! {

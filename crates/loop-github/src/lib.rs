@@ -26,7 +26,9 @@ pub use api::{
     CommentSurface, GithubClient, ItemKind, ItemState, ItemStatus, ListedItem, Listing,
     PostedComment, PullRequest, Reaction, ReactionTarget, ThreadComment,
 };
-pub use client::{ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock};
+pub use client::{
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Validator,
+};
 pub use error::GithubError;
 pub use signature::{SignatureError, verify_signature};
 pub use token::{Token, TokenError, TokenSource};

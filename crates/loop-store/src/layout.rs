@@ -104,6 +104,11 @@ impl StateLayout {
         self.local_dir().join("poll-clocks.json")
     }
 
+    /// `local/poll-cache.json`: what makes the poller's next cycle incremental.
+    pub fn poll_cache(&self) -> PathBuf {
+        self.local_dir().join("poll-cache.json")
+    }
+
     /// `local/inbox/`: journalled webhook deliveries not yet processed.
     pub fn inbox_dir(&self) -> PathBuf {
         self.local_dir().join("inbox")

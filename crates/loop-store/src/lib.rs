@@ -15,7 +15,7 @@
 //! - `local`: session records (`local/<slug>.json`).
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
-//! - `poll_clocks`: `local/poll-clocks.json`.
+//! - `poll_clocks`: `local/poll-clocks.json`; [`poll_cache`]: `local/poll-cache.json`.
 //! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.log`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
@@ -34,6 +34,7 @@ mod legacy;
 mod local;
 mod lock;
 pub mod pidfile;
+pub mod poll_cache;
 mod poll_clocks;
 pub mod portable;
 

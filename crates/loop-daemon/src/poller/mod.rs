@@ -2,13 +2,21 @@
 //!
 //! Each cycle lists every scope's labelled open items with one conditional request per
 //! repository (a 304 costs no rate limit), reads the comment surfaces only of items whose
-//! `updated_at` moved, that are new to this process, or on the periodic full sweep, asks
-//! for the linked issues of changed pull requests in one batched GraphQL request per host,
+//! `updated_at` moved, that were never read, or on the periodic full sweep, asks for the
+//! linked issues of changed pull requests in one batched GraphQL request per host,
 //! and walks each item through the ledger rules of [`loop_core::poll`], handing comments,
 //! presences and closures to the pipeline both ingresses share ([`seam::Dispatch`]).
 //! After a complete, uninterrupted walk it reconciles closures ([`closure`]). Every item's
 //! ledger is on disk before the next item starts, so a `kill -9` anywhere loses at most
 //! the attempt in flight, which the dispatcher's status answers on the next cycle.
+//!
+//! What makes a cycle incremental — the validators of the conditional requests, the
+//! threads and linked issues last read, the time of the last sweep — is kept in
+//! `local/poll-cache.json` ([`loop_store::poll_cache`]), read at the first cycle and
+//! written once per cycle when it changed, so a restarted poller (or the next
+//! `poll --once`) is warm: its first quiet cycle is one 304 per scope. It is a cache, never
+//! the authority on what was seen (the portable ledger is): a cache written for another
+//! configuration is not used, and GitHub checks every validator.
 //!
 //! It decides nothing an event means (the dispatcher does) and never closes on doubt.
 //! The process around it — pidfile lock, hot reload, signals — belongs to the caller:
@@ -30,13 +38,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use loop_core::config::Config;
 use loop_core::record::CommentId;
 use loop_core::{RepoRef, WorkItemRef};
-use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment};
-use loop_store::heartbeat::{CycleSummary, Heartbeat};
+use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment, Validator};
+use loop_store::heartbeat::{CycleSummary, Heartbeat, ScopeFailure, ScopeHealth, ScopeMonitor};
 use loop_store::index::PortableIndex;
+use loop_store::poll_cache::{PollCache, RememberedLinkage, RememberedThread};
 use loop_store::{Event, PidLock, StateStore, StoreError};
 use tokio::sync::watch;
 
@@ -46,8 +55,10 @@ use self::ledgers::Ledgers;
 use self::scope::Scope;
 use self::seam::Dispatch;
 
-/// Every this many cycles the comment surfaces of every listed item are read again
-/// (conditionally), so a change `updated_at` did not reveal is still seen.
+/// Once this many poll intervals have passed since the last full sweep, the comment
+/// surfaces of every listed item are read again (conditionally), so a change `updated_at`
+/// did not reveal is still seen. Measured in time from the sweep kept in the poll cache, so
+/// it holds across restarts and `poll --once` runs.
 pub const FULL_SWEEP_EVERY_CYCLES: u64 = 60;
 
 /// A repository whose Issues feature is off is re-probed this many cycles after it was
@@ -114,6 +125,11 @@ impl GithubClients {
         self.by_host.get(&repo.host().to_ascii_lowercase())
     }
 
+    /// Each host's validator generation (changes when a remembered answer does).
+    fn validator_generations(&self) -> BTreeMap<String, u64> {
+        self.by_host.iter().map(|(host, c)| (host.clone(), c.validators_generation())).collect()
+    }
+
     /// Requests answered so far, and how many of them were 304 Not Modified.
     fn answers(&self) -> (u64, u64) {
         self.by_host.values().fold((0, 0), |(all, not_modified), client| {
@@ -142,8 +158,14 @@ pub struct CycleReport {
     /// A stop request cut the walk short; nothing was reconciled.
     pub interrupted: bool,
     pub scopes_polled: u32,
-    /// Scopes whose listing failed this cycle.
+    /// Scopes whose listing failed this cycle or whose issues are quarantined (names).
     pub scopes_degraded: Vec<String>,
+    /// Scopes whose listing failed this cycle (a first `410 Gone` is `permanent`).
+    pub scopes_failed: Vec<ScopeFailure>,
+    /// Scopes whose issues were not asked: quarantined, Issues are off.
+    pub scopes_skipped: Vec<ScopeFailure>,
+    /// Every scope as this cycle left it, in configuration order (the heartbeat's).
+    pub scopes: Vec<ScopeHealth>,
     /// GitHub requests made, and how many were answered 304 (free).
     pub requests: u64,
     pub not_modified: u64,
@@ -151,15 +173,27 @@ pub struct CycleReport {
     pub took: Duration,
 }
 
-/// What this process remembers between cycles (lost on restart, which only costs one
-/// full read).
+/// What the poller remembers between cycles. The threads, the linkage, the sweep time and
+/// the clients' validators are kept in the poll cache across restarts; the rest is this
+/// process's (a restart re-probes a quarantine at once and re-arms once more).
 #[derive(Debug, Default)]
 struct Memory {
     cycles: u64,
+    /// When the last full sweep ran.
+    last_sweep_at: Option<Timestamp>,
     /// Each item's thread as last read, with the `updated_at` it was read at.
-    threads: HashMap<WorkItemRef, (String, Vec<ThreadComment>)>,
+    threads: BTreeMap<WorkItemRef, RememberedThread<ThreadComment>>,
     /// Each pull request's linked issues, with the description they were read for.
-    linkage: HashMap<WorkItemRef, (String, Vec<WorkItemRef>)>,
+    linkage: BTreeMap<WorkItemRef, RememberedLinkage>,
+    /// The poll cache was read (once, at the first cycle).
+    cache_read: bool,
+    /// The threads, the linkage or the sweep time changed since the cache was written.
+    cache_dirty: bool,
+    /// Each host's validator generation when the cache was last read or written.
+    cache_generations: BTreeMap<String, u64>,
+    /// When each scope's listing last answered, by [`scope_key`] (seeded from the
+    /// heartbeat an earlier process left).
+    scope_polled_at: HashMap<String, Timestamp>,
     /// Deliveries this process spent an attempt on, by dedup key (released at shutdown).
     attempted: HashMap<String, Attempted>,
     /// Items already checked for comments abandoned by another version.
@@ -175,9 +209,13 @@ struct Memory {
 enum ScopeListing {
     /// Every labelled open item the scope monitors.
     Listed(Vec<ListedItem>),
-    /// Issues are off: only its pull requests were listed. The scope counts as degraded
-    /// (nothing in it is reconciled) but its pull requests are polled.
-    PullRequestsOnly(Vec<ListedItem>),
+    /// Issues are off: only its pull requests were listed (`answered`: that listing
+    /// answered). The scope counts as degraded (nothing in it is reconciled) but its pull
+    /// requests are polled.
+    PullRequestsOnly {
+        items: Vec<ListedItem>,
+        answered: bool,
+    },
     Failed,
 }
 
@@ -276,13 +314,21 @@ impl Facts {
 
 impl<D: Dispatch> Poller<D> {
     pub fn new(store: StateStore, github: GithubClients, dispatch: D, version: &str) -> Self {
+        let mut memory = Memory::default();
+        if let Ok(Some(heartbeat)) = store.read_heartbeat() {
+            for scope in heartbeat.scopes {
+                if let Some(at) = scope.last_polled_at {
+                    memory.scope_polled_at.insert(scope_key(&scope.repository, &scope.label), at);
+                }
+            }
+        }
         Self {
             store,
             github,
             dispatch,
             version: version.to_owned(),
             started_at: Timestamp::now(),
-            memory: Memory::default(),
+            memory,
             observer: None,
         }
     }
@@ -346,19 +392,31 @@ impl<D: Dispatch> Poller<D> {
         let started = std::time::Instant::now();
         let (requests_before, not_modified_before) = self.github.answers();
         let scopes = scope::scopes(config);
-        let sweep = self.memory.cycles.is_multiple_of(FULL_SWEEP_EVERY_CYCLES);
+        self.read_cache(&scopes);
+        let sweep = self.sweep_due(now, config.polling.interval_seconds);
         self.memory.cycles += 1;
         let mut report = CycleReport::default();
 
-        let mut listed: Vec<(ListedItem, String)> = Vec::new();
-        for scope in &scopes {
+        // Per scope: whether a listing answered, and the requests its listing and its
+        // items' threads cost.
+        let mut tallies = vec![ScopeTally::default(); scopes.len()];
+        // Each listed item with the index of the scope that listed it first.
+        let mut listed: Vec<(ListedItem, usize)> = Vec::new();
+        for (index, scope) in scopes.iter().enumerate() {
             if stop.signalled() {
                 report.interrupted = true;
                 break;
             }
-            let items = match self.list(scope, &mut report).await {
-                ScopeListing::Listed(items) => items,
-                ScopeListing::PullRequestsOnly(items) => {
+            let before = self.github.answers();
+            let listing = self.list(scope, &mut report).await;
+            tallies[index].count(before, self.github.answers());
+            let items = match listing {
+                ScopeListing::Listed(items) => {
+                    tallies[index].polled = true;
+                    items
+                }
+                ScopeListing::PullRequestsOnly { items, answered } => {
+                    tallies[index].polled = answered;
                     report.scopes_degraded.push(scope.name());
                     items
                 }
@@ -369,7 +427,7 @@ impl<D: Dispatch> Poller<D> {
             };
             for item in items {
                 if !listed.iter().any(|(l, _)| l.item == item.item) {
-                    listed.push((item, scope.label.clone()));
+                    listed.push((item, index));
                 }
             }
         }
@@ -393,14 +451,17 @@ impl<D: Dispatch> Poller<D> {
             }
         };
         if let Some(facts) = &facts {
-            for (item, label) in &listed {
+            for (item, index) in &listed {
                 if report.interrupted || stop.signalled() {
                     report.interrupted = true;
                     break;
                 }
                 report.items_seen += 1;
+                let label = &scopes[*index].label;
                 let walk = item::Walk { config, facts, label, now, sweep };
+                let before = self.github.answers();
                 self.process_item(&walk, item, &mut ledgers, &mut report).await;
+                tallies[*index].count(before, self.github.answers());
             }
             if !report.interrupted {
                 let open: BTreeSet<WorkItemRef> =
@@ -419,6 +480,12 @@ impl<D: Dispatch> Poller<D> {
         if let Err(err) = ledgers.save_clocks() {
             tracing::warn!(error = %err, "could not write the poll clocks; they are only a schedule");
         }
+        if sweep && !report.interrupted {
+            self.memory.last_sweep_at = Some(now);
+            self.memory.cache_dirty = true;
+        }
+        self.write_cache(&scopes);
+        report.scopes = self.scope_health(&scopes, &tallies, &report, now);
         let (requests, not_modified) = self.github.answers();
         report.requests = requests - requests_before;
         report.not_modified = not_modified - not_modified_before;
@@ -436,7 +503,7 @@ impl<D: Dispatch> Poller<D> {
             .memory
             .linkage
             .get(&item.item)
-            .map(|(_, linked)| linked.clone())
+            .map(|linkage| linkage.linked.clone())
             .unwrap_or_default();
         if !refs.contains(&item.item) {
             refs.push(item.item.clone());
@@ -445,7 +512,7 @@ impl<D: Dispatch> Poller<D> {
     }
 
     fn linked(&self, item: &WorkItemRef) -> Vec<WorkItemRef> {
-        self.memory.linkage.get(item).map(|(_, linked)| linked.clone()).unwrap_or_default()
+        self.memory.linkage.get(item).map(|linkage| linkage.linked.clone()).unwrap_or_default()
     }
 
     /// One scope's labelled open items (monitors applied). A repository whose Issues are
@@ -487,6 +554,13 @@ impl<D: Dispatch> Poller<D> {
                                 .field("error", err.to_string())
                                 .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
                         );
+                        report.scopes_failed.push(ScopeFailure {
+                            scope: name.clone(),
+                            error: err.to_string(),
+                            permanent: true,
+                        });
+                    } else {
+                        report.scopes_skipped.push(quarantined_skip(&name));
                     }
                 }
                 Err(err) => {
@@ -494,14 +568,16 @@ impl<D: Dispatch> Poller<D> {
                     return ScopeListing::Failed;
                 }
             }
+        } else {
+            report.scopes_skipped.push(quarantined_skip(&name));
         }
         if !scope.pull_requests {
-            return ScopeListing::PullRequestsOnly(Vec::new());
+            return ScopeListing::PullRequestsOnly { items: Vec::new(), answered: false };
         }
         match client.list_labelled_open_pull_requests(&scope.repo, &scope.label).await {
             Ok(listing) => {
                 report.scopes_polled += 1;
-                ScopeListing::PullRequestsOnly(listing.items)
+                ScopeListing::PullRequestsOnly { items: listing.items, answered: true }
             }
             Err(err) => {
                 self.scope_failed(&name, &err.to_string(), report);
@@ -512,6 +588,11 @@ impl<D: Dispatch> Poller<D> {
 
     fn scope_failed(&mut self, name: &str, error: &str, report: &mut CycleReport) {
         report.errors.push(format!("{name}: {error}"));
+        report.scopes_failed.push(ScopeFailure {
+            scope: name.to_owned(),
+            error: error.to_owned(),
+            permanent: false,
+        });
         self.memory.failing_scopes.insert(name.to_owned());
         self.store.events().emit(
             Event::error("poll.scope_error")
@@ -524,27 +605,31 @@ impl<D: Dispatch> Poller<D> {
 
     /// Drops what this process remembers about items no longer listed (a degraded
     /// scope's items are kept: their absence says nothing).
-    fn forget_unlisted(&mut self, listed: &[(ListedItem, String)], degraded: &[String]) {
+    fn forget_unlisted(&mut self, listed: &[(ListedItem, usize)], degraded: &[String]) {
         let keep = |item: &WorkItemRef| {
             listed.iter().any(|(l, _)| l.item == *item)
                 || degraded.contains(&item.repo().to_string().to_ascii_lowercase())
         };
+        let before = (self.memory.threads.len(), self.memory.linkage.len());
         self.memory.threads.retain(|item, _| keep(item));
         self.memory.linkage.retain(|item, _| keep(item));
+        if (self.memory.threads.len(), self.memory.linkage.len()) != before {
+            self.memory.cache_dirty = true;
+        }
     }
 
     /// Asks for the linked issues of pull requests that are new to this process or whose
     /// description changed (every one on a sweep): one GraphQL request per host.
     async fn refresh_linkage(
         &mut self,
-        listed: &[(ListedItem, String)],
+        listed: &[(ListedItem, usize)],
         sweep: bool,
         report: &mut CycleReport,
     ) {
         let mut by_host: BTreeMap<String, Vec<&ListedItem>> = BTreeMap::new();
         for (item, _) in listed.iter().filter(|(i, _)| i.kind == ItemKind::PullRequest) {
             let known =
-                self.memory.linkage.get(&item.item).is_some_and(|(body, _)| *body == item.body);
+                self.memory.linkage.get(&item.item).is_some_and(|known| known.body == item.body);
             if sweep || !known {
                 by_host.entry(item.item.repo().host().to_ascii_lowercase()).or_default().push(item);
             }
@@ -555,8 +640,14 @@ impl<D: Dispatch> Poller<D> {
             match client.linked_issues(&refs).await {
                 Ok(mut linked) => {
                     for pr in prs {
-                        let issues = linked.remove(&pr.item).unwrap_or_default();
-                        self.memory.linkage.insert(pr.item.clone(), (pr.body.clone(), issues));
+                        let linkage = RememberedLinkage {
+                            body: pr.body.clone(),
+                            linked: linked.remove(&pr.item).unwrap_or_default(),
+                        };
+                        if self.memory.linkage.get(&pr.item) != Some(&linkage) {
+                            self.memory.linkage.insert(pr.item.clone(), linkage);
+                            self.memory.cache_dirty = true;
+                        }
                     }
                 }
                 Err(err) => {
@@ -572,18 +663,18 @@ impl<D: Dispatch> Poller<D> {
         }
     }
 
-    /// The item's thread: the remembered one when `updated_at` has not moved (and this is
-    /// no sweep), else read from GitHub.
+    /// The item's thread: the remembered one (from this process or the poll cache) when
+    /// `updated_at` has not moved and this is no sweep, else read from GitHub.
     async fn thread(
         &mut self,
         item: &ListedItem,
         sweep: bool,
     ) -> Result<Vec<ThreadComment>, String> {
         if !sweep
-            && let Some((updated_at, thread)) = self.memory.threads.get(&item.item)
-            && *updated_at == item.updated_at
+            && let Some(known) = self.memory.threads.get(&item.item)
+            && known.updated_at == item.updated_at
         {
-            return Ok(thread.clone());
+            return Ok(known.comments.clone());
         }
         let Some(client) = self.github.for_repo(item.item.repo()) else {
             return Err(format!(
@@ -596,8 +687,142 @@ impl<D: Dispatch> Poller<D> {
             ItemKind::PullRequest => client.pull_request_thread(&item.item).await,
         }
         .map_err(|err| err.to_string())?;
-        self.memory.threads.insert(item.item.clone(), (item.updated_at.clone(), thread.clone()));
+        let remembered =
+            RememberedThread { updated_at: item.updated_at.clone(), comments: thread.clone() };
+        if self.memory.threads.get(&item.item) != Some(&remembered) {
+            self.memory.threads.insert(item.item.clone(), remembered);
+            self.memory.cache_dirty = true;
+        }
         Ok(thread)
+    }
+
+    /// Whether this cycle is a full sweep: none ran yet, or the last one is at least
+    /// [`FULL_SWEEP_EVERY_CYCLES`] intervals old (or stamped in the future: the clock moved).
+    fn sweep_due(&self, now: Timestamp, interval_seconds: u64) -> bool {
+        let seconds = FULL_SWEEP_EVERY_CYCLES.saturating_mul(interval_seconds.max(1));
+        let every = SignedDuration::from_secs(i64::try_from(seconds).unwrap_or(i64::MAX));
+        self.memory.last_sweep_at.is_none_or(|at| at > now || now.duration_since(at) >= every)
+    }
+
+    /// What the poll cache must have been written for to be used: one line per scope
+    /// (repository, label, monitors) and per API host (its REST base), sorted.
+    fn written_for(&self, scopes: &[Scope]) -> Vec<String> {
+        let mut lines: Vec<String> = scopes
+            .iter()
+            .map(|s| {
+                format!(
+                    "scope {} label={:?} issues={} pullRequests={}",
+                    s.name(),
+                    s.label,
+                    s.issues,
+                    s.pull_requests
+                )
+            })
+            .chain(
+                self.github
+                    .by_host
+                    .iter()
+                    .map(|(host, client)| format!("api {host} {}", client.endpoints().rest)),
+            )
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// Reads the poll cache once, at the first cycle. A cache written for another
+    /// configuration is left unused (it is replaced at the end of the cycle); a missing or
+    /// unreadable one means a cold start.
+    fn read_cache(&mut self, scopes: &[Scope]) {
+        if std::mem::replace(&mut self.memory.cache_read, true) {
+            return;
+        }
+        let Some(cache) = self.store.read_poll_cache::<Validator, ThreadComment>() else {
+            return;
+        };
+        if cache.written_for != self.written_for(scopes) {
+            tracing::info!("the poll cache was written for another configuration; starting cold");
+            self.memory.cache_dirty = true;
+            return;
+        }
+        for (host, validators) in cache.validators {
+            if let Some(client) = self.github.by_host.get(&host) {
+                client.restore_validators(validators);
+            }
+        }
+        self.memory.threads = cache.threads;
+        self.memory.linkage = cache.linkage;
+        self.memory.last_sweep_at = cache.last_sweep_at;
+        self.memory.cache_generations = self.github.validator_generations();
+    }
+
+    /// Writes the poll cache when anything in it changed since it was read or written.
+    /// A failure is logged and retried next cycle: the cache only saves requests.
+    fn write_cache(&mut self, scopes: &[Scope]) {
+        let generations = self.github.validator_generations();
+        if !self.memory.cache_dirty && generations == self.memory.cache_generations {
+            return;
+        }
+        let cache = PollCache {
+            written_for: self.written_for(scopes),
+            last_sweep_at: self.memory.last_sweep_at,
+            validators: self
+                .github
+                .by_host
+                .iter()
+                .map(|(host, client)| (host.clone(), client.validators()))
+                .collect(),
+            threads: self.memory.threads.clone(),
+            linkage: self.memory.linkage.clone(),
+        };
+        match self.store.write_poll_cache(&cache) {
+            Ok(_) => {
+                self.memory.cache_dirty = false;
+                self.memory.cache_generations = generations;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "could not write the poll cache; the next start is cold");
+            }
+        }
+    }
+
+    /// Every scope as this cycle left it; remembers when each last answered.
+    fn scope_health(
+        &mut self,
+        scopes: &[Scope],
+        tallies: &[ScopeTally],
+        report: &CycleReport,
+        now: Timestamp,
+    ) -> Vec<ScopeHealth> {
+        scopes
+            .iter()
+            .zip(tallies)
+            .map(|(scope, tally)| {
+                let name = scope.name();
+                let key = scope_key(&name, &scope.label);
+                if tally.polled {
+                    self.memory.scope_polled_at.insert(key.clone(), now);
+                }
+                let reason = report
+                    .scopes_failed
+                    .iter()
+                    .chain(&report.scopes_skipped)
+                    .find(|f| f.scope == name)
+                    .map(|f| f.error.clone());
+                ScopeHealth {
+                    degraded: report.scopes_degraded.contains(&name),
+                    repository: name,
+                    label: scope.label.clone(),
+                    monitor: ScopeMonitor {
+                        issues: scope.issues,
+                        pull_requests: scope.pull_requests,
+                    },
+                    last_polled_at: self.memory.scope_polled_at.get(&key).copied(),
+                    reason,
+                    requests: tally.requests,
+                    not_modified: tally.not_modified,
+                }
+            })
+            .collect()
     }
 
     /// Gives back the attempts this process spent on deliveries the dispatcher abandoned
@@ -700,7 +925,13 @@ impl<D: Dispatch> Poller<D> {
                 failures: r.failures,
                 errors: u32::try_from(r.errors.len()).unwrap_or(u32::MAX),
                 interrupted: r.interrupted,
+                scopes_polled: r.scopes_polled,
+                scopes_failed: r.scopes_failed.clone(),
+                scopes_skipped: r.scopes_skipped.clone(),
+                requests: r.requests,
+                not_modified: r.not_modified,
             }),
+            scopes: report.map(|r| r.scopes.clone()).unwrap_or_default(),
         };
         if let Err(err) = self.store.write_heartbeat(&heartbeat) {
             tracing::warn!(error = %err, "could not write the poll heartbeat");
@@ -742,6 +973,38 @@ pub async fn run<D: Dispatch>(
         }
     }
     poller.announce_stop();
+}
+
+/// Requests made for one scope in a cycle, and whether one of its listings answered.
+#[derive(Debug, Clone, Copy, Default)]
+struct ScopeTally {
+    polled: bool,
+    requests: u64,
+    not_modified: u64,
+}
+
+impl ScopeTally {
+    /// Adds the requests answered between two readings of [`GithubClients::answers`].
+    fn count(&mut self, before: (u64, u64), after: (u64, u64)) {
+        self.requests += after.0.saturating_sub(before.0);
+        self.not_modified += after.1.saturating_sub(before.1);
+    }
+}
+
+/// How a scope is known across cycles and processes: its name and label.
+fn scope_key(name: &str, label: &str) -> String {
+    format!("{name}\n{label}")
+}
+
+/// A quarantined scope's skipped issue listing (reference §1.6).
+fn quarantined_skip(name: &str) -> ScopeFailure {
+    ScopeFailure {
+        scope: name.to_owned(),
+        error: format!(
+            "issues are disabled in {name}; re-probed every {REPROBE_EVERY_CYCLES} cycles, its pull requests are still polled"
+        ),
+        permanent: true,
+    }
 }
 
 /// Whether the scope monitors this kind of item.

@@ -1,5 +1,7 @@
 //! The poller against the simulated GitHub and an in-memory dispatcher: reading,
-//! first sight (seed 004), forwarding, retries and give-ups, clocks (seed 001), frugality.
+//! first sight (seed 004), forwarding, retries and give-ups, clocks (seed 001), frugality,
+//! the poll cache that keeps a restart warm, the heartbeat's scope health, and the
+//! `poll.*` events of the reference catalogue not covered elsewhere.
 
 use loop_core::record::{Control, PollLedger};
 use loop_daemon::poller::PollerError;
@@ -383,6 +385,233 @@ async fn a_repository_with_issues_off_is_quarantined_and_its_pull_requests_still
     assert_eq!(next.scopes_degraded, [REPO], "degraded until the re-probe");
     assert_eq!(bench.events("poll.scope_degraded").len(), 1, "said once");
     assert!(bench.events("poll.scope_error").is_empty());
+    // Then only visible through the heartbeat: a permanent failure, then skipped.
+    assert!(report.scopes_failed[0].permanent && report.scopes_skipped.is_empty());
+    assert!(next.scopes_failed.is_empty());
+    let heartbeat = bench.store.read_heartbeat().unwrap().unwrap();
+    let skipped = &heartbeat.last_cycle.unwrap().scopes_skipped;
+    assert_eq!((skipped[0].scope.as_str(), skipped[0].permanent), (REPO, true));
+    assert!(skipped[0].error.contains("issues are disabled"), "{}", skipped[0].error);
+    let scope = &heartbeat.scopes[0];
+    assert!(scope.degraded && scope.last_polled_at.is_some(), "its pull requests answered");
+}
+
+/// Three repositories, ten labelled issues, four labelled pull requests (one with a
+/// review and an inline comment), every thread read once.
+async fn warm_bench() -> Bench {
+    let repos = ["octo/a", "octo/b", "octo/c"];
+    let mut bench = Bench::new(&repos, "").await;
+    for i in 0..10 {
+        let n = bench.open_issue(repos[i % 3], "ann");
+        bench.sim.comment(repos[i % 3], n, "ann", "context").unwrap();
+    }
+    for i in 0..4 {
+        let repo = repos[i % 3];
+        let pr =
+            bench.sim.open_pull_request(repo, "ann", "PR", "", &format!("b{i}"), &[LABEL]).unwrap();
+        let inline = [("src/lib.rs", 3, "inline")];
+        bench.sim.review(repo, pr, "ann", ReviewState::Commented, "a review", &inline).unwrap();
+    }
+    bench.cycle().await;
+    bench
+}
+
+#[tokio::test]
+async fn a_restarted_pollers_first_quiet_cycle_is_one_request_per_repository_all_not_modified() {
+    let mut bench = warm_bench().await;
+    bench.restart();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    let log = bench.sim.requests();
+    assert_eq!((log.total(), log.with_status(304)), (3, 3), "{log}");
+    assert_eq!(log.to_endpoint("GET /repos/{owner}/{repo}/issues"), 3, "{log}");
+    assert_eq!((report.requests, report.not_modified), (3, 3));
+    assert_eq!((report.items_seen, report.comments_forwarded), (14, 0));
+}
+
+#[tokio::test]
+async fn a_comment_posted_while_the_poller_was_down_is_forwarded_once_after_the_restart() {
+    let mut bench = warm_bench().await;
+    let n = bench.open_issue("octo/b", "ann");
+    bench.cycle().await;
+    bench.restart();
+    bench.sim.comment("octo/b", n, "ann", "while you were away").unwrap();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    let log = bench.sim.requests();
+    assert_eq!(report.comments_forwarded, 1);
+    assert_eq!(bench.stand_in.comment_bodies(), ["while you were away"]);
+    assert_eq!(log.total(), 3 + 1, "the listings, then the one thread that moved: {log}");
+    bench.restart();
+    assert_eq!(bench.cycle().await.comments_forwarded, 0, "the ledger, not the cache, decides");
+}
+
+#[tokio::test]
+async fn a_poll_cache_written_for_another_configuration_is_not_used() {
+    let mut bench = warm_bench().await;
+    // The same repositories under another label: the cache must not be trusted.
+    bench.config.polling.sources = loop_core::config::parse(
+        "polling:
+  sources:
+    - provider: github
+      label: other
+",
+    )
+    .unwrap()
+    .config
+    .polling
+    .sources;
+    bench.restart();
+    bench.sim.clear_requests();
+    bench.cycle().await;
+    let log = bench.sim.requests();
+    assert_eq!(log.with_status(304), 0, "nothing was sent conditionally: {log}");
+    let text = std::fs::read_to_string(bench.store.layout().poll_cache()).unwrap();
+    let cache: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lines = cache["writtenFor"].as_array().unwrap();
+    let for_other = lines.iter().filter_map(|l| l.as_str()).any(|l| l.contains("label=\"other\""));
+    assert!(for_other, "rewritten for the new configuration: {lines:?}");
+}
+
+#[tokio::test]
+async fn an_unparsable_poll_cache_is_quarantined_and_the_poller_starts_cold() {
+    let mut bench = warm_bench().await;
+    let path = bench.store.layout().poll_cache();
+    std::fs::write(&path, "{\"writtenFor\": [").unwrap();
+    bench.restart();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(bench.sim.requests().with_status(304), 0, "cold: nothing remembered");
+    assert_eq!(bench.events("state.quarantined").len(), 1);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("writtenFor"), "written anew");
+    assert_eq!(bench.stand_in.comment_bodies(), Vec::<String>::new(), "the ledger still holds");
+}
+
+#[tokio::test]
+async fn a_quiet_cycle_does_not_rewrite_the_poll_cache() {
+    use std::os::unix::fs::MetadataExt;
+    let mut bench = warm_bench().await;
+    bench.cycle().await;
+    let path = bench.store.layout().poll_cache();
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    bench.restart();
+    bench.cycle().await;
+    bench.cycle().await;
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "an atomic rewrite swaps inodes");
+    let mode = std::fs::metadata(&path).unwrap().mode();
+    assert_eq!(mode & 0o777, 0o600, "machine-local");
+}
+
+#[tokio::test]
+async fn every_key_of_the_poll_cache_is_classified_machine_local() {
+    use loop_store::classification::{RecordType, classify};
+    let bench = warm_bench().await;
+    let text = std::fs::read_to_string(bench.store.layout().poll_cache()).unwrap();
+    let cache: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut checked = vec![(RecordType::PollCache, &cache)];
+    let thread = cache["threads"].as_object().unwrap().values().next().unwrap();
+    checked.push((RecordType::RememberedThread, thread));
+    let linkage = cache["linkage"].as_object().unwrap().values().next().unwrap();
+    checked.push((RecordType::RememberedLinkage, linkage));
+    for validator in cache["validators"]["github.com"].as_array().unwrap() {
+        checked.push((RecordType::Validator, validator));
+    }
+    for (record, value) in checked {
+        assert!(!record.is_portable());
+        for key in value.as_object().unwrap().keys() {
+            assert!(classify(record, key).is_some(), "{}: {key}", record.location());
+        }
+    }
+    assert!(!text.contains("\"t\""), "the token itself is never stored");
+}
+
+#[tokio::test]
+async fn the_heartbeat_says_how_each_scope_fared() {
+    let mut bench = Bench::new(&[REPO, "octo/gone"], "").await;
+    bench.open_issue(REPO, "ann");
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some("octo/gone".into()),
+    });
+    bench.cycle().await;
+    let heartbeat = bench.store.read_heartbeat().unwrap().unwrap();
+    let cycle = heartbeat.last_cycle.clone().unwrap();
+    assert_eq!(cycle.scopes_polled, 1);
+    assert_eq!(
+        (cycle.scopes_failed[0].scope.as_str(), cycle.scopes_failed[0].permanent),
+        ("octo/gone", false)
+    );
+    assert_eq!(cycle.requests, 1 + 1 + 1, "two listings and one thread");
+    let [app, gone] = &heartbeat.scopes[..] else { panic!("{:?}", heartbeat.scopes) };
+    assert_eq!((app.repository.as_str(), app.label.as_str()), (REPO, LABEL));
+    assert!(app.monitor.issues && app.monitor.pull_requests);
+    assert!(!app.degraded && app.reason.is_none() && app.last_polled_at.is_some());
+    assert_eq!((app.requests, app.not_modified), (2, 0), "its listing and its item's thread");
+    assert!(gone.degraded && gone.last_polled_at.is_none());
+    assert!(
+        gone.reason.as_deref().is_some_and(|r| r.contains("404") || r.contains("not found")),
+        "{:?}",
+        gone.reason
+    );
+    let text = std::fs::read_to_string(bench.store.layout().heartbeat()).unwrap();
+    for key in ["\"scopes\"", "\"lastPolledAt\"", "\"scopesFailed\"", "\"notModified\""] {
+        assert!(text.contains(key), "{key} in {text}");
+    }
+    // A restarted poller remembers when a scope last answered.
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some("/repos/octo/app/issues".into()),
+    });
+    bench.restart();
+    bench.cycle().await;
+    let heartbeat = bench.store.read_heartbeat().unwrap().unwrap();
+    assert!(heartbeat.scopes[0].degraded, "{:?}", heartbeat.scopes);
+    assert_eq!(heartbeat.scopes[0].last_polled_at, app.last_polled_at);
+}
+
+#[tokio::test]
+async fn an_unanswered_linkage_question_is_a_provider_error_and_retried_next_cycle() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    bench.sim.open_pull_request(REPO, "ann", "Fix", "Closes #1", "fix", &[LABEL]).unwrap();
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some("/graphql".into()),
+    });
+    let report = bench.cycle().await;
+    let errors = bench.events("poll.provider_error");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].0["provider"], "github");
+    assert_eq!(errors[0].0["will_retry"], true);
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    bench.sim.clear_requests();
+    bench.cycle().await;
+    assert_eq!(bench.sim.requests().to_endpoint("POST /graphql"), 1, "asked again");
+    assert_eq!(bench.events("poll.provider_error").len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreadable_thread_is_an_item_error_and_read_again_next_cycle() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some(format!("/issues/{n}/comments")),
+    });
+    let report = bench.cycle().await;
+    let errors = bench.events("poll.item_error");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].level(), "error", "a listed item's error");
+    assert_eq!(errors[0].0["work_item"], bench.item(REPO, n).to_string());
+    assert!(poll_ledger(&bench, n).is_none(), "nothing baselined on doubt");
+    assert_eq!(report.errors.len(), 1);
+    bench.sim.comment(REPO, n, "ann", "hello").unwrap();
+    bench.cycle().await;
+    assert!(poll_ledger(&bench, n).is_some(), "read on the next cycle");
 }
 
 #[tokio::test]

@@ -21,7 +21,8 @@ use loop_core::record::{
 };
 use loop_store::ChannelBindings;
 use loop_store::classification::{ATTRIBUTES, Kind, RecordType, classify, render_markdown};
-use loop_store::heartbeat::{CycleSummary, Heartbeat};
+use loop_store::heartbeat::{CycleSummary, Heartbeat, ScopeFailure, ScopeHealth, ScopeMonitor};
+use loop_store::poll_cache::{PollCache, RememberedLinkage, RememberedThread};
 use serde_json::Value;
 
 use crate::{item, store_in};
@@ -126,14 +127,49 @@ fn written_values() -> Vec<(RecordType, Value)> {
             clocks.clocks.insert(work_item.clone(), clock);
         })
         .unwrap();
+    let failure = || ScopeFailure { scope: "octo/app".into(), error: "e".into(), permanent: true };
     store
         .write_heartbeat(&Heartbeat {
             started_at: ts(),
             last_cycle_at: Some(ts()),
             interval_seconds: 60,
-            last_cycle: Some(CycleSummary::default()),
+            last_cycle: Some(CycleSummary {
+                scopes_failed: vec![failure()],
+                scopes_skipped: vec![failure()],
+                ..CycleSummary::default()
+            }),
+            scopes: vec![ScopeHealth {
+                repository: "octo/app".into(),
+                label: "go".into(),
+                monitor: ScopeMonitor { issues: true, pull_requests: true },
+                last_polled_at: Some(ts()),
+                degraded: true,
+                reason: Some("e".into()),
+                requests: 1,
+                not_modified: 1,
+            }],
         })
         .unwrap();
+    // The poller stores loop-github's validators and thread comments; their own keys are
+    // held to the table by loop-daemon's test
+    // `every_key_of_the_poll_cache_is_classified_machine_local`.
+    let validator = serde_json::json!({
+        "url": "u", "variant": "v", "etag": "e", "body": "[]", "next": "n",
+    });
+    let cache = PollCache {
+        written_for: vec!["scope octo/app".into()],
+        last_sweep_at: Some(ts()),
+        validators: BTreeMap::from([("github.com".to_owned(), vec![validator])]),
+        threads: BTreeMap::from([(
+            work_item.clone(),
+            RememberedThread { updated_at: "t".into(), comments: vec![Value::Null] },
+        )]),
+        linkage: BTreeMap::from([(
+            pr.clone(),
+            RememberedLinkage { body: "Closes #15".into(), linked: vec![work_item.clone()] },
+        )]),
+    };
+    store.write_poll_cache(&cache).unwrap();
 
     let (mut deliveries, _) = store.open_delivery_log(8).unwrap();
     deliveries.take_in("comment:1", ts()).unwrap();
@@ -147,6 +183,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
     let local = read(layout.local_record(&work_item));
     let clocks = read(layout.poll_clocks());
     let heartbeat = read(layout.heartbeat());
+    let cache = read(layout.poll_cache());
     let index = read(layout.portable_index());
     let deliveries: Vec<Value> = fs::read_to_string(layout.local_dir().join("deliveries.log"))
         .unwrap()
@@ -174,6 +211,13 @@ fn written_values() -> Vec<(RecordType, Value)> {
         (T::PollClock, clocks["clocks"][&own_key].clone()),
         (T::Heartbeat, heartbeat.clone()),
         (T::CycleSummary, heartbeat["lastCycle"].clone()),
+        (T::ScopeFailure, heartbeat["lastCycle"]["scopesFailed"][0].clone()),
+        (T::ScopeFailure, heartbeat["lastCycle"]["scopesSkipped"][0].clone()),
+        (T::ScopeHealth, heartbeat["scopes"][0].clone()),
+        (T::PollCache, cache.clone()),
+        (T::RememberedThread, cache["threads"][&own_key].clone()),
+        (T::RememberedLinkage, cache["linkage"][&pr_key].clone()),
+        (T::Validator, cache["validators"]["github.com"][0].clone()),
         (T::DeliveryLine, deliveries[0].clone()),
         (T::DeliveryLine, deliveries[1].clone()),
         (T::Index, index.clone()),

@@ -51,6 +51,7 @@ fn the_heartbeat_is_written_before_the_first_cycle_and_after_each() {
         last_cycle_at: None,
         interval_seconds: 60,
         last_cycle: None,
+        scopes: Vec::new(),
     };
     store.write_heartbeat(&heartbeat).unwrap();
     assert_eq!(store.read_heartbeat().unwrap(), Some(heartbeat.clone()));

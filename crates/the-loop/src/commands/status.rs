@@ -1,5 +1,5 @@
 //! `the-loop status`: per ingress, running / stopped / misconfigured / disabled, from
-//! its pidfile lock alone, and the poller's last cycle from its heartbeat.
+//! its pidfile lock alone, and the poller's last cycle and scope health from its heartbeat.
 //!
 //! Read-only: it never removes a stale pidfile and never signals anything. Exit 0 only
 //! if every enabled ingress is running (the keepalive primitive: `status || start`).
@@ -131,20 +131,22 @@ fn row_json(row: &Row, layout: &StateLayout, heartbeat: Option<&Heartbeat>) -> V
     if row.live.ingress == Ingress::Poller {
         value["startedAt"] = json!(heartbeat.map(|h| h.started_at));
         value["lastCycleAt"] = json!(heartbeat.and_then(|h| h.last_cycle_at));
-        value["lastCycle"] = json!(heartbeat.and_then(|h| h.last_cycle));
+        value["lastCycle"] = json!(heartbeat.and_then(|h| h.last_cycle.as_ref()));
         value["intervalSeconds"] = json!(heartbeat.map(|h| h.interval_seconds));
+        value["scopes"] = json!(heartbeat.map(|h| &h.scopes));
     }
     value
 }
 
-/// The poller's heartbeat in words: when it started and what its last cycle did.
+/// The poller's heartbeat in words: when it started, what its last cycle did, and how
+/// each scope fared.
 fn heartbeat_lines(heartbeat: Option<&Heartbeat>, running: bool, now: Timestamp) -> Vec<String> {
     let Some(heartbeat) = heartbeat else {
         return vec!["last cycle: unknown — no heartbeat recorded".to_owned()];
     };
     let mut lines =
         vec![format!("started: {} ({})", heartbeat.started_at, age(heartbeat.started_at, now))];
-    match (heartbeat.last_cycle_at, heartbeat.last_cycle) {
+    match (heartbeat.last_cycle_at, &heartbeat.last_cycle) {
         (Some(at), Some(cycle)) => {
             let stopped = if running { "" } else { ", before it stopped" };
             let mut counts = vec![
@@ -172,6 +174,31 @@ fn heartbeat_lines(heartbeat: Option<&Heartbeat>, running: bool, now: Timestamp)
         }
         _ => lines.push("last cycle: none recorded yet".to_owned()),
     }
+    lines.extend(scope_lines(heartbeat, now));
+    lines
+}
+
+/// One line per scope (when it last answered, what the last cycle cost), then the
+/// reference's `degraded:` lines.
+fn scope_lines(heartbeat: &Heartbeat, now: Timestamp) -> Vec<String> {
+    let mut lines = Vec::new();
+    for scope in &heartbeat.scopes {
+        let polled = scope
+            .last_polled_at
+            .map_or_else(|| "never polled".to_owned(), |at| format!("polled {}", age(at, now)));
+        lines.push(format!(
+            "scope: {} [{}] — {polled}, {} request(s), {} answered 304",
+            scope.repository, scope.label, scope.requests, scope.not_modified
+        ));
+    }
+    for scope in heartbeat.scopes.iter().filter(|s| s.degraded) {
+        let reason = scope.reason.as_deref().unwrap_or("its listing failed");
+        lines.push(format!("degraded: {} — {reason}", scope.repository));
+    }
+    let nothing_polled = heartbeat.last_cycle.as_ref().is_some_and(|c| c.scopes_polled == 0);
+    if nothing_polled && !heartbeat.scopes.is_empty() {
+        lines.push("degraded: no repository was polled — every listing failed".to_owned());
+    }
     lines
 }
 
@@ -188,7 +215,7 @@ fn age(then: Timestamp, now: Timestamp) -> String {
 
 #[cfg(test)]
 mod tests {
-    use loop_store::heartbeat::CycleSummary;
+    use loop_store::heartbeat::{CycleSummary, ScopeHealth, ScopeMonitor};
 
     use super::*;
 
@@ -219,6 +246,7 @@ mod tests {
                 errors: 1,
                 ..CycleSummary::default()
             }),
+            scopes: Vec::new(),
         };
         let lines = heartbeat_lines(Some(&heartbeat), false, at("2026-01-02T00:00:00Z"));
         assert_eq!(lines[0], "started: 2026-01-01T23:00:00Z (1h ago)");
@@ -240,7 +268,49 @@ mod tests {
             last_cycle_at: None,
             interval_seconds: 60,
             last_cycle: None,
+            scopes: Vec::new(),
         };
         assert_eq!(heartbeat_lines(Some(&fresh), true, now)[1], "last cycle: none recorded yet");
+    }
+
+    #[test]
+    fn each_scope_says_when_it_last_answered_and_a_degraded_one_says_why() {
+        let now = at("2026-01-02T00:00:00Z");
+        let scope = |repository: &str, degraded: bool| ScopeHealth {
+            repository: repository.into(),
+            label: "go".into(),
+            monitor: ScopeMonitor { issues: true, pull_requests: true },
+            last_polled_at: Some(at("2026-01-01T23:58:00Z")),
+            degraded,
+            reason: degraded.then(|| "Not Found".to_owned()),
+            requests: 1,
+            not_modified: u64::from(!degraded),
+        };
+        let heartbeat = Heartbeat {
+            started_at: now,
+            last_cycle_at: Some(now),
+            interval_seconds: 60,
+            last_cycle: Some(CycleSummary { scopes_polled: 1, ..CycleSummary::default() }),
+            scopes: vec![scope("octo/app", false), scope("octo/gone", true)],
+        };
+        let lines = heartbeat_lines(Some(&heartbeat), true, now);
+        assert_eq!(
+            lines[2..],
+            [
+                "scope: octo/app [go] — polled 2m ago, 1 request(s), 1 answered 304",
+                "scope: octo/gone [go] — polled 2m ago, 1 request(s), 0 answered 304",
+                "degraded: octo/gone — Not Found",
+            ]
+        );
+        let nothing = Heartbeat {
+            last_cycle: Some(CycleSummary::default()),
+            scopes: vec![scope("octo/gone", true)],
+            ..heartbeat
+        };
+        let lines = heartbeat_lines(Some(&nothing), true, now);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("degraded: no repository was polled — every listing failed")
+        );
     }
 }

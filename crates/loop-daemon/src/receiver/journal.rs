@@ -35,8 +35,8 @@ pub(crate) enum JournalRequest {
     /// Journal a delivery; `ack` gets its sequence number once the kernel holds it, or
     /// `Err` when it could not be written (the handler answers 503 so GitHub redelivers).
     Receive { receipt: Receipt, ack: oneshot::Sender<Result<u64, ()>> },
-    /// The delivery with this sequence number was processed.
-    Processed(u64),
+    /// The deliveries with these sequence numbers were processed.
+    Processed(Vec<u64>),
 }
 
 /// Starts the writer thread (which starts the sync thread). `to_process` gets each
@@ -103,16 +103,20 @@ fn commit(
                     failure.get_or_insert(err);
                 }
             },
-            JournalRequest::Processed(seq) => match inbox.mark_processed(seq) {
-                Ok(()) => {
-                    let _ = depth.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                        Some(d.saturating_sub(1))
-                    });
+            JournalRequest::Processed(seqs) => {
+                for seq in seqs {
+                    match inbox.mark_processed(seq) {
+                        Ok(()) => {
+                            let _ = depth.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                                Some(d.saturating_sub(1))
+                            });
+                        }
+                        Err(err) => {
+                            failure.get_or_insert(err);
+                        }
+                    }
                 }
-                Err(err) => {
-                    failure.get_or_insert(err);
-                }
-            },
+            }
         }
     }
     let flushed = inbox.write();

@@ -1,5 +1,6 @@
 //! The processor task: feeds journalled deliveries to the [`Intake`] one at a time, in
-//! journal order, after their 202 was sent, and marks each processed.
+//! journal order, after their 202 was sent, and marks them processed — in batches: what
+//! is queued when the thread is free goes over at once, and its marks go back together.
 //!
 //! At start it replays what the journal still held. It then takes deliveries from the
 //! journal writer; when the writer could not queue one (the processor was behind), the
@@ -12,6 +13,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use loop_store::inbox::{self, Journalled};
@@ -24,6 +26,11 @@ use crate::shutdown::{CompletionGuard, Shutdown};
 
 /// How many deliveries one read-back from the journal brings into memory.
 const READ_BACK_BATCH: usize = 1024;
+
+/// The most deliveries handed to the processing thread at once (their marks and
+/// event-log flush are per batch, so a busy processor does not wait on a thread hand-over
+/// per delivery).
+const BATCH: usize = 128;
 
 /// Everything the processor task owns.
 #[derive(Debug)]
@@ -87,64 +94,66 @@ impl Worker {
 
 impl Processor {
     pub(crate) async fn run(mut self, mut shutdown: Shutdown, _guard: CompletionGuard) {
-        let backlog = std::mem::take(&mut self.backlog);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut backlog = std::mem::take(&mut self.backlog);
         if !backlog.is_empty() {
             self.events.emit(LogEvent::info("inbox.replaying").field("count", backlog.len()));
         }
-        for item in backlog {
-            if shutdown.signalled() {
+        while !backlog.is_empty() {
+            let rest = backlog.split_off(backlog.len().min(BATCH));
+            let batch = std::mem::replace(&mut backlog, rest);
+            // The backlog precedes this run's sequence numbers: nothing to read back.
+            if self.process(batch, None, 0, &stop, &mut shutdown).await.is_none() {
                 return;
             }
-            self.process(item).await;
         }
         let mut expected = self.next_seq;
         loop {
-            let item = tokio::select! {
+            let first = tokio::select! {
                 biased;
                 () = shutdown.recv() => return,
                 item = self.deliveries.recv() => item,
             };
-            let Some(item) = item else { return };
-            if item.seq > expected {
-                // The writer could not queue some: catch up from the journal, in order,
-                // a bounded batch at a time, until the queue's deliveries are next.
-                while expected < item.seq {
-                    let missed = self.read_back(expected).await;
-                    if missed.is_empty() {
-                        break; // unreadable; the next start replays what is left
-                    }
-                    for missed in missed {
-                        if shutdown.signalled() {
-                            return;
-                        }
-                        expected = missed.seq + 1;
-                        self.process(missed).await;
-                    }
+            let Some(first) = first else { return };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match self.deliveries.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
                 }
             }
-            if item.seq < expected {
-                continue; // already read back from the journal
+            let read_back = Some(self.inbox_dir.clone());
+            match self.process(batch, read_back, expected, &stop, &mut shutdown).await {
+                Some(next) => expected = next,
+                None => return,
             }
-            if shutdown.signalled() {
-                return;
-            }
-            expected = item.seq + 1;
-            self.process(item).await;
         }
     }
 
-    /// Processes one delivery on the processing thread, waits until its event-log lines
-    /// are written, then marks it. A delivery whose processing panics is reported and
-    /// marked too: replaying it would panic again.
-    async fn process(&mut self, item: Journalled) {
-        let seq = item.seq;
+    /// Processes a batch on the processing thread, in journal order, then marks what was
+    /// processed; its event-log lines are written before the marks. With `read_back`, the
+    /// deliveries the writer could not queue (a gap between `expected` and the next
+    /// sequence number) are read back from the journal there first, a bounded batch at a
+    /// time. A delivery whose processing panics is reported and marked too: replaying it
+    /// would panic again. On shutdown the delivery in flight finishes and the rest stay
+    /// journalled. The sequence number expected next comes back, `None` to stop.
+    async fn process(
+        &mut self,
+        batch: Vec<Journalled>,
+        read_back: Option<PathBuf>,
+        expected: u64,
+        stop: &Arc<AtomicBool>,
+        shutdown: &mut Shutdown,
+    ) -> Option<u64> {
         let pipeline = Arc::clone(&self.pipeline);
         let events = self.events.clone();
-        let finished = self
-            .worker
-            .run(move || {
-                let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
-                if catch_unwind(AssertUnwindSafe(|| pipeline.process(&item))).is_err() {
+        let stopping = Arc::clone(stop);
+        let job = self.worker.run(move || {
+            let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut processed = Vec::with_capacity(batch.len());
+            let mut expected = expected;
+            let mut process = |item: &Journalled, processed: &mut Vec<u64>| {
+                if catch_unwind(AssertUnwindSafe(|| pipeline.process(item))).is_err() {
                     events.emit(
                         LogEvent::error("dispatch.error")
                             .field("error", "processing panicked")
@@ -153,29 +162,60 @@ impl Processor {
                             .field("will_retry", false),
                     );
                 }
-                // Its lines are in the log before it is marked processed.
-                events.flush();
-            })
-            .await;
-        if finished.is_none() {
+                processed.push(item.seq);
+            };
+            for item in &batch {
+                if let Some(dir) = &read_back {
+                    while expected < item.seq && !stopping.load(Ordering::Relaxed) {
+                        let missed = read_from(dir, expected);
+                        if missed.is_empty() {
+                            break; // unreadable; the next start replays what is left
+                        }
+                        for missed in missed {
+                            if stopping.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            expected = missed.seq + 1;
+                            process(&missed, &mut processed);
+                        }
+                    }
+                    if item.seq < expected {
+                        continue; // already read back from the journal
+                    }
+                }
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                expected = item.seq + 1;
+                process(item, &mut processed);
+            }
+            events.flush();
+            (processed, expected)
+        });
+        tokio::pin!(job);
+        let finished = tokio::select! {
+            biased;
+            finished = &mut job => finished,
+            () = shutdown.recv() => {
+                // Let the delivery in flight finish; the rest stay journalled.
+                stop.store(true, Ordering::Relaxed);
+                job.await
+            }
+        };
+        let Some((processed, next)) = finished else {
             tracing::error!("the processing thread was lost");
-        }
-        let _ = self.journal.send(JournalRequest::Processed(seq)).await;
+            return None;
+        };
+        let _ = self.journal.send(JournalRequest::Processed(processed)).await;
+        (!stop.load(Ordering::Relaxed)).then_some(next)
     }
+}
 
-    /// The next journalled deliveries from sequence number `from` on (a bounded batch).
-    async fn read_back(&self, from: u64) -> Vec<Journalled> {
-        let dir = self.inbox_dir.clone();
-        match self.worker.run(move || inbox::read_from(&dir, from, READ_BACK_BATCH)).await {
-            Some(Ok(missed)) => missed,
-            Some(Err(err)) => {
-                tracing::error!(error = %err, "cannot read deliveries back from the inbox journal");
-                Vec::new()
-            }
-            None => {
-                tracing::error!("the processing thread was lost");
-                Vec::new()
-            }
-        }
-    }
+/// The next journalled deliveries from sequence number `from` on (a bounded batch; none
+/// when the journal cannot be read).
+fn read_from(dir: &std::path::Path, from: u64) -> Vec<Journalled> {
+    inbox::read_from(dir, from, READ_BACK_BATCH).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "cannot read deliveries back from the inbox journal");
+        Vec::new()
+    })
 }

@@ -39,8 +39,13 @@ GRAPHQL_FIELDS = {
     "PullRequest": ["id", "number", "title", "url", "state", "repository", "closingIssuesReferences"],
     "Issue": ["id", "number", "title", "url", "state", "repository"],
     "IssueConnection": ["nodes", "totalCount"],
+    "Mutation": ["addReaction"],
+    "AddReactionPayload": ["reaction", "subject"],
+    "Reaction": ["content", "id"],
+    "Reactable": ["id"],
 }
-GRAPHQL_ENUMS = ["IssueState", "PullRequestState"]
+GRAPHQL_INPUTS = {"AddReactionInput": ["clientMutationId", "content", "subjectId"]}
+GRAPHQL_ENUMS = ["IssueState", "PullRequestState", "ReactionContent"]
 
 OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/issues"),
@@ -149,9 +154,12 @@ def trim_graphql(schema):
         if missing:
             raise SystemExit(f"GitHub's schema lost {name}.{sorted(missing)}")
         out.append({"kind": t["kind"], "name": name, "fields": kept})
+    for name, fields in GRAPHQL_INPUTS.items():
+        kept = [{"name": f["name"], "type": strip_type(f["type"])} for f in types[name]["inputFields"] if f["name"] in fields]
+        out.append({"kind": "INPUT_OBJECT", "name": name, "inputFields": kept})
     for name in GRAPHQL_ENUMS:
         out.append({"kind": "ENUM", "name": name, "enumValues": [{"name": v["name"]} for v in types[name]["enumValues"]]})
-    return {"queryType": schema["queryType"], "types": out}
+    return {"queryType": schema["queryType"], "mutationType": schema["mutationType"], "types": out}
 
 
 def main():

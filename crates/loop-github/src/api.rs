@@ -24,6 +24,8 @@ use crate::token::TokenSource;
 const LINKED_ISSUES_BATCH: usize = 50;
 /// How many closing references are read per pull request.
 const LINKED_ISSUES_PER_PR: usize = 25;
+/// The reaction mutation; subject and content are variables, never spliced in.
+const ADD_REACTION: &str = "mutation AddReaction($subjectId: ID!, $content: ReactionContent!) { addReaction(input: {subjectId: $subjectId, content: $content}) { reaction { content } subject { id } } }";
 
 /// Whether a work item is an issue or a pull request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +144,10 @@ pub struct PostedComment {
 /// What a reaction is put on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReactionTarget {
+    /// Any reactable subject by its GraphQL node id (`IC_…`, `PRR_…`, `PRRC_…`, `I_…`,
+    /// `PR_…`): the one way that reaches every surface, a pull-request review included
+    /// (it has no REST reactions endpoint).
+    Node(String),
     /// The issue or pull request itself.
     Item(WorkItemRef),
     /// A conversation comment (numeric id).
@@ -175,6 +181,20 @@ impl Reaction {
             Reaction::Hooray => "hooray",
             Reaction::Rocket => "rocket",
             Reaction::Eyes => "eyes",
+        }
+    }
+
+    /// The GraphQL `ReactionContent` spelling (`THUMBS_UP`, `EYES`, …).
+    pub fn as_graphql(self) -> &'static str {
+        match self {
+            Reaction::ThumbsUp => "THUMBS_UP",
+            Reaction::ThumbsDown => "THUMBS_DOWN",
+            Reaction::Laugh => "LAUGH",
+            Reaction::Confused => "CONFUSED",
+            Reaction::Heart => "HEART",
+            Reaction::Hooray => "HOORAY",
+            Reaction::Rocket => "ROCKET",
+            Reaction::Eyes => "EYES",
         }
     }
 }
@@ -459,15 +479,20 @@ impl GithubClient {
         Ok(PostedComment { id: raw.id, node_id: raw.node_id, html_url: raw.html_url })
     }
 
-    /// Adds a reaction: `POST /repos/{owner}/{repo}/issues/{issue_number}/reactions`,
+    /// Adds a reaction. A node id goes through the GraphQL mutation
+    /// `addReaction(input: {subjectId, content})`; the numeric targets through
+    /// `POST /repos/{owner}/{repo}/issues/{issue_number}/reactions`,
     /// `…/issues/comments/{comment_id}/reactions` or `…/pulls/comments/{comment_id}/reactions`.
-    /// Reacting twice with the same content is harmless (GitHub answers 200).
+    /// Reacting twice with the same content is harmless (GitHub keeps one).
     pub async fn add_reaction(
         &self,
         target: &ReactionTarget,
         reaction: Reaction,
     ) -> Result<(), GithubError> {
         let url = match target {
+            ReactionTarget::Node(subject) => {
+                return self.add_reaction_by_node(subject, reaction).await;
+            }
             ReactionTarget::Item(item) => self.item_url(item, "/issues", "/reactions")?,
             ReactionTarget::IssueComment { repo, id } => {
                 self.check_host(&repo.to_string(), repo)?;
@@ -483,6 +508,47 @@ impl GithubClient {
         let added: RawReaction = decode_bytes(&url, &answer.body)?;
         if added.content != reaction.as_str() {
             let reason = format!("asked for `{}`, got `{}`", reaction.as_str(), added.content);
+            return Err(malformed(&url, &reason));
+        }
+        Ok(())
+    }
+
+    /// `mutation { addReaction(input: {subjectId, content}) { reaction { content } } }`.
+    /// A GraphQL error (an unknown or unreactable subject answers `NOT_FOUND`) is an error;
+    /// so is an answer naming another content than the one asked for.
+    async fn add_reaction_by_node(
+        &self,
+        subject: &str,
+        reaction: Reaction,
+    ) -> Result<(), GithubError> {
+        let url = self.transport.endpoints().graphql.to_string();
+        let body = json!({
+            "query": ADD_REACTION,
+            "variables": { "subjectId": subject, "content": reaction.as_graphql() },
+        });
+        // Idempotent: the same content by the same user is kept once.
+        let answer = self.transport.post(&url, &body, Resource::Graphql, true).await?;
+        let response: Value = decode_bytes(&url, &answer.body)?;
+        if let Some(errors) = response.get("errors").and_then(Value::as_array) {
+            let kind = |e: &Value| e.get("type").and_then(Value::as_str).map(str::to_owned);
+            let messages: Vec<&str> = errors
+                .iter()
+                .map(|e| e.get("message").and_then(Value::as_str).unwrap_or("unnamed error"))
+                .collect();
+            if errors.iter().any(|e| kind(e).as_deref() == Some("NOT_FOUND")) {
+                return Err(GithubError::NotFound { url: format!("graphql node {subject}") });
+            }
+            return Err(malformed(&url, &format!("GraphQL errors: {}", messages.join("; "))));
+        }
+        let added: RawAddReaction = response
+            .get("data")
+            .and_then(|d| d.get("addReaction"))
+            .cloned()
+            .ok_or_else(|| malformed(&url, "no `data.addReaction` object"))
+            .and_then(|v| decode_value(&url, v))?;
+        if added.reaction.content != reaction.as_graphql() {
+            let reason =
+                format!("asked for `{}`, got `{}`", reaction.as_graphql(), added.reaction.content);
             return Err(malformed(&url, &reason));
         }
         Ok(())
@@ -784,6 +850,12 @@ struct RawReviewComment {
 #[derive(Debug, Deserialize)]
 struct RawReaction {
     content: String,
+}
+
+/// `addReaction`'s payload (a null reaction is malformed: nothing was added).
+#[derive(Debug, Deserialize)]
+struct RawAddReaction {
+    reaction: RawReaction,
 }
 
 #[derive(Debug, Deserialize)]

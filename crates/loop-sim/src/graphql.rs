@@ -7,11 +7,17 @@
 //! `id`, `number`, `title`, `url`, `state`, `name`, `nameWithOwner`, `owner { login }`.
 //! Unknown fields and missing objects answer like GitHub: an `errors` entry (with
 //! `type: NOT_FOUND` for a missing object) and `null` data at that path.
+//!
+//! One mutation is served: `addReaction(input: {subjectId, content})`, which records the
+//! reaction on whatever the node id names (issue, pull request, conversation comment,
+//! review, inline comment) exactly as the REST endpoints do, by the token's user, so
+//! tests read it back from [`World`] (`GET /_sim/world`).
 
+use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use crate::shapes::Urls;
-use crate::world::{Item, Repo, World, node_id};
+use crate::world::{Action, Item, Repo, World, node_id};
 
 /// A field of a query: `alias: name(args) { selection }`.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,12 +28,38 @@ pub struct Field {
     pub selection: Vec<Field>,
 }
 
-/// An argument value: a literal or a `$variable`.
+/// An argument value: a literal, an enum value, an input object or a `$variable`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arg {
     Int(i64),
     Str(String),
+    Enum(String),
+    Object(Vec<(String, Arg)>),
     Var(String),
+}
+
+/// Which root type a document's fields are selected on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Query,
+    Mutation,
+}
+
+impl Operation {
+    /// The schema's name for the root type (`Query`, `Mutation`).
+    pub fn root_type(self) -> &'static str {
+        match self {
+            Self::Query => "Query",
+            Self::Mutation => "Mutation",
+        }
+    }
+}
+
+/// A parsed document: one operation and its top-level fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub operation: Operation,
+    pub fields: Vec<Field>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,12 +141,17 @@ impl Parser {
         }
     }
 
-    /// `query Name($a: T!, …) { … }` or a bare `{ … }`.
-    fn document(&mut self) -> Result<Vec<Field>, String> {
+    /// `query Name($a: T!, …) { … }`, `mutation Name(…) { … }` or a bare `{ … }`.
+    fn document(&mut self) -> Result<Document, String> {
+        let mut operation = Operation::Query;
         if let Some(Token::Name(word)) = self.peek() {
-            if word != "query" {
-                return Err(format!("only queries are supported, not `{word}`"));
-            }
+            operation = match word.as_str() {
+                "query" => Operation::Query,
+                "mutation" => Operation::Mutation,
+                other => {
+                    return Err(format!("only queries and mutations are supported, not `{other}`"));
+                }
+            };
             self.next();
             if let Some(Token::Name(_)) = self.peek() {
                 self.next();
@@ -124,7 +161,30 @@ impl Parser {
                 while !matches!(self.next(), Some(Token::Punct(')')) | None) {}
             }
         }
-        self.selection()
+        Ok(Document { operation, fields: self.selection()? })
+    }
+
+    /// `name: value, …` up to `close` (the opening bracket already read).
+    fn arguments(&mut self, close: char) -> Result<Vec<(String, Arg)>, String> {
+        let mut args = Vec::new();
+        loop {
+            match self.next() {
+                Some(Token::Punct(p)) if p == close => return Ok(args),
+                Some(Token::Name(arg)) => {
+                    self.expect(':')?;
+                    let value = match self.next() {
+                        Some(Token::Int(n)) => Arg::Int(n),
+                        Some(Token::Str(s)) => Arg::Str(s),
+                        Some(Token::Var(v)) => Arg::Var(v),
+                        Some(Token::Name(value)) => Arg::Enum(value),
+                        Some(Token::Punct('{')) => Arg::Object(self.arguments('}')?),
+                        other => return Err(format!("unsupported argument value {other:?}")),
+                    };
+                    args.push((arg, value));
+                }
+                other => return Err(format!("expected an argument, found {other:?}")),
+            }
+        }
     }
 
     fn selection(&mut self) -> Result<Vec<Field>, String> {
@@ -143,32 +203,12 @@ impl Parser {
                     } else {
                         (first.clone(), first)
                     };
-                    let mut args = Vec::new();
-                    if self.peek() == Some(&Token::Punct('(')) {
+                    let args = if self.peek() == Some(&Token::Punct('(')) {
                         self.next();
-                        loop {
-                            match self.next() {
-                                Some(Token::Punct(')')) => break,
-                                Some(Token::Name(arg)) => {
-                                    self.expect(':')?;
-                                    let value = match self.next() {
-                                        Some(Token::Int(n)) => Arg::Int(n),
-                                        Some(Token::Str(s)) => Arg::Str(s),
-                                        Some(Token::Var(v)) => Arg::Var(v),
-                                        other => {
-                                            return Err(format!(
-                                                "unsupported argument value {other:?}"
-                                            ));
-                                        }
-                                    };
-                                    args.push((arg, value));
-                                }
-                                other => {
-                                    return Err(format!("expected an argument, found {other:?}"));
-                                }
-                            }
-                        }
-                    }
+                        self.arguments(')')?
+                    } else {
+                        Vec::new()
+                    };
                     let selection = if self.peek() == Some(&Token::Punct('{')) {
                         self.selection()?
                     } else {
@@ -182,35 +222,167 @@ impl Parser {
     }
 }
 
-/// Parses a query document into its top-level fields (the contract tests walk them
-/// against GitHub's schema).
-pub fn parse(query: &str) -> Result<Vec<Field>, String> {
+/// Parses a document into its operation and top-level fields (the contract tests walk
+/// them against GitHub's schema).
+pub fn parse(query: &str) -> Result<Document, String> {
     tokenize(query).and_then(|tokens| Parser { tokens, at: 0 }.document())
 }
 
-/// Answers a GraphQL request body (`{"query": …, "variables": …}`) like GitHub would.
-pub fn answer(world: &World, urls: &Urls, request: &Value) -> Value {
+/// Answers a GraphQL request body (`{"query": …, "variables": …}`) like GitHub would; a
+/// mutation acts on `world` as `viewer` (the token's user) at `now`.
+pub fn answer(
+    world: &mut World,
+    now: Timestamp,
+    viewer: &str,
+    urls: &Urls,
+    request: &Value,
+) -> Value {
     let Some(query) = request.get("query").and_then(Value::as_str) else {
         return json!({ "errors": [{ "message": "A query attribute must be specified and must be a string." }] });
     };
     let variables = request.get("variables").cloned().unwrap_or(Value::Null);
-    let fields = match parse(query) {
-        Ok(fields) => fields,
+    let document = match parse(query) {
+        Ok(document) => document,
         Err(reason) => {
             return json!({ "errors": [{ "message": format!("Parse error: {reason}") }] });
         }
     };
-    let mut eval = Eval { world, urls, variables: &variables, errors: Vec::new() };
     let mut data = Map::new();
-    for field in &fields {
-        let value = eval.root(field);
+    let mut errors = Vec::new();
+    for field in &document.fields {
+        let value = match document.operation {
+            Operation::Query => {
+                let mut eval =
+                    Eval { world: &*world, urls, variables: &variables, errors: Vec::new() };
+                let value = eval.root(field);
+                errors.append(&mut eval.errors);
+                value
+            }
+            Operation::Mutation => {
+                let mutation = Mutation { variables: &variables, viewer, now };
+                match mutation.run(world, field) {
+                    Ok(value) => value,
+                    Err(error) => {
+                        errors.push(error);
+                        Value::Null
+                    }
+                }
+            }
+        };
         data.insert(field.alias.clone(), value);
     }
     let mut answer = json!({ "data": data });
-    if !eval.errors.is_empty() {
-        answer["errors"] = Value::Array(eval.errors);
+    if !errors.is_empty() {
+        answer["errors"] = Value::Array(errors);
     }
     answer
+}
+
+/// Resolves an argument against the request's variables.
+fn resolve(arg: &Arg, variables: &Value) -> Option<Value> {
+    match arg {
+        Arg::Int(n) => Some(json!(n)),
+        Arg::Str(s) | Arg::Enum(s) => Some(json!(s)),
+        Arg::Var(v) => variables.get(v).cloned(),
+        Arg::Object(fields) => Some(Value::Object(
+            fields
+                .iter()
+                .filter_map(|(name, arg)| Some((name.clone(), resolve(arg, variables)?)))
+                .collect(),
+        )),
+    }
+}
+
+/// The mutations the simulator serves.
+struct Mutation<'a> {
+    variables: &'a Value,
+    viewer: &'a str,
+    now: Timestamp,
+}
+
+impl Mutation<'_> {
+    /// Runs one mutation field; `Err` is its GraphQL error (its data is then null).
+    fn run(&self, world: &mut World, field: &Field) -> Result<Value, Value> {
+        if field.name != "addReaction" {
+            return Err(json!({
+                "message": format!("Field '{}' doesn't exist on type 'Mutation'", field.name),
+                "extensions": { "code": "undefinedField", "typeName": "Mutation", "fieldName": field.name }
+            }));
+        }
+        let input = field
+            .args
+            .iter()
+            .find(|(name, _)| name == "input")
+            .and_then(|(_, arg)| resolve(arg, self.variables))
+            .unwrap_or(Value::Null);
+        let text = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
+        let (Some(subject_id), Some(content)) = (text("subjectId"), text("content")) else {
+            return Err(json!({
+                "message": "Argument 'input' on Field 'addReaction' has an invalid value: subjectId and content are required.",
+                "extensions": { "code": "argumentLiteralsIncompatible" }
+            }));
+        };
+        let Some(rest) = rest_content(&content) else {
+            return Err(json!({
+                "message": format!("Argument 'content' on InputObject 'AddReactionInput' has an invalid value ({content}). Expected type 'ReactionContent!'."),
+                "extensions": { "code": "argumentLiteralsIncompatible" }
+            }));
+        };
+        let not_found = || {
+            json!({
+                "type": "NOT_FOUND",
+                "path": [field.alias],
+                "message": format!("Could not resolve to a node with the global id of '{subject_id}'"),
+            })
+        };
+        let target = world.reaction_subject(&subject_id).ok_or_else(not_found)?;
+        let action =
+            Action::React { target, actor: self.viewer.to_owned(), content: rest.to_owned() };
+        // A reaction causes no webhook, so nothing is lost by applying it here.
+        let (outcome, _no_happenings) = world.apply(action, self.now).map_err(|_| not_found())?;
+        let reaction_id = node_id("REA", outcome.id.unwrap_or_default());
+        let mut out = Map::new();
+        for sub in &field.selection {
+            let value = match sub.name.as_str() {
+                "clientMutationId" => text("clientMutationId").map_or(Value::Null, Value::from),
+                "reaction" => {
+                    pick(&sub.selection, &[("content", json!(content)), ("id", json!(reaction_id))])
+                }
+                "subject" => pick(&sub.selection, &[("id", json!(subject_id))]),
+                _ => Value::Null,
+            };
+            out.insert(sub.alias.clone(), value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// An object of the `selection`'s fields, each from `known` (null when not known).
+fn pick(selection: &[Field], known: &[(&str, Value)]) -> Value {
+    Value::Object(
+        selection
+            .iter()
+            .map(|f| {
+                let value = known.iter().find(|(name, _)| *name == f.name).map(|(_, v)| v.clone());
+                (f.alias.clone(), value.unwrap_or(Value::Null))
+            })
+            .collect(),
+    )
+}
+
+/// The REST spelling of a GraphQL `ReactionContent`.
+fn rest_content(content: &str) -> Option<&'static str> {
+    Some(match content {
+        "THUMBS_UP" => "+1",
+        "THUMBS_DOWN" => "-1",
+        "LAUGH" => "laugh",
+        "CONFUSED" => "confused",
+        "HEART" => "heart",
+        "HOORAY" => "hooray",
+        "ROCKET" => "rocket",
+        "EYES" => "eyes",
+        _ => return None,
+    })
 }
 
 struct Eval<'a> {
@@ -223,11 +395,7 @@ struct Eval<'a> {
 impl Eval<'_> {
     fn arg(&self, field: &Field, name: &str) -> Option<Value> {
         let (_, arg) = field.args.iter().find(|(n, _)| n == name)?;
-        match arg {
-            Arg::Int(n) => Some(json!(n)),
-            Arg::Str(s) => Some(json!(s)),
-            Arg::Var(v) => self.variables.get(v).cloned(),
-        }
+        resolve(arg, self.variables)
     }
 
     fn unknown(&mut self, field: &Field, on: &str) -> Value {
@@ -374,19 +542,67 @@ mod tests {
     #[test]
     fn parses_aliases_arguments_and_nesting() {
         let tokens = tokenize("query Q($o: String!) { r0: repository(owner: $o, name: \"app\") { p1: pullRequest(number: 1) { id } } }").unwrap();
-        let fields = Parser { tokens, at: 0 }.document().unwrap();
+        let document = Parser { tokens, at: 0 }.document().unwrap();
+        assert_eq!(document.operation, Operation::Query);
+        let fields = document.fields;
         assert_eq!(fields[0].alias, "r0");
         assert_eq!(fields[0].args[0], ("owner".to_owned(), Arg::Var("o".to_owned())));
         assert_eq!(fields[0].selection[0].selection[0].name, "id");
     }
 
     #[test]
-    fn mutations_and_garbage_are_refused_with_an_error() {
-        let world = World::new(jiff::Timestamp::UNIX_EPOCH);
+    fn unknown_mutations_unknown_subjects_and_garbage_are_refused_with_an_error() {
+        let mut world = World::new(Timestamp::UNIX_EPOCH);
         let urls = Urls { api: "http://x".into(), web: "https://github.com".into() };
-        for query in ["mutation { x }", "{ repository(owner: @) { id } }"] {
-            let answer = answer(&world, &urls, &json!({ "query": query }));
+        let unknown_subject = "mutation { addReaction(input: {subjectId: \"IC_kwDOSim0000000001\", content: EYES}) { reaction { content } } }";
+        for query in [
+            "mutation { x }",
+            "subscription { x }",
+            "{ repository(owner: @) { id } }",
+            unknown_subject,
+        ] {
+            let answer =
+                answer(&mut world, Timestamp::UNIX_EPOCH, "me", &urls, &json!({ "query": query }));
             assert!(answer["errors"][0]["message"].is_string(), "{query}: {answer}");
         }
+    }
+
+    #[test]
+    fn add_reaction_records_the_reaction_on_the_review_its_node_id_names() {
+        let mut world = World::new(Timestamp::UNIX_EPOCH);
+        let now = Timestamp::UNIX_EPOCH;
+        let urls = Urls { api: "http://x".into(), web: "https://github.com".into() };
+        world.apply(Action::CreateRepo { repo: "o/a".into() }, now).unwrap();
+        let pr = Action::OpenPullRequest {
+            repo: "o/a".into(),
+            author: "ann".into(),
+            title: "t".into(),
+            body: String::new(),
+            head_ref: "b".into(),
+            labels: Vec::new(),
+        };
+        let number = world.apply(pr, now).unwrap().0.number.unwrap();
+        let review = Action::Review {
+            repo: "o/a".into(),
+            number,
+            author: "ann".into(),
+            state: crate::world::ReviewState::Commented,
+            body: "looks fine".into(),
+            comments: Vec::new(),
+        };
+        let subject = world.apply(review, now).unwrap().0.node_id.unwrap();
+        let request = json!({
+            "query": "mutation M($s: ID!, $c: ReactionContent!) { addReaction(input: {subjectId: $s, content: $c}) { reaction { content } subject { id } } }",
+            "variables": { "s": subject, "c": "HOORAY" },
+        });
+        let answer = answer(&mut world, now, "me", &urls, &request);
+        assert_eq!(
+            answer,
+            json!({ "data": { "addReaction": {
+            "reaction": { "content": "HOORAY" }, "subject": { "id": subject } } } })
+        );
+        let item = world.item("o/a", number).unwrap();
+        let reactions = &item.pull.as_ref().unwrap().reviews[0].reactions;
+        assert_eq!((reactions[0].user.as_str(), reactions[0].content.as_str()), ("me", "hooray"));
     }
 }

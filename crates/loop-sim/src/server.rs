@@ -724,8 +724,15 @@ async fn answer(
         match serde_json::from_slice::<Value>(body) {
             Ok(request) => {
                 lock(&state.graphql_requests).push(request.clone());
-                let world = lock(&state.world);
-                Reply::ok(graphql::answer(&world, &state.urls(""), &request))
+                let mut world = lock(&state.world);
+                let viewer = state.settings.viewer.clone();
+                Reply::ok(graphql::answer(
+                    &mut world,
+                    state.now(),
+                    &viewer,
+                    &state.urls(""),
+                    &request,
+                ))
             }
             Err(_) => Reply::error(StatusCode::BAD_REQUEST, "Problems parsing JSON"),
         }

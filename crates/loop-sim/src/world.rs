@@ -137,9 +137,23 @@ impl ReviewState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ReactionSubject {
-    Item { repo: String, number: u64 },
-    IssueComment { repo: String, id: u64 },
-    ReviewComment { repo: String, id: u64 },
+    Item {
+        repo: String,
+        number: u64,
+    },
+    IssueComment {
+        repo: String,
+        id: u64,
+    },
+    ReviewComment {
+        repo: String,
+        id: u64,
+    },
+    /// A submitted pull-request review (GraphQL only: REST has no endpoint for it).
+    Review {
+        repo: String,
+        id: u64,
+    },
 }
 
 /// What an action produced: the number, id and node id of what it created, if anything.
@@ -232,6 +246,7 @@ pub struct Review {
     pub state: ReviewState,
     /// `None` while pending.
     pub submitted_at: Option<Timestamp>,
+    pub reactions: Vec<Reaction>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -493,6 +508,7 @@ impl World {
                     body,
                     state,
                     submitted_at: (!pending).then_some(at),
+                    reactions: Vec::new(),
                 });
                 let mut happenings = Vec::new();
                 if !pending {
@@ -681,6 +697,55 @@ impl World {
             .ok_or_else(|| WorldError::NoComment { repo: repo.to_owned(), id })
     }
 
+    /// Finds a submitted review by id: the pull request number.
+    fn review(&self, repo: &str, id: u64) -> Result<u64, WorldError> {
+        self.repo(repo)?
+            .items
+            .values()
+            .find(|item| {
+                item.pull.as_ref().is_some_and(|p| {
+                    p.reviews.iter().any(|r| r.id == id && r.submitted_at.is_some())
+                })
+            })
+            .map(|item| item.number)
+            .ok_or_else(|| WorldError::NoComment { repo: repo.to_owned(), id })
+    }
+
+    /// What a GraphQL node id names, when it is something reactions go on: an issue
+    /// (`I_`), a pull request (`PR_`), a conversation comment (`IC_`), a submitted review
+    /// (`PRR_`) or an inline review comment (`PRRC_`).
+    pub fn reaction_subject(&self, node: &str) -> Option<ReactionSubject> {
+        let (prefix, id) = node.split_once("_kwDOSim")?;
+        let id: u64 = id.parse().ok()?;
+        if node_id(prefix, id) != node {
+            return None;
+        }
+        self.repos.values().find_map(|repo| {
+            let name = repo.full_name();
+            repo.items.values().find_map(|item| {
+                let pull = item.pull.as_ref();
+                match prefix {
+                    "I" | "PR" => (item.id == id && pull.is_some() == (prefix == "PR"))
+                        .then(|| ReactionSubject::Item { repo: name.clone(), number: item.number }),
+                    "IC" => item
+                        .comments
+                        .iter()
+                        .any(|c| c.id == id)
+                        .then(|| ReactionSubject::IssueComment { repo: name.clone(), id }),
+                    "PRR" => pull
+                        .is_some_and(|p| {
+                            p.reviews.iter().any(|r| r.id == id && r.submitted_at.is_some())
+                        })
+                        .then(|| ReactionSubject::Review { repo: name.clone(), id }),
+                    "PRRC" => pull
+                        .is_some_and(|p| p.review_comments.iter().any(|c| c.id == id))
+                        .then(|| ReactionSubject::ReviewComment { repo: name.clone(), id }),
+                    _ => None,
+                }
+            })
+        })
+    }
+
     #[allow(clippy::too_many_arguments, reason = "one place builds issues and pull requests alike")]
     fn open_item(
         &mut self,
@@ -783,6 +848,15 @@ impl World {
                     .iter_mut()
                     .find(|c| c.id == *id)
                     .map(|c| &mut c.reactions)
+                    .ok_or_else(|| WorldError::NoComment { repo: repo.clone(), id: *id })
+            }
+            ReactionSubject::Review { repo, id } => {
+                let number = self.review(repo, *id)?;
+                let item = self.item_mut(repo, number)?;
+                item.pull
+                    .as_mut()
+                    .and_then(|p| p.reviews.iter_mut().find(|r| r.id == *id))
+                    .map(|r| &mut r.reactions)
                     .ok_or_else(|| WorldError::NoComment { repo: repo.clone(), id: *id })
             }
             ReactionSubject::ReviewComment { repo, id } => {

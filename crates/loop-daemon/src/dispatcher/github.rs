@@ -61,6 +61,7 @@ impl Dispatcher {
             return None;
         }
         let target = reaction_target(event)?;
+        let kind = target_kind(event, &target);
         let (started, completed, error) = (reactions.started, reactions.completed, reactions.error);
         let (outcome_tx, outcome) = oneshot::channel();
         let dispatcher = self.clone();
@@ -74,8 +75,7 @@ impl Dispatcher {
                 async move {
                     let Some(reaction) = reaction.map(to_github) else { return };
                     let line = match github.add_reaction(&target, reaction).await {
-                        Ok(()) => loop_store::Event::debug("reaction.added")
-                            .field("target", target_kind(&target)),
+                        Ok(()) => loop_store::Event::debug("reaction.added").field("target", kind),
                         Err(err) => loop_store::Event::warning("reaction.failed")
                             .field("error", err.to_string()),
                     };
@@ -148,29 +148,51 @@ pub fn announcement(
     mark_self_authored(&body)
 }
 
-/// What a reaction goes on (reference §7): the comment by its numeric id (an inline
-/// review comment under `pulls/`), else the issue or pull request itself (a review
-/// reacts on its PR). A comment id that is not numeric gets no reaction at all.
+/// What a reaction goes on (reference §7, by node id first): the comment, review or
+/// inline comment by its GraphQL node id — both ingresses carry one, and it is the only
+/// address a review has (REST has no reactions endpoint for reviews). REST is the
+/// fallback only when no node id is there: a conversation or inline comment by its
+/// numeric id, else the issue or pull request itself (the event carries no node id for
+/// the item; a review without one reacts on its PR). A comment id that is neither
+/// numeric nor node-id-shaped gets no reaction at all.
 pub fn reaction_target(event: &Event) -> Option<ReactionTarget> {
     let repo = event.repository.clone()?;
-    if let Some(comment) = &event.comment
-        && comment.surface != Surface::Review
-        && let Some(id) = &comment.id
-    {
-        let id: u64 = id.parse().ok()?;
-        return Some(match comment.surface {
-            Surface::Inline => ReactionTarget::ReviewComment { repo, id },
-            _ => ReactionTarget::IssueComment { repo, id },
-        });
+    if let Some(comment) = &event.comment {
+        if let Some(node) = comment.node_id.as_deref().filter(|node| is_node_id(node)) {
+            return Some(ReactionTarget::Node(node.to_owned()));
+        }
+        if let Some(id) = &comment.id {
+            match (id.parse::<u64>(), comment.surface) {
+                (Ok(_), Surface::Review) => {}
+                (Ok(id), Surface::Inline) => {
+                    return Some(ReactionTarget::ReviewComment { repo, id });
+                }
+                (Ok(id), Surface::Conversation) => {
+                    return Some(ReactionTarget::IssueComment { repo, id });
+                }
+                // The poll path's ids are node ids.
+                (Err(_), _) if is_node_id(id) => return Some(ReactionTarget::Node(id.clone())),
+                (Err(_), _) => return None,
+            }
+        }
     }
     let number = event.entity.as_ref()?.number?;
     Some(ReactionTarget::Item(repo.item(number)))
 }
 
-fn target_kind(target: &ReactionTarget) -> &'static str {
-    match target {
-        ReactionTarget::Item(_) => "item",
-        ReactionTarget::IssueComment { .. } | ReactionTarget::ReviewComment { .. } => "comment",
+/// GitHub's node-id alphabet (reference §7: `^[A-Za-z0-9_=+/-]+$`).
+fn is_node_id(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_=+/-".contains(&b))
+}
+
+/// The `target` field of `reaction.added`: what was reacted on.
+fn target_kind(event: &Event, target: &ReactionTarget) -> &'static str {
+    match (target, &event.comment) {
+        (ReactionTarget::Item(_), _) | (ReactionTarget::Node(_), None) => {
+            if event.pull_request().is_some() { "pull-request" } else { "issue" }
+        }
+        (_, Some(comment)) if comment.surface == Surface::Review => "review",
+        _ => "comment",
     }
 }
 
@@ -204,7 +226,38 @@ mod tests {
     }
 
     #[test]
-    fn a_review_reacts_on_its_pull_request_and_a_hostile_comment_id_gets_nothing() {
+    fn a_node_id_is_the_target_and_rest_only_the_fallback() {
+        let review = Event::from_webhook(
+            "pull_request_review",
+            &json!({"action": "submitted", "repository": {"full_name": "o/a"},
+                    "pull_request": {"number": 7},
+                    "review": {"id": 9, "node_id": "PRR_kw9", "body": "x"}}),
+        );
+        assert_eq!(reaction_target(&review), Some(ReactionTarget::Node("PRR_kw9".into())));
+        let comment = Event::from_webhook(
+            "issue_comment",
+            &json!({"action": "created", "repository": {"full_name": "o/a"},
+                    "issue": {"number": 7}, "comment": {"id": 5, "body": "x"}}),
+        );
+        let repo = comment.repository.clone().expect("a repository");
+        assert_eq!(reaction_target(&comment), Some(ReactionTarget::IssueComment { repo, id: 5 }));
+        let hostile_node = Event::from_webhook(
+            "issue_comment",
+            &json!({"action": "created", "repository": {"full_name": "o/a"},
+                    "issue": {"number": 7},
+                    "comment": {"id": 5, "node_id": "IC_$(rm)", "body": "x"}}),
+        );
+        let repo = hostile_node.repository.clone().expect("a repository");
+        assert_eq!(
+            reaction_target(&hostile_node),
+            Some(ReactionTarget::IssueComment { repo, id: 5 }),
+            "a node id outside GitHub's alphabet is not used; the numeric id is"
+        );
+    }
+
+    #[test]
+    fn a_review_without_a_node_id_reacts_on_its_pull_request_and_a_hostile_comment_id_gets_nothing()
+    {
         let review = Event::from_webhook(
             "pull_request_review",
             &json!({"action": "submitted", "repository": {"full_name": "o/a"},

@@ -5,8 +5,9 @@
 //!    operation in the trimmed description is one the client calls (so it stays trimmed).
 //! 2. The simulator's answers for those operations validate against the description's
 //!    response schemas.
-//! 3. The GraphQL query the client sends asks only for fields and arguments GitHub's
-//!    GraphQL schema has (a trimmed copy of `@octokit/graphql-schema`), and the simulator's
+//! 3. The GraphQL query and mutation the client sends ask only for fields and arguments
+//!    GitHub's GraphQL schema has (a trimmed copy of `@octokit/graphql-schema`), their
+//!    input objects and variables have the schema's fields and types, and the simulator's
 //!    answer has the schema's types and nullability.
 //!
 //! OpenAPI 3.0 is not JSON Schema: `nullable: true` is its own keyword. Before validating,
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use loop_github::{Reaction, ReactionTarget};
 use loop_sim::ReviewState;
-use loop_sim::graphql::Field;
+use loop_sim::graphql::{Arg, Field};
 use serde_json::{Value, json};
 
 use crate::support::{LABEL, REPO, RecordingClock, client, item, repo, sim};
@@ -77,6 +78,8 @@ async fn exercise_every_operation() -> std::sync::Arc<loop_sim::Sim> {
     )
     .await
     .unwrap();
+    let review = thread.iter().find(|c| c.node_id.starts_with("PRR_")).unwrap();
+    gh.add_reaction(&ReactionTarget::Node(review.node_id.clone()), Reaction::Hooray).await.unwrap();
     gh.linked_issues(&[item(pr)]).await.unwrap();
     sim.merge(REPO, pr, "carol").unwrap();
     gh.read_item(&item(issue)).await.unwrap();
@@ -203,11 +206,13 @@ impl GraphqlSchema {
         Self { types }
     }
 
-    /// Checks `fields` (and the answer for them) against object type `on`.
+    /// Checks `fields` (their arguments, with `variables`, and the answer for them)
+    /// against object type `on`.
     fn check_selection(
         &self,
         on: &str,
         fields: &[Field],
+        variables: &Value,
         answer: &Value,
         path: &str,
         problems: &mut Vec<String>,
@@ -232,10 +237,17 @@ impl GraphqlSchema {
                 continue;
             };
             let args = def["args"].as_array().unwrap();
-            for (arg, _) in &field.args {
-                if !args.iter().any(|a| a["name"] == arg.as_str()) {
-                    problems
-                        .push(format!("{here}: `{on}.{}` takes no argument `{arg}`", field.name));
+            for (arg, value) in &field.args {
+                match args.iter().find(|a| a["name"] == arg.as_str()) {
+                    Some(declared) => self.check_input(
+                        &declared["type"],
+                        value,
+                        variables,
+                        &format!("{here}({arg})"),
+                        problems,
+                    ),
+                    None => problems
+                        .push(format!("{here}: `{on}.{}` takes no argument `{arg}`", field.name)),
                 }
             }
             for required in args.iter().filter(|a| a["type"]["kind"] == "NON_NULL") {
@@ -247,6 +259,7 @@ impl GraphqlSchema {
             self.check_value(
                 &def["type"],
                 field,
+                variables,
                 answer.get(&field.alias).unwrap_or(&Value::Null),
                 &here,
                 problems,
@@ -254,10 +267,61 @@ impl GraphqlSchema {
         }
     }
 
+    /// Checks an argument's value (a literal, an input object, or a variable's value)
+    /// against its declared input type.
+    fn check_input(
+        &self,
+        ty: &Value,
+        arg: &Arg,
+        variables: &Value,
+        path: &str,
+        problems: &mut Vec<String>,
+    ) {
+        let value = match arg {
+            Arg::Var(name) => variables.get(name).cloned().unwrap_or(Value::Null),
+            Arg::Int(n) => json!(n),
+            Arg::Str(s) | Arg::Enum(s) => json!(s),
+            Arg::Object(fields) => {
+                let mut ty = ty;
+                while ty["kind"] == "NON_NULL" {
+                    ty = &ty["ofType"];
+                }
+                let Some(input) = self.types.get(ty["name"].as_str().unwrap_or_default()) else {
+                    return problems.push(format!("{path}: no input type {ty}"));
+                };
+                let declared = input["inputFields"].as_array().cloned().unwrap_or_default();
+                for (name, value) in fields {
+                    match declared.iter().find(|d| d["name"] == name.as_str()) {
+                        Some(d) => self.check_input(
+                            &d["type"],
+                            value,
+                            variables,
+                            &format!("{path}.{name}"),
+                            problems,
+                        ),
+                        None => problems.push(format!("{path}: no input field `{name}`")),
+                    }
+                }
+                for required in declared.iter().filter(|d| d["type"]["kind"] == "NON_NULL") {
+                    if !fields.iter().any(|(name, _)| required["name"] == name.as_str()) {
+                        problems.push(format!(
+                            "{path}: required input field {} missing",
+                            required["name"]
+                        ));
+                    }
+                }
+                return;
+            }
+        };
+        let no_selection =
+            Field { alias: String::new(), name: String::new(), args: vec![], selection: vec![] };
+        self.check_value(ty, &no_selection, variables, &value, path, problems);
+    }
     fn check_value(
         &self,
         ty: &Value,
         field: &Field,
+        variables: &Value,
         value: &Value,
         path: &str,
         problems: &mut Vec<String>,
@@ -267,7 +331,7 @@ impl GraphqlSchema {
             if value.is_null() {
                 problems.push(format!("{path}: null where the schema says non-null"));
             }
-            return self.check_value(&ty["ofType"], field, value, path, problems);
+            return self.check_value(&ty["ofType"], field, variables, value, path, problems);
         }
         if value.is_null() {
             return;
@@ -275,9 +339,9 @@ impl GraphqlSchema {
         let name = ty["name"].as_str().unwrap_or_default();
         match kind {
             "LIST" => match value.as_array() {
-                Some(items) => items
-                    .iter()
-                    .for_each(|item| self.check_value(&ty["ofType"], field, item, path, problems)),
+                Some(items) => items.iter().for_each(|item| {
+                    self.check_value(&ty["ofType"], field, variables, item, path, problems)
+                }),
                 None => problems.push(format!("{path}: expected a list")),
             },
             "SCALAR" => {
@@ -297,39 +361,56 @@ impl GraphqlSchema {
                     problems.push(format!("{path}: {value} is not a {name}"));
                 }
             }
-            _ => self.check_selection(name, &field.selection, value, path, problems),
+            _ => self.check_selection(name, &field.selection, variables, value, path, problems),
         }
     }
 }
 
 #[tokio::test]
-async fn the_graphql_query_and_the_simulators_answer_fit_githubs_schema() {
+async fn the_graphql_query_mutation_and_the_simulators_answers_fit_githubs_schema() {
     let sim = exercise_every_operation().await;
     let schema = GraphqlSchema::load();
     let requests = sim.graphql_requests();
-    assert_eq!(requests.len(), 1);
+    assert_eq!(requests.len(), 2, "the linked-issues query and the reaction mutation");
     let http = reqwest::Client::new();
-    let answer = http
-        .post(format!("{}/graphql", sim.url()))
-        .header("User-Agent", "contract-test")
-        .bearer_auth("t")
-        .body(requests[0].to_string())
-        .send()
-        .await
-        .unwrap();
-    let answer: Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
-    assert!(answer.get("errors").is_none(), "{answer}");
-    let fields = loop_sim::graphql::parse(requests[0]["query"].as_str().unwrap()).unwrap();
-    let mut problems = Vec::new();
-    schema.check_selection("Query", &fields, &answer["data"], "data", &mut problems);
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let mut roots = Vec::new();
+    for request in &requests {
+        // Asked again to see the answer; a repeated reaction is kept once, as on GitHub.
+        let answer = http
+            .post(format!("{}/graphql", sim.url()))
+            .header("User-Agent", "contract-test")
+            .bearer_auth("t")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+        assert!(answer.get("errors").is_none(), "{answer}");
+        let document = loop_sim::graphql::parse(request["query"].as_str().unwrap()).unwrap();
+        let root = document.operation.root_type();
+        roots.push(root);
+        let mut problems = Vec::new();
+        let variables = &request["variables"];
+        schema.check_selection(
+            root,
+            &document.fields,
+            variables,
+            &answer["data"],
+            "data",
+            &mut problems,
+        );
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+    roots.sort_unstable();
+    assert_eq!(roots, ["Mutation", "Query"]);
 
     // The check has teeth: a field GitHub does not have, or a wrong type, is caught.
     let mut wrong = Vec::new();
     let bogus = loop_sim::graphql::parse("{ repository(owner: \"o\") { stars } }").unwrap();
     schema.check_selection(
         "Query",
-        &bogus,
+        &bogus.fields,
+        &Value::Null,
         &json!({ "repository": { "stars": "many" } }),
         "data",
         &mut wrong,
@@ -339,6 +420,21 @@ async fn the_graphql_query_and_the_simulators_answer_fit_githubs_schema() {
         vec![
             "data.repository: required argument `name` missing".to_owned(),
             "data.repository.stars: `Repository.stars` is not in GitHub's schema".to_owned(),
+        ]
+    );
+    let mut wrong = Vec::new();
+    let bogus = loop_sim::graphql::parse(
+        "mutation { addReaction(input: {content: SMILE, colour: RED}) { reaction { content } } }",
+    )
+    .unwrap();
+    let answer = json!({ "addReaction": { "reaction": { "content": "EYES" } } });
+    schema.check_selection("Mutation", &bogus.fields, &Value::Null, &answer, "data", &mut wrong);
+    assert_eq!(
+        wrong,
+        vec![
+            "data.addReaction(input).content: \"SMILE\" is not a ReactionContent".to_owned(),
+            "data.addReaction(input): no input field `colour`".to_owned(),
+            "data.addReaction(input): required input field \"subjectId\" missing".to_owned(),
         ]
     );
 }

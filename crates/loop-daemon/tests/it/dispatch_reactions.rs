@@ -1,0 +1,66 @@
+//! Lifecycle reactions by node id (reference §7; seed 002): 👀 when the worker takes the
+//! event, then 🎉 or 😕 from the outcome, through GraphQL `addReaction` on whatever the
+//! node id names — a pull-request review included, which has no REST reactions
+//! endpoint. Best-effort: a failed reaction never changes the dispatch.
+
+use loop_sim::{Fault, FaultKind, ReviewState};
+
+use crate::dispatch_lab::{Lab, OWNER, REPO};
+
+/// The contents of the reactions on a pull request's first review, in order.
+fn reactions_on_review(lab: &Lab, pr: u64) -> Vec<String> {
+    let world = lab.sim.world();
+    let item = world.item(REPO, pr).expect("the pull request");
+    let review = &item.pull.as_ref().expect("a pull request").reviews[0];
+    review.reactions.iter().map(|r| r.content.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_review_gets_eyes_then_hooray_on_the_review_itself() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix it", &format!("Closes #{number}"), "fix-widget", &[])
+        .expect("a pull request");
+    lab.sim
+        .review(REPO, pr, OWNER, ReviewState::ChangesRequested, "please rename the flag", &[])
+        .expect("a review");
+    lab.settle().await;
+
+    assert!(lab.pasted().await.last().expect("pasted").contains("please rename the flag"));
+    assert_eq!(reactions_on_review(&lab, pr), ["eyes", "hooray"]);
+    let added = lab.named("reaction.added");
+    let on_review: Vec<_> = added.iter().filter(|r| r["target"] == "review").collect();
+    assert_eq!(on_review.len(), 2, "{added:#?}");
+    let mutations = lab.sim.graphql_requests();
+    assert!(
+        mutations.iter().any(|r| r["query"].as_str().is_some_and(|q| q.contains("addReaction"))),
+        "reacted through GraphQL: {mutations:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comment_reacts_by_node_id_and_a_failed_reaction_leaves_the_dispatch_alone() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    lab.sim.inject(Fault {
+        kind: FaultKind::ServerError { status: 502 },
+        times: 2,
+        path_contains: Some("graphql".to_owned()),
+    });
+    let comment = lab.comment(number, OWNER, "mind the empty case");
+    lab.settle().await;
+
+    assert!(lab.pasted().await.last().expect("pasted").contains("mind the empty case"));
+    assert!(lab.reactions_on_comment(number, comment).is_empty(), "both reactions failed");
+    let failed = lab.named("reaction.failed");
+    let states: Vec<_> = failed.iter().map(|f| f["state"].as_str().unwrap_or("")).collect();
+    assert_eq!(states, ["started", "completed"], "{failed:#?}");
+    let key = lab.key_of_last("dispatch.succeeded");
+    assert!(failed.iter().all(|f| f["delivery_id"] == key.as_str()), "{failed:#?}");
+
+    let next = lab.comment(number, OWNER, "and the null case");
+    lab.settle().await;
+    assert_eq!(lab.reactions_on_comment(number, next), ["eyes", "hooray"]);
+}

@@ -235,7 +235,13 @@ fn decision_reason(decision: &Decision) -> &'static str {
         Decision::SessionPaused { .. } => "session-paused",
         Decision::AlreadyProcessed { .. } => "already-processed",
         Decision::Queued { .. } => "queued",
-        Decision::Closed => "closed",
+        Decision::Closed { reason }
+        | Decision::AutoClosed { reason, .. }
+        | Decision::KeptOpen { reason, .. } => reason,
+        Decision::Ended { .. } => "ended",
+        Decision::StampFailed { .. } => "stamp-failed",
+        Decision::CleanupDeferred { .. } => "cleanup-deferred",
+        Decision::Reopened { .. } => "reopened",
         Decision::Delivered { .. } => "delivered",
         Decision::Respawned { .. } => "respawned",
         Decision::Spawned { .. } => "spawned",
@@ -381,14 +387,16 @@ mod tests {
     fn dispatcher_decisions_count_by_ledger_effect_and_in_flight_steps_do_not() {
         let metrics = Metrics::new();
         let item: loop_core::WorkItemRef = "github:octo/app#1".parse().unwrap();
-        metrics.decision(&Decision::Closed);
+        metrics.decision(&Decision::Closed { reason: "issue-closed" });
+        metrics.decision(&Decision::Reopened { item: item.clone(), ingress: "poll" });
         metrics.decision(&Decision::SpawnRefused {
             refusal: loop_core::control::SpawnRefusal::AwaitingStart,
         });
         metrics.decision(&Decision::Queued { item, spawn: false });
         metrics.decision(&Decision::Duplicate);
         let text = metrics.render();
-        assert!(text.contains("{outcome=\"done\",reason=\"closed\"} 1\n"), "{text}");
+        assert!(text.contains("{outcome=\"done\",reason=\"issue-closed\"} 1\n"), "{text}");
+        assert!(!text.contains("reopened"), "a closure's steps are not deliveries: {text}");
         assert!(text.contains("{outcome=\"settled\",reason=\"awaiting-start\"} 1\n"), "{text}");
         assert!(
             text.contains("{outcome=\"duplicate\",reason=\"duplicate-delivery\"} 1\n"),

@@ -29,7 +29,7 @@ use serde_json::json;
 
 use crate::dispatcher::decision::Context;
 use crate::dispatcher::records::session_state;
-use crate::dispatcher::{Dispatcher, blocking};
+use crate::dispatcher::{Dispatcher, RosterOutcome, blocking};
 
 /// What a command issued from the CLI came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +115,11 @@ impl Dispatcher {
                     source: ControlSource::Cli,
                     note: None,
                 };
-                let effects = self.edit_roster(&owner, edit, logins, grantor).await;
+                let effects = match self.edit_roster(&owner, edit, logins, grantor).await {
+                    RosterOutcome::Edited(effects) => effects,
+                    // A CLI grant carries no comment URL, so it is never taken for a replay.
+                    RosterOutcome::Replayed => Vec::new(),
+                };
                 for (collaborator, effect) in &effects {
                     self.events().emit(
                         Line::info("control.command")

@@ -31,6 +31,8 @@ use loop_store::{Event as LogEvent, EventLog, StateStore};
 
 use crate::dispatcher::DeliveryStatus;
 use crate::dispatcher::Dispatcher;
+use crate::dispatcher::RosterOutcome;
+use crate::dispatcher::closure::close_reason;
 use crate::dispatcher::decision::{Context, Decision};
 use crate::dispatcher::records::{endpoint_for, session_state};
 use crate::metrics::{Metrics, Outcome};
@@ -137,9 +139,15 @@ impl Dispatcher {
             (Some(key), Some(_), Some(item)) => self.replays_command(item, key).await,
             _ => false,
         };
+        let completes = match (&decision, &target) {
+            (ControlDecision::Execute { effect, .. }, Some(item)) if replay => {
+                self.completes_on_replay(*effect, item, &registry).await
+            }
+            _ => false,
+        };
         if replay
             && let (Some(command), Some(item)) = (command, &target)
-            && !matches!(decision, ControlDecision::Execute { effect, .. } if completes_on_replay(effect))
+            && !completes
         {
             let decision = Decision::ControlConsumed { command, target: item.clone() };
             return self.record(&decision, &cx).await;
@@ -189,8 +197,14 @@ impl Dispatcher {
                     source: ControlSource::Comment,
                     note,
                 };
-                for (collaborator, effect) in self.edit_roster(&target, edit, logins, grantor).await
-                {
+                let effects = match self.edit_roster(&target, edit, logins, grantor).await {
+                    RosterOutcome::Edited(effects) => effects,
+                    RosterOutcome::Replayed => {
+                        let decision = Decision::ControlConsumed { command, target };
+                        return self.record(&decision, &cx).await;
+                    }
+                };
+                for (collaborator, effect) in effects {
                     let decision = Decision::RosterEdited {
                         command,
                         actor: actor.clone(),
@@ -214,7 +228,8 @@ impl Dispatcher {
         if event.is_close() {
             // A stamp that could not be written is logged; the webhook path has no retry.
             let _logged = self.end_closed(&event, &cx, ingress, &registry, &refs).await;
-            return self.record(&Decision::Closed, &cx).await;
+            let decision = Decision::Closed { reason: close_reason(&event) };
+            return self.record(&decision, &cx).await;
         }
         if matched.is_empty() {
             let last_recorded = match &target {
@@ -268,7 +283,7 @@ impl Dispatcher {
         // nothing else took it.
         for decision in &paused {
             if enqueued {
-                if let Some(line) = decision.line(&cx) {
+                for line in decision.lines(&cx) {
                     self.events().emit(line);
                 }
             } else {
@@ -276,14 +291,6 @@ impl Dispatcher {
             }
         }
     }
-}
-
-/// Whether a replayed command's effect is carried out: the judged decision reflects the
-/// current state, so a spawn, pause, resume or stop decided again is one that never took
-/// place (a start over a live session decides `Noop`, a stop over none decides `Noop`).
-/// A cleanup is decided whatever the state, so it is never repeated.
-fn completes_on_replay(effect: Effect) -> bool {
-    matches!(effect, Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop)
 }
 
 fn named_and_authorized(actor: &Actor, authorized: &[Login]) -> bool {

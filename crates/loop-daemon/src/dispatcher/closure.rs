@@ -5,15 +5,18 @@
 //! (otherwise `cleanup.deferred`). A pull request closing ends only its own endpoint; the
 //! work item it delivers stays open (`session.kept_open`). A reopen clears the stamp
 //! before anything else reads the event.
+//!
+//! Each step's outcome is a [`Decision`] recorded like every other (its line rendered by
+//! [`Decision::lines`]); the session effects themselves (`session.closed`, tmux,
+//! checkouts, `session.cleaned`) are logged by the functions that carry them out.
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::event::{Event, EventKind};
-use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended};
-use loop_store::{Event as Line, Slot};
+use loop_store::Slot;
 
-use super::decision::Context;
+use super::decision::{Context, Decision};
 use super::records::Snapshot;
 use super::{Dispatcher, blocking};
 use crate::pipeline::Ingress;
@@ -32,11 +35,7 @@ impl Dispatcher {
         let Some(closed) = event.closed_item() else { return Ok(()) };
         let merged = event.entity.as_ref().and_then(|e| e.merged).unwrap_or(false);
         let is_pr = event.kind == EventKind::PullRequest;
-        let reason = match (is_pr, merged) {
-            (false, _) => "issue-closed",
-            (true, true) => "pr-merged",
-            (true, false) => "pr-closed",
-        };
+        let reason = close_reason(event);
         let closed_as = if merged { "merged" } else { "closed" };
         let config = self.config();
         let closer = event.actor.login().cloned();
@@ -48,29 +47,18 @@ impl Dispatcher {
             if record.work_item == closed {
                 self.close_session(record).await;
                 session_ended = true;
-                self.events().emit(
-                    Line::info("session.autoclosed")
-                        .work_item(&closed)
-                        .field("reason", reason)
-                        .field("merged", merged)
-                        .field("delivery_id", &cx.delivery_id),
-                );
+                let decision = Decision::AutoClosed { item: closed.clone(), reason, merged };
+                self.record(&decision, cx).await;
             } else if record.endpoints.contains_key(&closed) {
                 owned_elsewhere = true;
                 self.close_endpoint(record, &closed).await;
-                self.events().emit(
-                    Line::info("work_item.pull_request_ended")
-                        .work_item(&record.work_item)
-                        .field("pull_request", closed.to_string())
-                        .field("state", closed_as),
-                );
-                self.events().emit(
-                    Line::info("session.kept_open")
-                        .work_item(&record.work_item)
-                        .field("reason", reason)
-                        .field("closed_ref", closed.to_string())
-                        .field("delivery_id", &cx.delivery_id),
-                );
+                let decision = Decision::KeptOpen {
+                    owner: record.work_item.clone(),
+                    pull_request: closed.clone(),
+                    state: closed_as,
+                    reason,
+                };
+                self.record(&decision, cx).await;
             }
         }
         if owned_elsewhere {
@@ -83,15 +71,23 @@ impl Dispatcher {
         if !tracked {
             return Ok(());
         }
+        let kind = if is_pr { "pull-request" } else { "issue" };
         let ended = Ended {
             state: closed_as.to_owned(),
-            kind: if is_pr { "pull-request" } else { "issue" }.to_owned(),
+            kind: kind.to_owned(),
             reason: None,
             at: Timestamp::now(),
             source: ingress.source().to_owned(),
             actor: closer.clone(),
         };
-        self.stamp_ended(&closed, ended, cx).await?;
+        let stamped = Decision::Ended {
+            item: closed.clone(),
+            state: closed_as,
+            kind,
+            ingress: ingress.source(),
+            actor: closer.clone(),
+        };
+        self.stamp_ended(&closed, ended, stamped, cx).await?;
         if !session_ended {
             return Ok(());
         }
@@ -99,54 +95,40 @@ impl Dispatcher {
             Some(actor) => {
                 self.cleanup(&closed, Some(actor), "close-event").await;
             }
-            None => self.events().emit(
-                Line::info("cleanup.deferred")
-                    .work_item(&closed)
-                    .field(
-                        "reason",
-                        if closer.is_some() { "unauthorized-actor" } else { "no-actor" },
-                    )
-                    .field("actor", closer.as_ref().map(Login::as_str))
-                    .field("closed_as", closed_as)
-                    .field("delivery_id", &cx.delivery_id),
-            ),
+            None => {
+                let decision = Decision::CleanupDeferred { item: closed, actor: closer, closed_as };
+                self.record(&decision, cx).await;
+            }
         }
         Ok(())
     }
 
-    /// Writes the `ended` stamp and disarms the item (control and roster cleared).
+    /// Writes the `ended` stamp and disarms the item (control and roster cleared);
+    /// records `stamped` once written.
     async fn stamp_ended(
         &self,
         item: &WorkItemRef,
         ended: Ended,
+        stamped: Decision,
         cx: &Context,
     ) -> Result<(), String> {
-        let line = Line::info("work_item.ended")
-            .work_item(item)
-            .field("state", &ended.state)
-            .field("kind", &ended.kind)
-            .field("ingress", &ended.source)
-            .field("actor", ended.actor.as_ref().map(Login::as_str))
-            .field("delivery_id", &cx.delivery_id);
-        let (store, stamped) = (self.store().clone(), item.clone());
+        let (store, target) = (self.store().clone(), item.clone());
         let written = blocking(move || {
-            store.write_section(&stamped, Some(&ended))?;
-            store.write_section::<Control>(&stamped, None)?;
-            store.write_section::<Collaborators>(&stamped, None)
+            store.write_section(&target, Some(&ended))?;
+            store.write_section::<Control>(&target, None)?;
+            store.write_section::<Collaborators>(&target, None)
         })
         .await;
         match written {
             Ok(_) => {
-                self.events().emit(line);
+                self.record(&stamped, cx).await;
                 Ok(())
             }
             Err(err) => {
-                self.events().emit(
-                    Line::error("work_item.stamp_failed")
-                        .work_item(item)
-                        .field("error", err.to_string()),
-                );
-                Err(format!("could not stamp `{item}` ended: {err}"))
+                let error = err.to_string();
+                let failed = Decision::StampFailed { item: item.clone(), error: error.clone() };
+                self.record(&failed, cx).await;
+                Err(format!("could not stamp `{item}` ended: {error}"))
             }
         }
     }
@@ -168,19 +150,22 @@ impl Dispatcher {
             Slot::Absent | Slot::Tombstone => Ok(false),
         })
         .await;
-        match cleared {
-            Ok(false) => {}
-            Ok(true) => self.events().emit(
-                Line::info("work_item.reopened")
-                    .work_item(&item)
-                    .field("ingress", ingress.source())
-                    .field("delivery_id", &cx.delivery_id),
-            ),
-            Err(err) => self.events().emit(
-                Line::error("work_item.stamp_failed")
-                    .work_item(&item)
-                    .field("error", err.to_string()),
-            ),
-        }
+        let decision = match cleared {
+            Ok(false) => return,
+            Ok(true) => Decision::Reopened { item, ingress: ingress.source() },
+            Err(err) => Decision::StampFailed { item, error: err.to_string() },
+        };
+        self.record(&decision, cx).await;
+    }
+}
+
+/// The reason a close event gives (reference §5.8): `issue-closed`, `pr-merged` or
+/// `pr-closed`.
+pub(crate) fn close_reason(event: &Event) -> &'static str {
+    let merged = event.entity.as_ref().and_then(|e| e.merged).unwrap_or(false);
+    match (event.kind == EventKind::PullRequest, merged) {
+        (false, _) => "issue-closed",
+        (true, true) => "pr-merged",
+        (true, false) => "pr-closed",
     }
 }

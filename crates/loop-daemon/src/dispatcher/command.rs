@@ -21,7 +21,18 @@ use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
 use loop_sessions::{CloseSettings, Settled, Termination, session};
 use loop_store::Event as Line;
 
+use super::records::Snapshot;
 use super::{Dispatcher, blocking};
+
+/// What a roster command did.
+#[derive(Debug)]
+pub(crate) enum RosterOutcome {
+    /// One effect per login.
+    Edited(Vec<(Login, RosterEffect)>),
+    /// The same comment's grant is already in the roster (its entries carry the comment's
+    /// URL): a replay after a crash, not applied or logged again.
+    Replayed,
+}
 
 impl Dispatcher {
     /// Records `command` as `target`'s last control command (portable `control`), with
@@ -68,6 +79,32 @@ impl Dispatcher {
             .is_some_and(|recorded| recorded == key)
     }
 
+    /// Whether a replayed command's effect is still to be carried out — the judged
+    /// decision and the state show it never (fully) took place. A spawn, pause, resume or
+    /// stop decided again is one that never happened (a start over a live session decides
+    /// `Noop`, a stop over none decides `Noop`). A cleanup is decided whatever the state,
+    /// so the state itself is asked: it removes the session record last, so a record
+    /// still there — or, with no record, the work item's own checkout — means it was cut
+    /// short, and running it again (it is idempotent) completes it.
+    pub(crate) async fn completes_on_replay(
+        &self,
+        effect: Effect,
+        target: &WorkItemRef,
+        registry: &Snapshot,
+    ) -> bool {
+        match effect {
+            Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop => true,
+            Effect::Noop => false,
+            Effect::Cleanup if registry.record(target).is_some() => true,
+            Effect::Cleanup => {
+                let Some(workspaces) = workspaces(&self.config()) else { return false };
+                let item = target.clone();
+                blocking(move || workspaces.checkout_path(&item).is_ok_and(|path| path.exists()))
+                    .await
+            }
+        }
+    }
+
     /// The target's last recorded command.
     pub(crate) async fn last_command(&self, target: &WorkItemRef) -> Option<Command> {
         let (store, item) = (self.store().clone(), target.clone());
@@ -109,21 +146,26 @@ impl Dispatcher {
         }
     }
 
-    /// Applies a roster edit to `target`'s collaborators; one effect per login.
+    /// Applies a roster edit to `target`'s collaborators in one write; one effect per
+    /// login. A grant whose comment (`grantor.note`, its URL) already granted one of the
+    /// logins is a replay of that comment's delivery and changes nothing.
     pub(crate) async fn edit_roster(
         &self,
         target: &WorkItemRef,
         edit: RosterEdit,
         logins: Vec<Login>,
         grantor: Grantor,
-    ) -> Vec<(Login, RosterEffect)> {
+    ) -> RosterOutcome {
         let (store, item) = (self.store().clone(), target.clone());
         let edited = blocking(move || {
             let mut roster =
                 store.read_section::<Collaborators>(&item)?.into_value().unwrap_or_default();
+            if edit == RosterEdit::Grant && granted_by(&roster, &logins, grantor.note.as_deref()) {
+                return Ok(RosterOutcome::Replayed);
+            }
             let effects = edit.apply(&mut roster, &logins, &grantor);
             store.write_section(&item, Some(&roster))?;
-            Ok::<_, loop_store::StoreError>(effects)
+            Ok::<_, loop_store::StoreError>(RosterOutcome::Edited(effects))
         })
         .await;
         edited.unwrap_or_else(|err| {
@@ -133,7 +175,7 @@ impl Dispatcher {
                     .field("command", "collaborators")
                     .field("error", err.to_string()),
             );
-            Vec::new()
+            RosterOutcome::Edited(Vec::new())
         })
     }
 
@@ -306,6 +348,16 @@ impl Dispatcher {
         );
         effect
     }
+}
+
+/// Whether one of `logins` holds a roster entry written by the comment at `note` (its
+/// URL): the comment's grant was applied already.
+fn granted_by(roster: &Collaborators, logins: &[Login], note: Option<&str>) -> bool {
+    let Some(note) = note else { return false };
+    roster.users.iter().any(|user| {
+        user.note.as_deref() == Some(note)
+            && logins.iter().any(|login| login.as_str().eq_ignore_ascii_case(user.login.as_str()))
+    })
 }
 
 /// `routing.tmux` as closing reads it.

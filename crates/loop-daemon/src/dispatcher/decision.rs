@@ -89,8 +89,34 @@ pub enum Decision {
     AlreadyProcessed { item: WorkItemRef },
     /// Enqueued on a work item's queue.
     Queued { item: WorkItemRef, spawn: bool },
-    /// A close handled (lines of its own are written by the close path).
-    Closed,
+    /// A close event handled: the delivery's one outcome (kept, counted once), named by
+    /// the closure's reason. Its steps are the closure decisions below.
+    Closed { reason: &'static str },
+    /// The closed item's own session was ended (`session.autoclosed`).
+    AutoClosed { item: WorkItemRef, reason: &'static str, merged: bool },
+    /// A pull request delivering `owner` closed: only its endpoint ended
+    /// (`work_item.pull_request_ended`), the owner's session stays (`session.kept_open`).
+    KeptOpen {
+        owner: WorkItemRef,
+        pull_request: WorkItemRef,
+        state: &'static str,
+        reason: &'static str,
+    },
+    /// A tracked item was stamped `ended` and disarmed (`work_item.ended`).
+    Ended {
+        item: WorkItemRef,
+        state: &'static str,
+        kind: &'static str,
+        ingress: &'static str,
+        actor: Option<Login>,
+    },
+    /// The `ended` stamp could not be written or cleared (`work_item.stamp_failed`).
+    StampFailed { item: WorkItemRef, error: String },
+    /// The closer is not a named authorized actor: the session was closed, its local
+    /// resources kept (`cleanup.deferred`).
+    CleanupDeferred { item: WorkItemRef, actor: Option<Login>, closed_as: &'static str },
+    /// A reopen cleared the item's `ended` stamp (`work_item.reopened`).
+    Reopened { item: WorkItemRef, ingress: &'static str },
     /// Pasted into a session (`already`: it was there before; nothing pasted).
     Delivered { item: WorkItemRef, endpoint: WorkItemRef, harness: String, already: bool },
     /// A dead session brought back with the event as its first prompt.
@@ -138,12 +164,18 @@ impl Decision {
     /// What becomes of the dedup key.
     pub fn ledger(&self) -> LedgerEffect {
         match self {
-            Self::Duplicate | Self::HandedToGraph { .. } | Self::Queued { .. } => {
-                LedgerEffect::Untouched
-            }
+            Self::Duplicate
+            | Self::HandedToGraph { .. }
+            | Self::Queued { .. }
+            | Self::AutoClosed { .. }
+            | Self::KeptOpen { .. }
+            | Self::Ended { .. }
+            | Self::StampFailed { .. }
+            | Self::CleanupDeferred { .. }
+            | Self::Reopened { .. } => LedgerEffect::Untouched,
             Self::NoWorkItem { .. }
             | Self::AlreadyProcessed { .. }
-            | Self::Closed
+            | Self::Closed { .. }
             | Self::Delivered { .. }
             | Self::Respawned { .. }
             | Self::Spawned { .. }
@@ -169,8 +201,27 @@ impl Decision {
         }
     }
 
-    /// The event-log line; `None` for a decision whose lines the close path writes.
-    pub fn line(&self, cx: &Context) -> Option<Event> {
+    /// The event-log lines, in order; none for a close's summary (its steps have them).
+    pub fn lines(&self, cx: &Context) -> Vec<Event> {
+        let event = match self {
+            Self::KeptOpen { owner, pull_request, state, reason } => {
+                let ended = Event::info("work_item.pull_request_ended")
+                    .work_item(owner)
+                    .field("pull_request", pull_request.to_string())
+                    .field("state", state);
+                let kept = Event::info("session.kept_open")
+                    .work_item(owner)
+                    .field("reason", reason)
+                    .field("closed_ref", pull_request.to_string());
+                return vec![cx.stamp(ended), cx.stamp(kept)];
+            }
+            other => other.line(cx),
+        };
+        event.into_iter().collect()
+    }
+
+    /// The one line of a single-line decision.
+    fn line(&self, cx: &Context) -> Option<Event> {
         let dropped = |level: fn(&str) -> Event, reason: &str| {
             level("dispatch.dropped").field("reason", reason).field("work_items", cx.items())
         };
@@ -235,7 +286,28 @@ impl Decision {
             Self::Queued { item, spawn } => {
                 Event::info("dispatch.queued").work_item(item).field("spawn", spawn)
             }
-            Self::Closed => return None,
+            Self::Closed { .. } | Self::KeptOpen { .. } => return None,
+            Self::AutoClosed { item, reason, merged } => Event::info("session.autoclosed")
+                .work_item(item)
+                .field("reason", reason)
+                .field("merged", merged),
+            Self::Ended { item, state, kind, ingress, actor } => Event::info("work_item.ended")
+                .work_item(item)
+                .field("state", state)
+                .field("kind", kind)
+                .field("ingress", ingress)
+                .field("actor", actor.as_ref().map(Login::as_str)),
+            Self::StampFailed { item, error } => {
+                Event::error("work_item.stamp_failed").work_item(item).field("error", error)
+            }
+            Self::CleanupDeferred { item, actor, closed_as } => Event::info("cleanup.deferred")
+                .work_item(item)
+                .field("reason", if actor.is_some() { "unauthorized-actor" } else { "no-actor" })
+                .field("actor", actor.as_ref().map(Login::as_str))
+                .field("closed_as", closed_as),
+            Self::Reopened { item, ingress } => {
+                Event::info("work_item.reopened").work_item(item).field("ingress", ingress)
+            }
             Self::Delivered { item, endpoint, harness, already } => {
                 Event::info("dispatch.succeeded")
                     .work_item(item)

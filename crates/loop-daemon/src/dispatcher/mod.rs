@@ -3,7 +3,7 @@
 //! a control command, or ends a session on a closure — and records every outcome.
 //!
 //! It owns the runtime pieces: one FIFO queue and one worker task per work item
-//! (serial per session), a semaphore of `routing.maxConcurrentDispatches` across them,
+//! (serial per session), a live bound of `routing.maxConcurrentDispatches` across them,
 //! `routing.dispatchTimeoutSeconds` per dispatch, the durable delivery ledger
 //! (`loop_store::delivery`), the existence-check cache, reactions and announcements.
 //! tmux and file IO run on blocking threads, never on the async runtime.
@@ -14,6 +14,7 @@
 //!
 //! Layout:
 //! - [`decision`]: decisions as values, their event-log line and ledger effect.
+//! - `bound`: the concurrency bound, resized when a reload changes it.
 //! - `records`: questions about the session registry snapshot.
 //! - `queue`: per-work-item workers, concurrency bound, timeout, shutdown.
 //! - `job`: delivering into a session, spawning one, respawning a dead one.
@@ -21,7 +22,8 @@
 //! - `closure`: closes, the `ended` stamp, reopen.
 //! - `github`: existence checks, reactions and announcements (best-effort).
 
-mod closure;
+mod bound;
+pub(crate) mod closure;
 mod command;
 pub mod decision;
 mod github;
@@ -43,8 +45,9 @@ use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux};
 use loop_store::{DeliveryLedger, Event, EventLog, Mark, StateStore, StoreError};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
+pub(crate) use self::command::RosterOutcome;
 use self::decision::{Context, Decision, LedgerEffect};
 pub use self::records::Snapshot;
 
@@ -92,7 +95,8 @@ struct Inner {
     ledger: Mutex<DeliveryLedger>,
     existence: Mutex<KnownExistence>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
-    permits: Arc<Semaphore>,
+    /// `routing.maxConcurrentDispatches`, following the config in force.
+    bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
     busy: watch::Sender<usize>,
     closing: std::sync::atomic::AtomicBool,
@@ -112,9 +116,7 @@ impl Dispatcher {
             blocking(move || store.load_delivery_ledger(capacity)).await.map_err(|source| {
                 DispatcherError::Ledger { root: parts.store.layout().root().to_owned(), source }
             })?;
-        let permits = Arc::new(Semaphore::new(
-            parts.config.routing.max_concurrent_dispatches.max(1) as usize,
-        ));
+        let bound = bound::Bound::new(parts.config.routing.max_concurrent_dispatches);
         let dispatcher = Self {
             inner: Arc::new(Inner {
                 config: RwLock::new(parts.config),
@@ -127,7 +129,7 @@ impl Dispatcher {
                 ledger: Mutex::new(ledger),
                 existence: Mutex::default(),
                 queues: Mutex::default(),
-                permits,
+                bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
                 runtime: tokio::runtime::Handle::current(),
@@ -151,10 +153,13 @@ impl Dispatcher {
         self.inner.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Puts a reloaded config in force for every later decision. The concurrency bound
-    /// keeps the value the dispatcher was opened with.
+    /// Puts a reloaded config in force for every later decision: the dedup capacity and
+    /// the concurrency bound follow it at once (a raised bound starts waiting dispatches;
+    /// a lowered one lets the running ones finish), `dispatchTimeoutSeconds` from the
+    /// next dispatch on.
     pub fn set_config(&self, config: Arc<Config>) {
         let capacity = config.routing.dedup_cache_size as usize;
+        self.inner.bound.resize(config.routing.max_concurrent_dispatches);
         *self.inner.config.write().unwrap_or_else(PoisonError::into_inner) = config;
         self.ledger().set_capacity(capacity);
     }
@@ -260,7 +265,7 @@ impl Dispatcher {
     /// Writes the decision's line, counts it and applies its ledger effect to
     /// `cx.delivery_id`.
     pub(crate) async fn record(&self, decision: &Decision, cx: &Context) {
-        if let Some(line) = decision.line(cx) {
+        for line in decision.lines(cx) {
             self.events().emit(line);
         }
         if let Some(metrics) = self.inner.metrics.get() {

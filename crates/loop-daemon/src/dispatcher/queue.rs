@@ -111,9 +111,7 @@ impl Dispatcher {
     /// its outcome and sends the completion reaction.
     async fn run(&self, job: Job) {
         let started = std::time::Instant::now();
-        let permits = self.inner.permits.clone();
-        // The semaphore is never closed, so acquiring only waits.
-        let _permit = permits.acquire_owned().await.ok();
+        let _permit = self.inner.bound.acquire().await;
         let reaction = self.react(&job.event, &job.cx);
         let seconds = self.config().routing.dispatch_timeout_seconds;
         let decision =

@@ -114,7 +114,8 @@ impl Service {
         on_event(Event::Ready);
 
         let (config_tx, config_rx) = watch::channel(dispatcher.config());
-        let reload = reload_config(config_path, config_tx, stop.subscribe(), &on_event);
+        let reload =
+            reload_config(config_path, config_tx, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
         let poll = async {
             if let Some(poller) = poller.as_mut() {
@@ -148,12 +149,15 @@ impl Service {
 }
 
 /// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, handing each
-/// change to the poller (it applies it between cycles); a change that does not load keeps
-/// the previous config and is reported once. The receiver reloads on its own, per event.
-/// Without a path it only keeps the poller's config channel open.
+/// change to the poller (it applies it between cycles) and to the dispatcher (its
+/// concurrency bound and later decisions follow it, with no webhook needed); a change
+/// that does not load keeps the previous config and is reported once. The receiver
+/// reloads on its own, per event. Without a path it only keeps the poller's config
+/// channel open.
 async fn reload_config(
     path: Option<PathBuf>,
     config: watch::Sender<Arc<Config>>,
+    dispatcher: &Dispatcher,
     mut stop: broadcast::Receiver<()>,
     on_event: &(dyn Fn(Event) + Send + Sync),
 ) {
@@ -176,6 +180,7 @@ async fn reload_config(
         match reloaded {
             Reload::Unchanged => {}
             Reload::Reloaded { config: fresh, .. } => {
+                dispatcher.set_config(fresh.clone());
                 let _ = config.send(fresh);
             }
             Reload::Failed { error, .. } => {

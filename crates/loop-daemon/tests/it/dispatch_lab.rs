@@ -95,6 +95,9 @@ pub enum Harness {
     StandIn,
     /// A program that never starts reading input (a harness stuck at start).
     Stuck,
+    /// The stand-in, started only once [`Lab::open_gate`] was called: a spawn holds its
+    /// dispatch (and its concurrency slot) until then.
+    Gated,
     /// The stand-in under the name `claude`, with Claude's files handed to the
     /// dispatcher: `$HOME` is the lab's `home/`, `$CLAUDE_CONFIG_DIR` its `claude/`.
     Claude,
@@ -216,6 +219,18 @@ impl Lab {
 
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("cli-config.yaml")
+    }
+
+    /// Rewrites the config file with `extra` in place of the lab's (the receiver reads
+    /// it again at its next delivery: a hot reload).
+    pub fn rewrite_config(&self, extra: &str) {
+        std::fs::write(self.config_path(), config_text(self.dir.path(), &self.sim, extra))
+            .expect("the config");
+    }
+
+    /// Lets [`Harness::Gated`] sessions start.
+    pub fn open_gate(&self) {
+        std::fs::write(self.dir.path().join("gate"), "").expect("the gate");
     }
 
     pub fn layout(&self) -> StateLayout {
@@ -440,6 +455,20 @@ async fn open_dispatcher(
             fresh: vec!["sleep".into(), "600".into()],
             resume: None,
         },
+        Harness::Gated => {
+            use std::os::unix::fs::PermissionsExt;
+            let script = dir.join("gated-harness");
+            let text = format!(
+                "#!/bin/sh\nwhile [ ! -e '{gate}' ]; do sleep 0.05; done\nexec '{stand_in}' \"$@\"\n",
+                gate = dir.join("gate").display(),
+            );
+            std::fs::write(&script, text).expect("the gated harness");
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .expect("executable");
+            let mut fresh = argv(&["--session-id", "{session_id}"]);
+            fresh[0] = script.display().to_string();
+            CommandHarness { name: "gated".into(), fresh, resume: None }
+        }
         Harness::Claude => CommandHarness {
             name: "claude".into(),
             fresh: argv(&["--session-id", "{session_id}"]),

@@ -6,12 +6,16 @@
 mod common;
 mod dispatch;
 mod dispatch_closure;
+mod dispatch_closure_log;
 mod dispatch_control;
+mod dispatch_crash;
 mod dispatch_edges;
 mod dispatch_existence;
 mod dispatch_lab;
 mod dispatch_poll;
+mod dispatch_reactions;
 mod dispatch_refusals;
+mod dispatch_reload;
 mod metrics;
 mod poll;
 mod poll_closure;

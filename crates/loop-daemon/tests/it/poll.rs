@@ -671,3 +671,41 @@ async fn run_polls_until_shutdown_then_says_it_stopped() {
     let heartbeat = bench.store.read_heartbeat().unwrap().unwrap();
     assert_eq!(heartbeat.last_cycle.unwrap().items_seen, 1);
 }
+
+#[tokio::test]
+async fn a_config_change_between_cycles_is_used_by_the_next_cycle_with_config_reloaded() {
+    let mut bench = Bench::new(&[REPO], "polling:\n  intervalSeconds: 1\n").await;
+    bench.open_issue(REPO, "ann");
+    let (config_tx, config_rx) =
+        tokio::sync::watch::channel(std::sync::Arc::new(bench.config.clone()));
+    let (cycled_tx, mut cycled) = tokio::sync::mpsc::unbounded_channel();
+    let (stop, stop_rx) = tokio::sync::broadcast::channel(1);
+    let fresh = loop_daemon::poller::Poller::new(
+        bench.store.clone(),
+        crate::poll_support::clients(&bench.sim),
+        bench.stand_in.clone(),
+        crate::poll_support::VERSION,
+    );
+    let mut poller = std::mem::replace(&mut bench.poller, fresh).with_observer(
+        loop_daemon::poller::CycleObserver::new(move |report| {
+            let _ = cycled_tx.send(report.items_seen);
+        }),
+    );
+    let shutdown = loop_daemon::shutdown::Shutdown::new(stop_rx);
+    let running = tokio::spawn(async move {
+        loop_daemon::poller::run(&mut poller, config_rx, shutdown).await;
+    });
+    assert_eq!(cycled.recv().await, Some(1));
+    let mut changed = bench.config.clone();
+    changed.repositories.push("octo/other".parse().unwrap());
+    bench.sim.create_repo("octo/other").unwrap();
+    config_tx.send(std::sync::Arc::new(changed)).unwrap();
+    assert_eq!(cycled.recv().await, Some(1), "the second cycle");
+    stop.send(()).unwrap();
+    running.await.unwrap();
+    let reloaded = bench.events("config.reloaded");
+    assert_eq!(reloaded.len(), 1);
+    assert_eq!(reloaded[0].0["detail"], "polling: 2 scope(s), interval=1s");
+    let cycles = bench.events("poll.cycle");
+    assert_eq!(cycles[1].0["scopes_polled"], 2, "the new scope is listed");
+}

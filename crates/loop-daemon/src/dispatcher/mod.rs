@@ -183,8 +183,10 @@ impl Dispatcher {
 
     /// Where the delivery `key` stands for `refs`, for the poller's retry accounting
     /// (reference §5.10), in the contract's precedence: done (an endpoint one of the refs
-    /// resolves to holds it in `recentDeliveries`), settled, in flight (taken in, or ended
-    /// for good), unhandled (never taken in, or released).
+    /// resolves to holds it in `recentDeliveries`), settled, done again when the ledger
+    /// kept it (ended for good: delivered, to whichever endpoint, or dropped for good —
+    /// nothing for the poller to wait for or retry; §9 edge 19, docs/dispatcher.md), in
+    /// flight (taken in), unhandled (never taken in, or released).
     pub async fn delivery_status(&self, key: &str, refs: &[WorkItemRef]) -> DeliveryStatus {
         if key.is_empty() {
             return DeliveryStatus::Unhandled;
@@ -203,7 +205,8 @@ impl Dispatcher {
         }
         match self.ledger().mark_of(key) {
             Some(Mark::Settled { reason }) => DeliveryStatus::Settled(reason.clone()),
-            Some(Mark::Inflight | Mark::Kept) => DeliveryStatus::InFlight,
+            Some(Mark::Kept) => DeliveryStatus::Done,
+            Some(Mark::Inflight) => DeliveryStatus::InFlight,
             None => DeliveryStatus::Unhandled,
         }
     }

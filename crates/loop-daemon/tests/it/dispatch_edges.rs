@@ -107,14 +107,14 @@ fn seeded_workspace(branch: &str) -> tempfile::TempDir {
     ws
 }
 
-/// §9 edge 19: dedup is per endpoint. A comment delivered into a PR's own session is
-/// `done` for the PR's ref, not for the work item's own ref; a comment delivered into
-/// the work item's session is `done` for the item, not for the PR.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn e19_done_is_per_endpoint_a_pr_session_delivery_is_not_done_for_the_work_item() {
+/// Two comments delivered with `sessionPerPr: always`: one into the PR's own session,
+/// one into the work item's. Returns the lab, the item and PR refs and the two keys.
+async fn delivered_into_both_endpoints(
+    extra: &str,
+) -> (Lab, tempfile::TempDir, loop_core::WorkItemRef, loop_core::WorkItemRef, String, String) {
     let ws = seeded_workspace("fix-widget");
     let extra = format!(
-        "  workspace:\n    root: {}\n  tmux:\n    sessionPerPr: always\n",
+        "  workspace:\n    root: {}\n  tmux:\n    sessionPerPr: always\n{extra}",
         ws.path().join("root").display()
     );
     let mut lab = Lab::start(&extra).await;
@@ -131,16 +131,44 @@ async fn e19_done_is_per_endpoint_a_pr_session_delivery_is_not_done_for_the_work
     lab.settle().await;
     let into_item = lab.key_of_last("dispatch.succeeded");
     assert_ne!(into_pr, into_item);
-
     let (item_ref, pr_ref) = (lab.item(number), lab.item(pr));
+    (lab, ws, item_ref, pr_ref, into_pr, into_item)
+}
+
+/// §9 edge 19, as the poller needs it (decision in docs/dispatcher.md): a delivery the
+/// ledger kept — delivered into the other endpoint — is `done` for the other endpoint's
+/// ref too, where the reference (whose dedup cache is lost at restart) says
+/// `unhandled`. The poller then resolves the comment: it neither forwards it again (the
+/// dispatcher would call it a duplicate and the retries would end in a false give-up
+/// notice) nor waits on it forever (`in-flight`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e19_a_delivery_into_the_other_endpoint_is_done_for_the_poller_not_retried() {
+    let (lab, _ws, item_ref, pr_ref, into_pr, into_item) = delivered_into_both_endpoints("").await;
+    for (key, other) in [(&into_pr, &item_ref), (&into_item, &pr_ref)] {
+        let status = lab.dispatcher.delivery_status(key, std::slice::from_ref(other)).await;
+        assert_eq!(status, DeliveryStatus::Done, "{key} for {other}");
+        assert_eq!(
+            loop_core::poll::comment_step(&status, 1, 3),
+            loop_core::poll::CommentStep::Resolve
+        );
+    }
+}
+
+/// §9 edge 19, the per-endpoint half: once the ledger no longer holds the key (evicted
+/// from `dedupCacheSize`), only the endpoints' `recentDeliveries` answer — `done` for the
+/// endpoint that got it, `unhandled` for the other one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e19_without_the_ledgers_mark_done_is_per_endpoint() {
+    let (lab, _ws, item_ref, pr_ref, into_pr, into_item) =
+        delivered_into_both_endpoints("  dedupCacheSize: 1\n").await;
     let status = |key: &str, item: &loop_core::WorkItemRef| {
         let (dispatcher, key, item) = (lab.dispatcher.clone(), key.to_owned(), item.clone());
         async move { dispatcher.delivery_status(&key, &[item]).await }
     };
     assert_eq!(status(&into_pr, &pr_ref).await, DeliveryStatus::Done);
-    assert_ne!(status(&into_pr, &item_ref).await, DeliveryStatus::Done);
+    assert_eq!(status(&into_pr, &item_ref).await, DeliveryStatus::Unhandled);
     assert_eq!(status(&into_item, &item_ref).await, DeliveryStatus::Done);
-    assert_ne!(status(&into_item, &pr_ref).await, DeliveryStatus::Done);
+    assert_eq!(status(&into_item, &pr_ref).await, DeliveryStatus::Done, "still in the ledger");
 }
 
 /// A tmux wrapper that reports a tmux without control-client flags (so every probe is a

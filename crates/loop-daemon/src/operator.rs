@@ -115,9 +115,9 @@ impl Dispatcher {
                     source: ControlSource::Cli,
                     note: None,
                 };
-                let effects = match self.edit_roster(&owner, edit, logins, grantor).await {
+                let effects = match self.edit_roster(&owner, edit, logins, grantor, None).await {
                     RosterOutcome::Edited(effects) => effects,
-                    // A CLI grant carries no comment URL, so it is never taken for a replay.
+                    // A CLI edit carries no delivery, so it is never taken for a replay.
                     RosterOutcome::Replayed => Vec::new(),
                 };
                 for (collaborator, effect) in &effects {

@@ -197,7 +197,8 @@ impl Dispatcher {
                     source: ControlSource::Comment,
                     note,
                 };
-                let effects = match self.edit_roster(&target, edit, logins, grantor).await {
+                let key = cx.delivery_id.clone();
+                let effects = match self.edit_roster(&target, edit, logins, grantor, key).await {
                     RosterOutcome::Edited(effects) => effects,
                     RosterOutcome::Replayed => {
                         let decision = Decision::ControlConsumed { command, target };

@@ -203,6 +203,12 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::GaveUp, "comments", L, "the abandoned comments, by node id"),
     attr(T::GaveUp, "version", L, "the CLI version that abandoned them"),
     attr(T::Collaborators, "users", L, "the roster"),
+    attr(
+        T::Collaborators,
+        "deliveryId",
+        L,
+        "the dedup key of the comment that edited it last; its replay is not applied again",
+    ),
     attr(T::Collaborator, "login", L, "the collaborator"),
     attr(T::Collaborator, "addedBy", L, "who granted it"),
     attr(T::Collaborator, "addedAt", L, "when"),

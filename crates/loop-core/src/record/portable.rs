@@ -133,6 +133,11 @@ pub struct GaveUp {
 #[serde(rename_all = "camelCase")]
 pub struct Collaborators {
     pub users: Vec<Collaborator>,
+    /// The dedup key of the delivery (comment) whose roster command wrote the section
+    /// last, in the same write: a replay of that delivery after a crash is recognised and
+    /// not applied or logged again. Absent after a CLI edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

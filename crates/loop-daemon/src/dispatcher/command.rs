@@ -29,8 +29,8 @@ use super::{Dispatcher, blocking};
 pub(crate) enum RosterOutcome {
     /// One effect per login.
     Edited(Vec<(Login, RosterEffect)>),
-    /// The same comment's grant is already in the roster (its entries carry the comment's
-    /// URL): a replay after a crash, not applied or logged again.
+    /// The roster was last written by this very delivery: a replay after a crash, not
+    /// applied or logged again.
     Replayed,
 }
 
@@ -146,24 +146,27 @@ impl Dispatcher {
         }
     }
 
-    /// Applies a roster edit to `target`'s collaborators in one write; one effect per
-    /// login. A grant whose comment (`grantor.note`, its URL) already granted one of the
-    /// logins is a replay of that comment's delivery and changes nothing.
+    /// Applies a roster edit to `target`'s collaborators, with the dedup key of the
+    /// delivery that carried it, in one write; one effect per login. When the roster names
+    /// `delivery_id` as its last writer, this is a replay of that delivery (a process
+    /// wrote the roster and died before the ledger settled the key) and nothing changes.
     pub(crate) async fn edit_roster(
         &self,
         target: &WorkItemRef,
         edit: RosterEdit,
         logins: Vec<Login>,
         grantor: Grantor,
+        delivery_id: Option<String>,
     ) -> RosterOutcome {
         let (store, item) = (self.store().clone(), target.clone());
         let edited = blocking(move || {
             let mut roster =
                 store.read_section::<Collaborators>(&item)?.into_value().unwrap_or_default();
-            if edit == RosterEdit::Grant && granted_by(&roster, &logins, grantor.note.as_deref()) {
+            if delivery_id.is_some() && roster.delivery_id == delivery_id {
                 return Ok(RosterOutcome::Replayed);
             }
             let effects = edit.apply(&mut roster, &logins, &grantor);
+            roster.delivery_id = delivery_id;
             store.write_section(&item, Some(&roster))?;
             Ok::<_, loop_store::StoreError>(RosterOutcome::Edited(effects))
         })
@@ -348,16 +351,6 @@ impl Dispatcher {
         );
         effect
     }
-}
-
-/// Whether one of `logins` holds a roster entry written by the comment at `note` (its
-/// URL): the comment's grant was applied already.
-fn granted_by(roster: &Collaborators, logins: &[Login], note: Option<&str>) -> bool {
-    let Some(note) = note else { return false };
-    roster.users.iter().any(|user| {
-        user.note.as_deref() == Some(note)
-            && logins.iter().any(|login| login.as_str().eq_ignore_ascii_case(user.login.as_str()))
-    })
 }
 
 /// `routing.tmux` as closing reads it.

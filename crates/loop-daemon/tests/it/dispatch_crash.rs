@@ -78,3 +78,26 @@ async fn a_grant_replayed_after_a_kill_before_its_settle_is_recognised_and_not_l
     let roster = lab.store().read_section::<Collaborators>(&lab.item(number)).expect("readable");
     assert_eq!(roster.into_value().expect("a roster").users.len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_replayed_after_a_kill_before_its_settle_is_recognised_and_not_logged_again() {
+    let mut lab = Lab::start("").await;
+    let number = lab.open_labelled_issue();
+    lab.comment(number, OWNER, "the-loop add-collaborator @dana");
+    lab.comment(number, OWNER, "the-loop remove-collaborator @dana");
+    lab.settle().await;
+    let revoke = lab.last_delivery("issue_comment");
+    let key = lab.key_of_last("control.command");
+    let roster = lab.store().read_section::<Collaborators>(&lab.item(number)).expect("readable");
+    assert_eq!(roster.into_value().expect("a roster").delivery_id.as_deref(), Some(&*key));
+
+    lab.restart_with_in_flight(&[&key]).await;
+    lab.redeliver(&revoke).await;
+
+    let effects: Vec<_> =
+        lab.named("control.command").iter().map(|c| c["effect"].clone()).collect();
+    assert_eq!(effects, ["granted", "revoked"], "no second line for the revoke");
+    assert_eq!(lab.refusals().last().map(String::as_str), Some("control-consumed"));
+    let status = lab.dispatcher.delivery_status(&key, &[lab.item(number)]).await;
+    assert_eq!(status, DeliveryStatus::Settled("control-consumed".into()));
+}

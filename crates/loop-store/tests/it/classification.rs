@@ -70,6 +70,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
             source: ControlSource::Cli,
             note: Some("n".into()),
         }],
+        delivery_id: Some("d".into()),
     };
     let ended = Ended {
         state: "closed".into(),

@@ -242,7 +242,7 @@ fn every_section_type_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_in(dir.path());
     let work_item = item("github:octo/app#15");
-    let roster = Collaborators { users: Vec::new() };
+    let roster = Collaborators { users: Vec::new(), delivery_id: Some("k".into()) };
     let ended = Ended {
         state: "closed".into(),
         kind: "issue".into(),

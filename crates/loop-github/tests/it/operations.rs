@@ -134,6 +134,26 @@ async fn posting_and_reacting_land_in_the_world_as_the_tokens_user() {
 }
 
 #[tokio::test]
+async fn a_node_id_reaction_lands_on_the_review_and_an_unknown_node_is_not_found() {
+    let sim = sim().await;
+    let pr = sim.open_pull_request(REPO, "bob", "fix", "", "b", &[]).unwrap();
+    sim.review(REPO, pr, "alice", ReviewState::Approved, "ship it", &[]).unwrap();
+    let gh = client(&sim, RecordingClock::new());
+    let review = gh.reviews(&item(pr)).await.unwrap().remove(0);
+    for reaction in [Reaction::Eyes, Reaction::Hooray, Reaction::Hooray] {
+        gh.add_reaction(&ReactionTarget::Node(review.node_id.clone()), reaction).await.unwrap();
+    }
+    let world = sim.world();
+    let reviews = &world.item(REPO, pr).unwrap().pull.as_ref().unwrap().reviews;
+    let contents: Vec<_> = reviews[0].reactions.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(contents, ["eyes", "hooray"], "reacting twice is one reaction");
+
+    let missing = ReactionTarget::Node("IC_kwDOSim0000009999".to_owned());
+    let err = gh.add_reaction(&missing, Reaction::Eyes).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+}
+
+#[tokio::test]
 async fn linked_issues_of_many_pull_requests_come_from_one_graphql_request() {
     let sim = sim().await;
     sim.create_repo("octo/other").unwrap();

@@ -1044,7 +1044,13 @@ fn paginate(
         let encoded: Vec<String> =
             q.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
         let (owner, name) = route.repo.split_once('/').unwrap_or((&route.repo, ""));
-        let path = route.endpoint.replace("{owner}", owner).replace("{repo}", name);
+        let number = route.number.to_string();
+        let path = route
+            .endpoint
+            .replace("{owner}", owner)
+            .replace("{repo}", name)
+            .replace("{issue_number}", &number)
+            .replace("{pull_number}", &number);
         format!("<{}{}?{}>", urls.api, path, encoded.join("&"))
     };
     let mut links = Vec::new();

@@ -402,3 +402,58 @@ async fn seed_001_a_missing_clock_file_makes_a_ledger_only_record_due_once() {
     assert_eq!(bench.cycle().await.ledger_checks, 1);
     assert_eq!(bench.cycle().await.ledger_checks, 0, "checked: not due for a window");
 }
+
+#[tokio::test]
+async fn edge_17_a_record_on_another_host_is_not_owned_and_never_asked() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let elsewhere: loop_core::WorkItemRef = "github:ghe.example.com/octo/app#1".parse().unwrap();
+    let control = Control {
+        command: Command::Start,
+        source: ControlSource::Cli,
+        actor: Some("ann".parse().unwrap()),
+        requested_at: Timestamp::now(),
+        note: None,
+        instance: None,
+        delivery_id: None,
+    };
+    bench.store.write_section(&elsewhere, Some(&control)).unwrap();
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert!(report.errors.is_empty(), "not asked, so no missing client: {:?}", report.errors);
+    assert_eq!((asked(&bench), report.closures), (0, 0));
+}
+
+#[tokio::test]
+async fn seed_000_a_due_ledger_only_record_linked_by_a_listed_pr_is_not_asked() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    unlabel(&bench, issue);
+    bench
+        .sim
+        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
+        .unwrap();
+    age(&bench, issue, 2);
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!((report.ledger_checks, asked(&bench)), (0, 0), "its linked ref is listed");
+}
+
+#[tokio::test]
+async fn seed_000_a_due_ledger_only_record_in_a_degraded_scope_is_neither_asked_nor_counted() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.sim.close(REPO, n, "ann").unwrap();
+    age(&bench, n, 2);
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::NotFound,
+        times: 1,
+        path_contains: Some("/repos/octo/app/issues".into()),
+    });
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!(report.scopes_degraded, [REPO]);
+    assert_eq!((report.ledger_checks, asked(&bench)), (0, 0));
+    assert_eq!(bench.cycle().await.ledger_checks, 1, "asked once the scope answers again");
+}

@@ -455,3 +455,62 @@ async fn edge_54_a_failed_dispatch_spends_an_attempt_that_survives_a_restart() {
     assert_eq!(bench.stand_in.comment_bodies().len(), 2, "the budget spans the restart");
     assert_eq!(bench.events("poll.comment_failed").len(), 1);
 }
+
+#[tokio::test]
+async fn edge_07_a_pr_thread_longer_than_a_page_is_read_whole_across_its_three_surfaces() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    for i in 0..120 {
+        bench.sim.comment(REPO, pr, "ann", &format!("old {i}")).unwrap();
+    }
+    let review = loop_sim::ReviewState::Commented;
+    bench.sim.review(REPO, pr, "ann", review, "old review", &[("src/a.rs", 1, "old")]).unwrap();
+    let report = bench.cycle().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let pr_ref = bench.item(REPO, pr);
+    assert_eq!(ledger(&bench, &pr_ref).unwrap().comments.seen_comments.len(), 122);
+    bench.sim.comment(REPO, pr, "ann", "the new one").unwrap();
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["the new one"], "nothing past page one re-sent");
+}
+
+#[tokio::test]
+async fn edge_81_a_config_changed_between_cycles_is_reloaded_and_its_scopes_polled() {
+    let yaml = format!("{UNSTARTED}polling:\n  intervalSeconds: 1\n");
+    let mut bench = Bench::new(&[REPO], &yaml).await;
+    bench.sim.open_issue(REPO, "ann", "Unlabelled", &[]).unwrap();
+    bench.open_issue(REPO, "ann");
+    bench.sim.create_repo("octo/lib").unwrap();
+    let added = bench.open_issue("octo/lib", "ann");
+    // The first cycle's presence is about #2 of octo/app; the stop comes with octo/lib's #1.
+    bench.stand_in.stop_on(added);
+    let mut next = bench.config.clone();
+    next.repositories.push("octo/lib".parse().unwrap());
+    let (config_tx, config_rx) =
+        tokio::sync::watch::channel(std::sync::Arc::new(bench.config.clone()));
+    let next = std::sync::Mutex::new(Some(next));
+    let poller = std::mem::replace(
+        &mut bench.poller,
+        loop_daemon::poller::Poller::new(
+            bench.store.clone(),
+            crate::poll_support::clients(&bench.sim),
+            bench.stand_in.clone(),
+            crate::poll_support::VERSION,
+        ),
+    );
+    // After the first cycle, the operator edits the config (the sender lives on, as the
+    // service's config watcher does).
+    let mut poller = poller.with_observer(loop_daemon::poller::CycleObserver::new(move |_| {
+        if let Some(next) = next.lock().unwrap().take() {
+            config_tx.send_replace(std::sync::Arc::new(next));
+        }
+    }));
+    let running = loop_daemon::poller::run(&mut poller, config_rx, bench.shutdown());
+    let stopped = tokio::time::timeout(crate::common::PATIENCE, running).await;
+    stopped.expect("the reloaded config's cycle meets the stop");
+    let reloaded = bench.events("config.reloaded");
+    assert_eq!(reloaded.len(), 1);
+    assert_eq!(reloaded[0].0["detail"], "polling: 2 scope(s), interval=1s");
+    assert_eq!(bench.events("poll.cycle").len(), 2);
+    assert!(ledger(&bench, &bench.item("octo/lib", added)).is_some(), "the new scope is polled");
+}

@@ -378,17 +378,22 @@ impl Rig {
             .map(|c| c.pending.len())
     }
 
-    /// Delivery-ledger keys marked in flight (no ledger yet: none; `None`: unreadable
-    /// right now).
+    /// Delivery-ledger keys marked in flight, replaying `local/deliveries.log` (one line
+    /// per change; the last line of a key wins; no log yet: none).
     fn in_flight(&self) -> Option<usize> {
-        let path = self.root.join("local/deliveries.json");
-        if !path.exists() {
-            return Some(0);
+        let text = match std::fs::read_to_string(self.root.join("local/deliveries.log")) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(0),
+            Err(_) => return None,
+        };
+        let mut marks: BTreeMap<String, String> = BTreeMap::new();
+        // A last line without its newline is a write in progress: not counted yet.
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let line: Value = serde_json::from_str(line).ok()?;
+            let key = line["key"].as_str()?.to_owned();
+            marks.insert(key, line["state"].as_str()?.to_owned());
         }
-        let text = std::fs::read_to_string(path).ok()?;
-        let ledger: Value = serde_json::from_str(&text).ok()?;
-        let entries = ledger["entries"].as_array()?;
-        Some(entries.iter().filter(|e| e["state"] == "inflight").count())
+        Some(marks.values().filter(|state| *state == "inflight").count())
     }
 
     /// What the stand-ins recorded as submitted, once they recorded at least every
@@ -456,20 +461,33 @@ fn read_lines(path: &Path) -> (Vec<Value>, usize) {
     (lines, torn)
 }
 
-/// Every `.json` file under `dir` that does not parse, with the error.
-fn corrupt_json_files(dir: &Path) -> Vec<String> {
+/// Every state file under `dir` that does not parse, with the error: a `.json` file, a
+/// complete line of a JSON-lines file (`*.jsonl`, the delivery ledger's `deliveries.log`;
+/// a last line without its newline is a write cut short, which their readers skip), or
+/// a file the store quarantined.
+fn corrupt_state_files(dir: &Path) -> Vec<String> {
     let mut bad = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return bad };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            bad.extend(corrupt_json_files(&path));
+            bad.extend(corrupt_state_files(&path));
         } else if path.file_name().is_some_and(|n| n.to_string_lossy().contains(".corrupt-")) {
             bad.push(format!("{}: quarantined as unparsable", path.display()));
         } else if path.extension().is_some_and(|e| e == "json") {
             let text = std::fs::read_to_string(&path).unwrap_or_default();
             if let Err(err) = serde_json::from_str::<Value>(&text) {
                 bad.push(format!("{}: {err}", path.display()));
+            }
+        } else if path.extension().is_some_and(|e| e == "jsonl")
+            || path.file_name().is_some_and(|n| n == "deliveries.log")
+        {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let complete = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+            for (number, line) in complete.enumerate() {
+                if let Err(err) = serde_json::from_str::<Value>(line) {
+                    bad.push(format!("{} line {}: {err}", path.display(), number + 1));
+                }
             }
         }
     }
@@ -685,7 +703,7 @@ fn findings(rig: &Rig, phases: &[Vec<Step>], ids: &BTreeMap<String, u64>) -> Fin
         .filter_map(|w| ids.get(&w.0))
         .filter(|id| abandoned.contains(&loop_sim::world::node_id("IC", **id)))
         .count();
-    findings.corrupt = corrupt_json_files(&rig.root);
+    findings.corrupt = corrupt_state_files(&rig.root);
     findings
 }
 

@@ -187,11 +187,15 @@ fn is_node_id(id: &str) -> bool {
 
 /// The `target` field of `reaction.added`: what was reacted on.
 fn target_kind(event: &Event, target: &ReactionTarget) -> &'static str {
-    match (target, &event.comment) {
-        (ReactionTarget::Item(_), _) | (ReactionTarget::Node(_), None) => {
-            if event.pull_request().is_some() { "pull-request" } else { "issue" }
+    match (target, event.comment.as_ref().map(|c| c.surface)) {
+        (ReactionTarget::Item(_), _) => {
+            if event.pull_request().is_some() {
+                "pull-request"
+            } else {
+                "issue"
+            }
         }
-        (_, Some(comment)) if comment.surface == Surface::Review => "review",
+        (_, Some(Surface::Review)) => "review",
         _ => "comment",
     }
 }

@@ -7,7 +7,9 @@
 //! retries and rate-limit waits (on a clock that never sleeps), `ETag`/`Link` headers,
 //! pagination, and the typed decoding of issue and pull-request listings and reads,
 //! comments, reviews, inline comments, a posted comment, a reaction and the GraphQL
-//! linkage batch. Going through HTTP rather than a decoding seam keeps the headers and
+//! linkage batch — and then what the poller reads in the text (closing keywords in
+//! descriptions, the head branch's issue number, control commands in comments). Going
+//! through HTTP rather than a decoding seam keeps the headers and
 //! statuses in reach and needs no test-only API in loop-github.
 //!
 //! Input: a selector byte, then answers separated by `0x1e`. Each answer is a status
@@ -30,8 +32,13 @@ use axum::body::Bytes;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use libfuzzer_sys::fuzz_target;
-use loop_core::{RepoRef, WorkItemRef};
-use loop_github::{Clock, GithubClient, GithubSettings, Reaction, ReactionTarget, TokenSource};
+use loop_core::config::ControlConfig;
+use loop_core::control::Vocabulary;
+use loop_core::{RepoRef, WorkItemRef, linkage};
+use loop_github::{
+    Clock, GithubClient, GithubError, GithubSettings, Listing, Reaction, ReactionTarget,
+    ThreadComment, TokenSource,
+};
 use tokio::runtime::Runtime;
 
 /// One answer the local server gives.
@@ -145,6 +152,21 @@ fn client(base_url: &str) -> GithubClient {
         .expect("invariant: a local http base URL is accepted")
 }
 
+/// What the poller reads in a listing's text: the closing keywords of each description.
+fn listed(listing: Result<Listing, GithubError>, repo: &RepoRef) {
+    for row in listing.map(|listing| listing.items).unwrap_or_default() {
+        let _ = linkage::closing_keyword_references(&row.body, repo);
+    }
+}
+
+/// What the poller reads in a thread's text: control commands, with the default words.
+fn thread(comments: Result<Vec<ThreadComment>, GithubError>) {
+    let vocabulary = Vocabulary::from(&ControlConfig::default());
+    for comment in comments.unwrap_or_default() {
+        let _ = vocabulary.parse(&comment.body);
+    }
+}
+
 fn item(text: &str) -> WorkItemRef {
     text.parse().expect("invariant: the target's refs are valid")
 }
@@ -165,15 +187,20 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..2 {
         site.runtime.block_on(async {
             match selector % 12 {
-                0 => drop(github.list_labelled_open_items(&repo, "agent").await),
-                1 => drop(github.list_labelled_open_pull_requests(&repo, "agent").await),
+                0 => listed(github.list_labelled_open_items(&repo, "agent").await, &repo),
+                1 => listed(github.list_labelled_open_pull_requests(&repo, "agent").await, &repo),
                 2 => drop(github.read_item(&issue).await),
                 3 => drop(github.item_exists(&issue).await),
-                4 => drop(github.read_pull_request(&pr).await),
-                5 => drop(github.conversation_comments(&issue).await),
-                6 => drop(github.reviews(&pr).await),
-                7 => drop(github.review_comments(&pr).await),
-                8 => drop(github.pull_request_thread(&pr).await),
+                4 => {
+                    if let Ok(read) = github.read_pull_request(&pr).await {
+                        let _ = linkage::branch_issue_number(&read.head_ref);
+                        let _ = linkage::closing_keyword_references(&read.body, &repo);
+                    }
+                }
+                5 => thread(github.conversation_comments(&issue).await),
+                6 => thread(github.reviews(&pr).await),
+                7 => thread(github.review_comments(&pr).await),
+                8 => thread(github.pull_request_thread(&pr).await),
                 9 => drop(github.post_comment(&issue, "hello").await),
                 10 => {
                     let targets = [

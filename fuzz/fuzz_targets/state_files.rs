@@ -13,7 +13,10 @@
 //!   correct lengths and checksums (so reading gets past the checksum to the sequence
 //!   numbers), read by `read_pending`, `read_from` and `Inbox::open`;
 //! - the event log (live file and one rotated file), read whole and tailed, filtered by a
-//!   fuzzed `--event` glob and `--since`, and explained.
+//!   fuzzed `--event` glob and `--since`, and explained;
+//! - a legacy control record or poll-state file, read forward into the portable record;
+//! - Claude Code's user config or settings (`~/.claude.json`, `~/.claude/settings.json`),
+//!   merged into by the trust pre-seed at spawn (not ours, but read and rewritten).
 //!
 //! What must hold: no panic, no abort, bounded memory. A file that does not parse reads
 //! as absent (quarantined) — that is the store's contract, not checked here.
@@ -29,8 +32,10 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use loop_core::WorkItemRef;
+use loop_core::config::{BypassAcceptance, TrustScope};
 use loop_core::explain::{self, ItemState, Record};
 use loop_core::record::{Collaborators, Control, Ended, PollLedger};
+use loop_sessions::trust::{ClaudeFiles, TrustSettings, seed_claude_trust};
 use loop_store::event_log::filter::{EventFilter, parse_since};
 use loop_store::event_log::read::{EventTail, read_all};
 use loop_store::inbox::{self, Inbox, Receipt};
@@ -59,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
     // a crash depend on the input order; start every input from nothing.
     let _ = fs::remove_dir_all(&root);
     let store = StateStore::new(StateLayout::new(&root), EventLog::disabled());
-    match selector % 8 {
+    match selector % 12 {
         0 => portable_record(&store, content),
         1 => local_record(&store, content),
         2 => poll_clocks(&store, content),
@@ -67,7 +72,11 @@ fuzz_target!(|data: &[u8]| {
         4 => heartbeat(&store, content),
         5 => journal(&store, content),
         6 => journal(&store, &built_segment(content)),
-        _ => event_log(&store, content),
+        7 => event_log(&store, content),
+        8 => legacy(&store, content, &store.layout().legacy_control(&ITEM_REF)),
+        9 => legacy(&store, content, &store.layout().legacy_poll_state()),
+        10 => claude_trust(&root, content, |files| &files.user_config),
+        _ => claude_trust(&root, content, |files| &files.settings),
     }
 });
 
@@ -91,6 +100,29 @@ fn portable_record(store: &StateStore, content: &[u8]) {
     };
     let _ = section::<ChannelBindings>(store, item);
     let _ = explain::describe_item(&state);
+}
+
+/// A pre-issue-128 file: read forward into a record that has no section yet.
+fn legacy(store: &StateStore, content: &[u8], path: &Path) {
+    put(path, content);
+    let _ = (section::<Control>(store, &ITEM_REF), section::<PollLedger>(store, &ITEM_REF));
+    let _ = store.load_portable_record(&ITEM_REF);
+}
+
+/// Claude Code's user config or settings, as a spawn pre-seeds trust in them: read,
+/// merged and written back (bypass mode asked for, so both files are touched).
+fn claude_trust(root: &Path, content: &[u8], file: fn(&ClaudeFiles) -> &PathBuf) {
+    let home = root.join("home");
+    let files = ClaudeFiles::locate(&home, None);
+    put(file(&files), content);
+    let settings = TrustSettings {
+        enabled: true,
+        scope: TrustScope::WorkspaceRoot,
+        accept_bypass_permissions: BypassAcceptance::Auto,
+    };
+    let (workspace, cwd) = (home.join("work"), home.join("work/octo-app-7"));
+    let bypass = ["--dangerously-skip-permissions".to_owned()];
+    let _ = seed_claude_trust(&files, &settings, &cwd, Some(&workspace), &bypass);
 }
 
 fn section<S: Section>(store: &StateStore, item: &WorkItemRef) -> Option<S> {

@@ -2,12 +2,13 @@
 //! process (STYLE §4.2).
 //!
 //! [`EventLog::with_writer`](super::EventLog::with_writer) starts it; from then on an
-//! append is a message on a bounded channel, so emitting never waits for the disk (only
-//! for room in the channel, when the disk is [`QUEUE`] lines behind). The thread drains
-//! whatever is queued, formats it and appends it to a cached file descriptor opened
-//! `O_APPEND` with as few `write(2)` calls as the batch needs — each a run of whole lines,
-//! so lines of other processes appending to the same file (CLI verbs, which lock and
-//! append directly) never interleave with these.
+//! append is a push onto a bounded queue, so emitting never waits for the disk (only for
+//! room, when the disk is [`QUEUE`] lines behind). The thread takes whatever is queued —
+//! woken when [`WAKE_AT`] lines wait or someone flushes, else within [`LINGER`] — formats
+//! it and appends it to a cached file descriptor opened `O_APPEND` with as few `write(2)`
+//! calls as the batch needs, each a run of whole lines, so lines of other processes
+//! appending to the same file (CLI verbs, which lock and append directly) never
+//! interleave with these.
 //!
 //! Rotation stays safe across processes. Once per batch the thread `stat`s the path: an
 //! inode other than the cached descriptor's (another process rotated) or none (removed)
@@ -25,10 +26,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -39,35 +40,48 @@ use crate::lock::LockGuard;
 /// Lines that may wait for the thread before an emitter waits for room.
 pub(crate) const QUEUE: usize = 4096;
 
+/// Waiting lines that wake the thread at once; fewer are written within [`LINGER`] (or
+/// at the next flush), so a steady trickle of lines costs one wake-up per batch, not
+/// one per line.
+const WAKE_AT: usize = 256;
+
+/// The longest a line waits for the thread when nobody asked for it.
+const LINGER: Duration = Duration::from_millis(10);
+
 /// How many bytes one `write(2)` carries at most.
 const WRITE_BYTES: usize = 256 * 1024;
-
-/// What the thread is sent.
-enum Message {
-    Append(Event, Timestamp),
-    /// Answered once everything sent before it is written.
-    Flush(SyncSender<()>),
-}
 
 /// The sending side, shared by every clone of the log.
 #[derive(Debug)]
 pub(crate) struct Writer {
-    /// Taken (closing the channel) when the writer is dropped.
-    queue: Mutex<Option<SyncSender<Message>>>,
+    shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Lines handed to the channel so far.
-    queued: AtomicU64,
-    /// Lines the thread has written so far (in channel order), so a flush with nothing
-    /// outstanding costs two atomic loads.
-    written: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Message {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Append(event, _) => write!(f, "Append({})", event.name()),
-            Self::Flush(_) => f.write_str("Flush"),
-        }
+/// What emitters and the thread share.
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// The thread waits here for lines.
+    work: Condvar,
+    /// Emitters wait here for room or for their flush.
+    written: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    pending: Vec<(Event, Timestamp)>,
+    /// Lines queued so far, and of those, written so far (in order).
+    queued: u64,
+    done: u64,
+    /// Someone waits until `done` reaches this.
+    flush_to: u64,
+    closed: bool,
+}
+
+impl Shared {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -79,50 +93,48 @@ impl Writer {
         rotation: Rotation,
         warned: Arc<AtomicBool>,
     ) -> io::Result<Self> {
-        let (queue, messages) = sync_channel(QUEUE);
-        let written = Arc::new(AtomicU64::new(0));
-        let counted = Arc::clone(&written);
+        let shared = Arc::new(Shared::default());
+        let served = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("event-log".into()).spawn(move || {
             Appender { path, source, rotation, warned, pid: std::process::id(), file: None }
-                .run(&messages, &counted);
+                .run(&served);
         })?;
-        Ok(Self {
-            queue: Mutex::new(Some(queue)),
-            thread: Mutex::new(Some(thread)),
-            queued: AtomicU64::new(0),
-            written,
-        })
+        Ok(Self { shared, thread: Mutex::new(Some(thread)) })
     }
 
     /// Queues `event` (waits only when [`QUEUE`] lines are already waiting).
     pub(crate) fn append(&self, event: Event, ts: Timestamp) {
-        if let Some(queue) = self.sender() {
-            self.queued.fetch_add(1, Ordering::AcqRel);
-            let _ = queue.send(Message::Append(event, ts));
+        let mut queue = self.shared.queue();
+        while queue.pending.len() >= QUEUE && !queue.closed {
+            queue = self.shared.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
+        }
+        queue.pending.push((event, ts));
+        queue.queued += 1;
+        if queue.pending.len() == WAKE_AT {
+            self.shared.work.notify_one();
         }
     }
 
     /// Returns once everything queued before the call is written (or the thread is gone).
     pub(crate) fn flush(&self) {
-        if self.written.load(Ordering::Acquire) >= self.queued.load(Ordering::Acquire) {
+        let mut queue = self.shared.queue();
+        let target = queue.queued;
+        if queue.done >= target {
             return;
         }
-        let Some(queue) = self.sender() else { return };
-        let (done, written) = sync_channel(1);
-        if queue.send(Message::Flush(done)).is_ok() {
-            let _ = written.recv();
+        queue.flush_to = queue.flush_to.max(target);
+        self.shared.work.notify_one();
+        while queue.done < target && !queue.closed {
+            queue = self.shared.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
         }
-    }
-
-    fn sender(&self) -> Option<SyncSender<Message>> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 
 impl Drop for Writer {
-    /// Closes the channel and waits until the thread has written what it held.
+    /// Closes the queue and waits until the thread has written what it held.
     fn drop(&mut self) {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).take();
+        self.shared.queue().closed = true;
+        self.shared.work.notify_one();
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread
             && thread.join().is_err()
@@ -152,31 +164,42 @@ struct Live {
 }
 
 impl Appender {
-    fn run(mut self, messages: &Receiver<Message>, written: &AtomicU64) {
-        let mut lines: Vec<Vec<u8>> = Vec::with_capacity(256);
-        let mut flushes = Vec::new();
-        while let Ok(first) = messages.recv() {
-            let mut next = Some(first);
-            while let Some(message) = next {
-                match message {
-                    Message::Append(event, ts) => {
-                        lines.push(event.line(ts, &self.source, self.pid));
-                    }
-                    Message::Flush(done) => flushes.push(done),
+    /// Writes what is queued — at once when a flush waits, the queue is closing or
+    /// [`WAKE_AT`] lines wait, else after [`LINGER`] — until the queue is closed and empty.
+    fn run(mut self, shared: &Shared) {
+        let mut taken: Vec<(Event, Timestamp)> = Vec::with_capacity(WAKE_AT);
+        let mut lines: Vec<Vec<u8>> = Vec::with_capacity(WAKE_AT);
+        let mut queue = shared.queue();
+        loop {
+            if queue.pending.is_empty() {
+                if queue.closed {
+                    return;
                 }
-                next = if lines.len() < 4096 { messages.try_recv().ok() } else { None };
+                queue = shared.work.wait(queue).unwrap_or_else(PoisonError::into_inner);
+                continue;
             }
-            if !lines.is_empty()
-                && let Err(err) = self.write_batch(&lines)
+            let urgent =
+                queue.closed || queue.flush_to > queue.done || queue.pending.len() >= WAKE_AT;
+            if !urgent {
+                queue = shared
+                    .work
+                    .wait_timeout(queue, LINGER)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            std::mem::swap(&mut queue.pending, &mut taken);
+            drop(queue);
+            lines.extend(taken.drain(..).map(|(event, ts)| event.line(ts, &self.source, self.pid)));
+            if let Err(err) = self.write_batch(&lines)
                 && !self.warned.swap(true, Ordering::Relaxed)
             {
                 tracing::warn!(error = %err, "could not append to the event log");
             }
-            written.fetch_add(lines.len() as u64, Ordering::AcqRel);
+            let count = lines.len() as u64;
             lines.clear();
-            for done in flushes.drain(..) {
-                let _ = done.send(());
-            }
+            queue = shared.queue();
+            queue.done += count;
+            shared.written.notify_all();
         }
     }
 

@@ -56,6 +56,18 @@ struct ControlFacts {
     collaborators: Vec<Login>,
 }
 
+/// The comment ledger of `item`'s own record when its thread was polled before (a title,
+/// comment state or spawn ledger, or a `lastPolledAt` an older version left in the record);
+/// `None` when the next read of its thread is a first sight.
+fn known_thread(
+    ledgers: &mut Ledgers,
+    item: &WorkItemRef,
+) -> Result<Option<CommentLedger>, StoreError> {
+    let Some(own) = ledgers.ledger(item)?.cloned() else { return Ok(None) };
+    let known = poll::own_thread_known(&own) || ledgers.legacy_polled(item);
+    Ok(known.then_some(own.comments))
+}
+
 impl<D: Dispatch> Poller<D> {
     /// Processes one listed item; failures are reported and never end the cycle.
     pub(super) async fn process_item(
@@ -130,15 +142,20 @@ impl<D: Dispatch> Poller<D> {
             .map(|((c, author), id)| ThreadEntry { id, author, body: &c.body })
             .collect();
 
-        let stored = ledgers.ledger(&owner)?.cloned();
-        let first_sight = match &stored {
-            None => true,
-            Some(ledger) if own => {
-                !(poll::own_thread_known(ledger) || ledgers.legacy_polled(&owner))
-            }
-            Some(ledger) => !ledger.pull_requests.contains_key(item),
+        let mut ledger = ledgers.ledger(&owner)?.cloned().unwrap_or_default();
+        let first_sight = if own {
+            known_thread(ledgers, item)?.is_none()
+        } else if ledger.pull_requests.contains_key(item) {
+            false
+        } else if let Some(comments) = known_thread(ledgers, item)? {
+            // A pull request polled on its own before it came to serve a work item: what
+            // its own record had seen moves under the owner (that record is read, never
+            // deleted), so nothing posted meanwhile is baselined away.
+            ledger.pull_requests.insert(item.clone(), comments);
+            false
+        } else {
+            true
         };
-        let mut ledger = stored.unwrap_or_default();
         let mut notices = Vec::new();
         let vocabulary = Vocabulary::from(&config.routing.control);
 

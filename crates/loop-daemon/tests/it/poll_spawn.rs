@@ -208,3 +208,22 @@ async fn edge_58_a_presence_still_queued_at_shutdown_is_released() {
     assert_eq!((spawn.attempts, spawn.delivery_id), (0, None));
     assert_eq!(bench.poller.release_attempts(&[key]).unwrap(), 0, "released once");
 }
+
+#[tokio::test]
+async fn a_pr_that_comes_to_serve_a_work_item_keeps_what_its_own_record_had_seen() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    bench.sim.comment(REPO, pr, "ann", "seen while it was on its own").unwrap();
+    bench.cycle().await;
+    let (issue_ref, pr_ref) = (bench.item(REPO, issue), bench.item(REPO, pr));
+    // The session takes the PR on (e.g. `sessions link-pr`); a comment lands meanwhile.
+    live_session(&bench, &issue_ref, &[&issue_ref, &pr_ref]);
+    bench.sim.comment(REPO, pr, "ann", "posted as it moved").unwrap();
+    bench.cycle().await;
+    bench.cycle().await;
+    assert_eq!(bench.stand_in.comment_bodies(), ["posted as it moved"], "forwarded once");
+    let nested = &ledger(&bench, &issue_ref).unwrap().pull_requests[&pr_ref];
+    assert_eq!(nested.seen_comments.len(), 2);
+    assert!(ledger(&bench, &pr_ref).is_some(), "the old record is read, never deleted");
+}

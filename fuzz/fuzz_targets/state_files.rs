@@ -7,8 +7,9 @@
 //! - a portable record (`portable/<slug>.json`): the whole record and every section, then
 //!   `explain`'s account of the item;
 //! - a local session record (`local/<slug>.json`): the one-record read and the listing;
-//! - `local/poll-clocks.json`, `local/deliveries.json` (then the ledger is used), the
-//!   poller's heartbeat;
+//! - `local/poll-clocks.json`; the delivery ledger's `local/deliveries.log` or its former
+//!   `local/deliveries.json` (then opened and used as the dispatcher does); the poller's
+//!   heartbeat;
 //! - an inbox journal segment, either the raw bytes or entries built from them with
 //!   correct lengths and checksums (so reading gets past the checksum to the sequence
 //!   numbers), read by `read_pending`, `read_from` and `Inbox::open`;
@@ -64,11 +65,11 @@ fuzz_target!(|data: &[u8]| {
     // a crash depend on the input order; start every input from nothing.
     let _ = fs::remove_dir_all(&root);
     let store = StateStore::new(StateLayout::new(&root), EventLog::disabled());
-    match selector % 12 {
+    match selector % 13 {
         0 => portable_record(&store, content),
         1 => local_record(&store, content),
         2 => poll_clocks(&store, content),
-        3 => delivery_ledger(&store, content),
+        3 => delivery_ledger(&store, content, "deliveries.log"),
         4 => heartbeat(&store, content),
         5 => journal(&store, content),
         6 => journal(&store, &built_segment(content)),
@@ -76,7 +77,8 @@ fuzz_target!(|data: &[u8]| {
         8 => legacy(&store, content, &store.layout().legacy_control(&ITEM_REF)),
         9 => legacy(&store, content, &store.layout().legacy_poll_state()),
         10 => claude_trust(&root, content, |files| &files.user_config),
-        _ => claude_trust(&root, content, |files| &files.settings),
+        11 => claude_trust(&root, content, |files| &files.settings),
+        _ => delivery_ledger(&store, content, "deliveries.json"),
     }
 });
 
@@ -149,13 +151,20 @@ fn poll_clocks(store: &StateStore, content: &[u8]) {
     let _ = store.poll_clock(&ITEM_REF);
 }
 
-fn delivery_ledger(store: &StateStore, content: &[u8]) {
-    put(&store.layout().local_dir().join("deliveries.json"), content);
-    let Ok((mut ledger, _released)) = store.load_delivery_ledger(8) else { return };
-    ledger.take_in("fuzz-key", Timestamp::UNIX_EPOCH);
-    ledger.keep("fuzz-key", Timestamp::UNIX_EPOCH);
-    ledger.set_capacity(1);
-    let _ = store.save_delivery_ledger(&ledger);
+/// The delivery ledger's log (`deliveries.log`) or its former whole file
+/// (`deliveries.json`, read forward): read as `status` does, then opened and used as the
+/// dispatcher does.
+fn delivery_ledger(store: &StateStore, content: &[u8], file: &str) {
+    put(&store.layout().local_dir().join(file), content);
+    let _ = store.load_delivery_ledger(8);
+    let Ok((mut log, _released)) = store.open_delivery_log(8) else { return };
+    let now = Timestamp::UNIX_EPOCH;
+    let _ = log.take_in("fuzz-key", now);
+    let _ = log.keep("fuzz-key", now);
+    let _ = log.settle("fuzz-other", "fuzz", now);
+    let _ = log.release("fuzz-other", now);
+    log.set_capacity(1);
+    let _ = store.save_delivery_ledger(log.ledger());
 }
 
 fn heartbeat(store: &StateStore, content: &[u8]) {

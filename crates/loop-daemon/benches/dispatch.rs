@@ -1,6 +1,6 @@
-//! Dispatch latency (SPEC §7, issue 6): a signed `issue_comment` webhook POSTed to the
-//! real receiver → judged → dispatched → pasted into a live session → recorded by the
-//! stand-in harness. Run with `scripts/bench-dispatch.sh` (it builds the stand-in in
+//! Dispatch latency (SPEC §7, issue 6; budget p50 ≤ 5 ms, p99 ≤ 10 ms): a signed
+//! `issue_comment` webhook POSTed to the real receiver → judged → dispatched → pasted into
+//! a live session → recorded by the stand-in harness. Run with `scripts/bench-dispatch.sh` (it builds the stand-in in
 //! release and names it in `LOOP_STAND_IN`) or `cargo bench -p loop-daemon --bench
 //! dispatch`.
 //!
@@ -8,7 +8,8 @@
 //! its session runs the stand-in in a private tmux server. Then 200 comments by the
 //! authorized user, one at a time, each timed from the start of its POST until the
 //! stand-in's record holds it. Reactions are off: they are best-effort calls that never
-//! delay a paste, and the simulator would only add noise.
+//! delay a paste, and the simulator would only add noise. The load average is printed
+//! before and after: on a shared machine the tail is scheduling.
 
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -38,8 +39,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
+    let before = load_average();
     let samples = runtime.block_on(run());
-    report(samples);
+    report(samples, &before, &load_average());
 }
 
 async fn run() -> Vec<Duration> {
@@ -167,26 +169,41 @@ async fn post(addr: SocketAddr, id: &str, body: &str) {
     .expect("the request thread");
 }
 
-/// Polls the stand-in's record until it holds `lines` messages (30 s at most).
+/// Polls the stand-in's record every 100 µs until it holds `lines` messages (30 s at
+/// most), on a thread of its own: tokio's timer ticks in milliseconds and would round every
+/// sample up.
 async fn wait_for_lines(record: &Path, lines: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let held =
-            std::fs::read(record).map_or(0, |bytes| bytes.iter().filter(|b| **b == b'\n').count());
-        if held >= lines {
-            return;
+    let record = record.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let held = std::fs::read(&record)
+                .map_or(0, |bytes| bytes.iter().filter(|b| **b == b'\n').count());
+            if held >= lines {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the harness recorded {held} of {lines} messages");
+            std::thread::sleep(Duration::from_micros(100));
         }
-        assert!(Instant::now() < deadline, "the harness recorded {held} of {lines} messages");
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
+    })
+    .await
+    .expect("the polling thread");
 }
 
-fn report(mut samples: Vec<Duration>) {
+/// `/proc/loadavg`'s three averages ("?" where it cannot be read).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "?".to_owned(),
+        |text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
+
+fn report(mut samples: Vec<Duration>, load_before: &str, load_after: &str) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).saturating_sub(1)];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "webhook POST -> message recorded by the stand-in, {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p50 <= 50 ms)",
+        "webhook POST -> message recorded by the stand-in, {} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (budget p50 <= 5 ms, p99 <= 10 ms); load average {load_before} before, {load_after} after",
         samples.len(),
         ms(at(0.50)),
         ms(at(0.99)),

@@ -3,9 +3,16 @@
 //! workspace, trust pre-seed, rendered spawn prompt, registry write, announcement
 //! (reference §5.5, §5.6, §5.11, §5.13; sessions §2.5, §2.6).
 //!
-//! The registry is read again at dequeue: a spawn that finds a session by then is
-//! delivered into it, a delivery whose session vanished is dropped. tmux, git and file IO
-//! run on blocking threads.
+//! The registry is read again at dequeue (the target's own record; the whole registry
+//! only when the target is a pull request endpoint): a spawn that finds a session by then
+//! is delivered into it, a delivery whose session vanished is dropped. tmux, git and file
+//! IO run on blocking threads.
+//!
+//! The delivery hot path (SPEC §7: comment → pane ≤ 5 ms p50) is one blocking call:
+//! render the prompt, paste it, write the done-mark (`recentDeliveries`, no fsync; see
+//! docs/dispatcher.md, "Durability"). One call keeps the thread hand-offs few and puts
+//! the done-mark microseconds after the paste, which is the window in which a `kill -9`
+//! can make a replay paste twice.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,8 +47,17 @@ enum Template {
 impl Dispatcher {
     /// Carries out a dequeued job against the registry as it is now.
     pub(crate) async fn carry_out(&self, job: &Job) -> Decision {
-        let registry = self.snapshot().await;
-        match registry.owner(&job.target).cloned() {
+        let (registry, target) = (self.inner.registry.clone(), job.target.clone());
+        let owner = match blocking(move || registry.record_owning(&target)).await {
+            Ok(owner) => owner,
+            Err(err) => {
+                // As a snapshot does: an unreadable registry reads as empty, logged.
+                self.events()
+                    .emit(Line::error("registry.unreadable").field("error", err.to_string()));
+                None
+            }
+        };
+        match owner {
             None if job.spawn => self.spawn(job).await,
             None => Decision::SessionVanished { item: job.target.clone() },
             Some(record) if session_state(Some(&record)) == SessionState::Paused => {
@@ -97,33 +113,48 @@ impl Dispatcher {
                 already: true,
             };
         }
-        let prompt =
-            self.render(&config, &job.event, &endpoint_ref, key.as_deref(), Template::Event).await;
         let site = SessionSite::for_work_item(
             &endpoint_ref,
             endpoint.cwd.clone(),
             config.instance.name.clone(),
         );
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
-        let settings = respawn_settings(&config);
+        let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
-        let paste_site = site.clone();
-        let result = blocking(move || {
-            session::deliver_or_respawn(
+        let (event, paste_site, owner, served) =
+            (job.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
+        let (result, noted) = blocking(move || {
+            let prompt = render(&config, &event, &served, key.as_deref(), Template::Event);
+            let result = session::deliver_or_respawn(
                 &tmux,
                 &*harness,
                 &paste_site,
                 recorded.as_deref(),
                 &LaunchChoice::default(),
                 &prompt,
-                &settings,
-            )
+                &respawn_settings(&config),
+            );
+            let relaunched = match &result {
+                Ok(Delivered::Respawned(respawned)) => {
+                    Some(handles_of(harness.name(), &respawned.launch, &paste_site))
+                }
+                Ok(Delivered::Pasted | Delivered::RespawnAverted) => None,
+                Err(_) => return (result, Ok(false)),
+            };
+            let noted = note_delivery(&registry, &owner, &served, key.as_deref(), relaunched);
+            (result, noted)
         })
         .await;
+        if let Err(err) = noted {
+            self.events().emit(
+                Line::warning("session.touch_failed")
+                    .work_item(&endpoint_ref)
+                    .field("error", err.to_string()),
+            );
+        }
         let harness = endpoint.harness.clone();
         match result {
             Ok(Delivered::Pasted) => {
-                self.note_delivery(&item, &endpoint_ref, key.as_deref(), None).await;
                 Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
             }
             Ok(Delivered::Respawned(respawned)) => {
@@ -136,16 +167,13 @@ impl Dispatcher {
                     );
                 }
                 let launch = respawned.launch;
-                let decision = Decision::Respawned {
-                    item: item.clone(),
+                Decision::Respawned {
+                    item,
                     harness,
                     session_id: launch.conversation.as_str().to_owned(),
                     resumed: launch.resumed,
-                    target: site.target.clone(),
-                };
-                self.note_delivery(&item, &endpoint_ref, key.as_deref(), Some((&launch, &site)))
-                    .await;
-                decision
+                    target: site.target,
+                }
             }
             Ok(Delivered::RespawnAverted) => {
                 // A live harness held the name by the time of the respawn: pasted there.
@@ -154,7 +182,6 @@ impl Dispatcher {
                         .work_item(&item)
                         .field("tmux_target", &site.target),
                 );
-                self.note_delivery(&item, &endpoint_ref, key.as_deref(), None).await;
                 Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
             }
             Err(SessionError::Tmux(err @ TmuxError::SessionOccupied { .. })) => {
@@ -174,7 +201,8 @@ impl Dispatcher {
             Err(error) => return Decision::SpawnFailed { item, error },
         };
         self.seed_trust(&config, &item, &cwd).await;
-        let prompt = self.render(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
+        let prompt =
+            render_off_thread(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
         let launch = match self.launch(&config, &site, &prompt).await {
             Ok(launch) => launch,
@@ -256,7 +284,8 @@ impl Dispatcher {
         }
         self.seed_trust(&config, pr, &cwd).await;
         let key = job.cx.delivery_id.clone();
-        let prompt = self.render(&config, &job.event, pr, key.as_deref(), Template::Event).await;
+        let prompt =
+            render_off_thread(&config, &job.event, pr, key.as_deref(), Template::Event).await;
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
         let launch = self.launch(&config, &site, &prompt).await.map_err(|error| {
@@ -316,38 +345,6 @@ impl Dispatcher {
                 .field("error", err.to_string()),
         };
         self.events().emit(line.work_item(record_item));
-    }
-
-    /// Remembers a delivery on the endpoint (and, after a respawn, its new launch).
-    async fn note_delivery(
-        &self,
-        item: &WorkItemRef,
-        endpoint: &WorkItemRef,
-        key: Option<&str>,
-        relaunched: Option<(&Launch, &SessionSite)>,
-    ) {
-        let (registry, owner, served) =
-            (self.inner.registry.clone(), item.clone(), endpoint.clone());
-        let key = key.map(str::to_owned);
-        let handles = relaunched.map(|(launch, site)| {
-            let harness = self.inner.harness.name().to_owned();
-            handles_of(&harness, launch, site)
-        });
-        let written = blocking(move || {
-            let now = Timestamp::now();
-            if let Some(handles) = handles {
-                registry.save_handles(&owner, &served, handles, now)?;
-            }
-            registry.touch(&owner, &served, key.as_deref(), now)
-        })
-        .await;
-        if let Err(err) = written {
-            self.events().emit(
-                Line::warning("session.touch_failed")
-                    .work_item(endpoint)
-                    .field("error", err.to_string()),
-            );
-        }
     }
 
     /// Starts a new conversation at `site` with `prompt` as its first message.
@@ -436,33 +433,60 @@ impl Dispatcher {
         };
         self.events().emit(line.work_item(item).field("cwd", cwd.display().to_string()));
     }
+}
 
-    /// Renders the event or spawn prompt for `item` (a template path that is not a
-    /// readable file falls back to the built-in template).
-    async fn render(
-        &self,
-        config: &Config,
-        event: &Arc<Event>,
-        item: &WorkItemRef,
-        key: Option<&str>,
-        template: Template,
-    ) -> String {
-        let (path, builtin) = match template {
-            Template::Event => (config.routing.prompt_template.clone(), EVENT_TEMPLATE),
-            Template::Spawn => (config.routing.spawn_prompt_template.clone(), SPAWN_TEMPLATE),
-        };
-        let text = blocking(move || std::fs::read_to_string(path).ok())
-            .await
-            .unwrap_or_else(|| builtin.to_owned());
-        Prompt {
-            work_item: item,
-            event,
-            delivery_id: key,
-            graph_context: "",
-            interaction: config.routing.interaction.mode,
-        }
-        .render(&text)
+/// Renders the event or spawn prompt for `item`. Reads the template file (a path that is
+/// not a readable file falls back to the built-in template): call on a blocking thread.
+fn render(
+    config: &Config,
+    event: &Event,
+    item: &WorkItemRef,
+    key: Option<&str>,
+    template: Template,
+) -> String {
+    let (path, builtin) = match template {
+        Template::Event => (&config.routing.prompt_template, EVENT_TEMPLATE),
+        Template::Spawn => (&config.routing.spawn_prompt_template, SPAWN_TEMPLATE),
+    };
+    let text = std::fs::read_to_string(path).ok();
+    Prompt {
+        work_item: item,
+        event,
+        delivery_id: key,
+        graph_context: "",
+        interaction: config.routing.interaction.mode,
     }
+    .render(text.as_deref().unwrap_or(builtin))
+}
+
+/// [`render`] on a blocking thread, for the paths where the prompt is not pasted in the
+/// same call (spawns).
+async fn render_off_thread(
+    config: &Arc<Config>,
+    event: &Arc<Event>,
+    item: &WorkItemRef,
+    key: Option<&str>,
+    template: Template,
+) -> String {
+    let (config, event, item, key) =
+        (config.clone(), event.clone(), item.clone(), key.map(str::to_owned));
+    blocking(move || render(&config, &event, &item, key.as_deref(), template)).await
+}
+
+/// Remembers a delivery on the endpoint (after a respawn, its new launch first): the
+/// done-mark. Blocking.
+fn note_delivery(
+    registry: &loop_sessions::registry::Registry,
+    owner: &WorkItemRef,
+    served: &WorkItemRef,
+    key: Option<&str>,
+    relaunched: Option<EndpointHandles>,
+) -> Result<bool, loop_sessions::registry::RegistryError> {
+    let now = Timestamp::now();
+    if let Some(handles) = relaunched {
+        registry.save_handles(owner, served, handles, now)?;
+    }
+    registry.touch(owner, served, key, now)
 }
 
 /// `routing.tmux` as the session lifecycle reads it.

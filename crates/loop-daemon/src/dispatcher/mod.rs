@@ -44,7 +44,8 @@ use loop_github::GithubClient;
 use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux};
-use loop_store::{DeliveryLedger, Event, EventLog, Mark, StateStore, StoreError};
+use loop_store::delivery::DeliveryLog;
+use loop_store::{Event, EventLog, Mark, StateStore, StoreError};
 use tokio::sync::watch;
 
 pub(crate) use self::command::RosterOutcome;
@@ -92,7 +93,7 @@ struct Inner {
     tmux: Arc<Tmux>,
     harness: Arc<dyn Harness>,
     claude_files: Option<ClaudeFiles>,
-    ledger: Mutex<DeliveryLedger>,
+    ledger: Mutex<DeliveryLog>,
     existence: Mutex<KnownExistence>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
@@ -113,7 +114,7 @@ impl Dispatcher {
         let capacity = parts.config.routing.dedup_cache_size as usize;
         let store = parts.store.clone();
         let (ledger, abandoned) =
-            blocking(move || store.load_delivery_ledger(capacity)).await.map_err(|source| {
+            blocking(move || store.open_delivery_log(capacity)).await.map_err(|source| {
                 DispatcherError::Ledger { root: parts.store.layout().root().to_owned(), source }
             })?;
         let bound = bound::Bound::new(parts.config.routing.max_concurrent_dispatches);
@@ -143,7 +144,6 @@ impl Dispatcher {
                     .field("delivery_ids", &abandoned)
                     .field("reason", "previous-process-ended"),
             );
-            dispatcher.save_ledger().await;
         }
         Ok(dispatcher)
     }
@@ -177,7 +177,7 @@ impl Dispatcher {
         self.inner.store.events()
     }
 
-    fn ledger(&self) -> std::sync::MutexGuard<'_, DeliveryLedger> {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, DeliveryLog> {
         self.inner.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -247,11 +247,11 @@ impl Dispatcher {
 
     /// Takes `key` in; `false` when it is a duplicate.
     pub(crate) async fn take_in(&self, key: &str) -> bool {
-        let taken = self.ledger().take_in(key, Timestamp::now());
-        if taken {
-            self.save_ledger().await;
-        }
-        taken
+        let key = key.to_owned();
+        // A line that could not be written leaves the key taken in memory all the same.
+        self.change_ledger(move |ledger| ledger.take_in(&key, Timestamp::now()))
+            .await
+            .unwrap_or(true)
     }
 
     /// Counts every decided delivery in `metrics` from now on (the first call wins).
@@ -274,36 +274,40 @@ impl Dispatcher {
         if let Some(metrics) = self.inner.metrics.get() {
             metrics.decision(decision);
         }
-        let Some(key) = cx.delivery_id.as_deref() else { return };
-        let now = Timestamp::now();
-        let changed = {
-            let mut ledger = self.ledger();
-            match decision.ledger() {
-                LedgerEffect::Untouched => false,
-                LedgerEffect::Keep => {
-                    ledger.keep(key, now);
-                    true
-                }
-                LedgerEffect::Settle(reason) => {
-                    ledger.settle(key, reason, now);
-                    true
-                }
-                LedgerEffect::Release => ledger.release(key),
-            }
-        };
-        if changed {
-            self.save_ledger().await;
+        let Some(key) = cx.delivery_id.clone() else { return };
+        let effect = decision.ledger();
+        if matches!(effect, LedgerEffect::Untouched) {
+            return;
         }
+        self.change_ledger(move |ledger| {
+            let now = Timestamp::now();
+            match effect {
+                LedgerEffect::Untouched => Ok(()),
+                LedgerEffect::Keep => ledger.keep(&key, now),
+                LedgerEffect::Settle(reason) => ledger.settle(&key, reason, now),
+                LedgerEffect::Release => ledger.release(&key, now).map(|_released| ()),
+            }
+        })
+        .await;
     }
 
-    /// Persists the ledger; a failure is logged and the in-memory ledger stays right.
-    async fn save_ledger(&self) {
-        let snapshot = self.ledger().clone();
-        let store = self.inner.store.clone();
-        if let Err(err) = blocking(move || store.save_delivery_ledger(&snapshot)).await {
-            self.events().emit(
-                Event::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
-            );
+    /// Applies one change to the delivery ledger on a blocking thread: in memory, and one
+    /// line appended to its log (no fsync; `loop_store::delivery`). A line that could not
+    /// be written is logged (`dispatch.ledger_write_failed`) and `None` returned; the
+    /// in-memory ledger holds the change either way.
+    async fn change_ledger<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut DeliveryLog) -> Result<T, StoreError> + Send + 'static,
+    ) -> Option<T> {
+        let this = self.clone();
+        match blocking(move || change(&mut this.ledger())).await {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.events().emit(
+                    Event::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
+                );
+                None
+            }
         }
     }
 
@@ -318,10 +322,14 @@ impl Dispatcher {
         };
         let abandoned = queue::stop_all(queues, timeout).await;
         if !abandoned.is_empty() {
-            for key in &abandoned {
-                self.ledger().release(key);
-            }
-            self.save_ledger().await;
+            let keys = abandoned.clone();
+            self.change_ledger(move |ledger| {
+                let now = Timestamp::now();
+                keys.iter()
+                    .map(|key| ledger.release(key, now).map(|_released| ()))
+                    .fold(Ok(()), Result::and)
+            })
+            .await;
             self.events().emit(
                 Event::warning("dispatch.abandoned")
                     .field("count", abandoned.len())

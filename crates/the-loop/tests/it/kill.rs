@@ -164,9 +164,20 @@ fn script(random: &mut Random, comments: usize) -> Vec<Vec<Step>> {
     vec![phase1, phase2, phase3, phase4, phase5, phase6]
 }
 
+/// Which ingresses the service runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ingress {
+    /// The webhook receiver and the poller (SPEC §8's "both ingresses").
+    Hybrid,
+    /// The receiver alone: what was not acknowledged is GitHub's to redeliver, so only
+    /// acknowledged (202) comments are held to exactly once.
+    WebhooksOnly,
+}
+
 /// The running world: the simulator, the binary's site, the service process.
 struct Rig {
     seed: u64,
+    ingress: Ingress,
     runtime: tokio::runtime::Runtime,
     sim: Sim,
     cli: Cli,
@@ -181,7 +192,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, ingress: Ingress) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -223,12 +234,13 @@ impl Rig {
             &format!(
                 "state:\n  root: {root}\nrepositories: [{REPO}]\n\
                  webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n\
-                 polling:\n  enabled: true\n  intervalSeconds: 1\n\
+                 polling:\n  enabled: {polling}\n  intervalSeconds: 1\n\
                  integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
                  routing:\n  enabled: true\n  authorizedUsers: [{ANN}]\n  spawnWorkdir: {work}\n  dedupCacheSize: 8192\n  \
                  harnessTrust:\n    enabled: false\n  harnessPlugins:\n    enabled: false\n  \
                  harnessArgs:\n    claude: [--record, {messages}, --launches, {launches}]\n",
                 root = quoted(&root),
+                polling = ingress == Ingress::Hybrid,
                 base = sim.url(),
                 work = quoted(&work),
                 messages = quoted(&messages),
@@ -245,6 +257,7 @@ impl Rig {
         }));
         Self {
             seed,
+            ingress,
             runtime,
             sim,
             cli,
@@ -317,15 +330,17 @@ impl Rig {
         read_lines(&self.root.join("logs/events.jsonl")).0
     }
 
-    /// Waits until every ingress has caught up: the simulator's webhooks are answered, the
-    /// journal holds nothing unprocessed, the delivery ledger nothing in flight, and the
-    /// last two poll cycles — both begun after this call — forwarded and spawned nothing
-    /// with nothing else logged between them.
+    /// Waits until every ingress has caught up: the simulator's webhooks are answered (and
+    /// none was sent meanwhile), the journal holds nothing unprocessed, the delivery ledger
+    /// nothing in flight, and — with the poller — the last two poll cycles, both begun
+    /// after this call, forwarded and spawned nothing with nothing else logged between
+    /// them.
     fn catch_up(&self) {
         assert!(self.up(), "catch_up needs the service running");
         let from = self.events().len();
         let deadline = Instant::now() + PATIENCE;
         loop {
+            let sent = self.sim.deliveries().len();
             let answered = self.runtime.block_on(async {
                 tokio::time::timeout(PATIENCE, self.sim.webhooks_settled()).await
             });
@@ -334,7 +349,7 @@ impl Rig {
                 "seed {}: the simulator's webhooks were never answered",
                 self.seed
             );
-            if self.quiet(from) {
+            if self.quiet(from) && self.sim.deliveries().len() == sent {
                 return;
             }
             assert!(
@@ -352,6 +367,11 @@ impl Rig {
     fn quiet(&self, from: usize) -> bool {
         if self.pending() != Some(0) || self.in_flight() != Some(0) {
             return false;
+        }
+        if self.ingress == Ingress::WebhooksOnly {
+            // The dispatcher took each processed delivery in before its journal mark, and
+            // holds its key in flight until its dispatch ends.
+            return true;
         }
         let events = self.events();
         let tail = &events[from.min(events.len())..];
@@ -511,24 +531,35 @@ struct Findings {
     wrong_after_abandon: usize,
 }
 
-/// Plays the script with `comments` comments, killing the service `kills_per_300` (a
-/// range) times per 300 comments, then asserts what the module documents.
-fn run(comments: usize, kills_per_300: (u64, u64)) {
+/// Plays the script with `comments` comments through `ingress`, killing the service
+/// `kills_per_300` (a range) times per 300 comments, then asserts what the module
+/// documents. Webhooks only: the kills land in the comment phases only and nothing is
+/// posted while the service is down (the order-dependent phases need every control
+/// command acknowledged).
+fn run(comments: usize, kills_per_300: (u64, u64), ingress: Ingress) {
     let seed =
         std::env::var("THE_LOOP_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(
             || SystemTime::now().duration_since(UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64),
         ) | 1;
     let mut random = Random(seed);
     let phases = script(&mut random, comments);
-    let total: usize = phases.iter().map(Vec::len).sum();
+    let eligible: Vec<usize> = phases
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, step)| {
+            ingress == Ingress::Hybrid || matches!(step, Step::Comment { token: Some(_), .. })
+        })
+        .map(|(index, _)| index)
+        .collect();
     let scale = comments.div_ceil(300) as u64;
     let kills = (kills_per_300.0 + random.below(kills_per_300.1 - kills_per_300.0 + 1)) * scale;
     let mut kill_at = BTreeSet::new();
     while kill_at.len() < kills as usize {
-        kill_at.insert(random.below(total as u64) as usize);
+        kill_at.insert(eligible[random.below(eligible.len() as u64) as usize]);
     }
 
-    let mut rig = Rig::new(seed);
+    let mut rig = Rig::new(seed, ingress);
     rig.start();
     // Every item is seen before the script: its opening is not part of what is tested.
     rig.catch_up();
@@ -538,22 +569,24 @@ fn run(comments: usize, kills_per_300: (u64, u64)) {
     let mut index = 0;
     for phase in &phases {
         for step in phase {
+            if !rig.up() && down_for == 0 {
+                rig.start();
+            }
             if let (Some(id), Step::Comment { token: Some(token), .. }) = (rig.post(step), step) {
                 ids.insert(token.clone(), id);
             }
             if !rig.up() {
-                if down_for == 0 {
-                    rig.start();
-                } else {
-                    down_for -= 1;
-                }
+                down_for -= 1;
             }
             if kill_at.contains(&index) {
                 let delay = random.below(300);
                 std::thread::sleep(Duration::from_millis(delay));
                 if rig.up() {
                     rig.kill();
-                    down_for = random.below(4);
+                    down_for = match ingress {
+                        Ingress::Hybrid => random.below(4),
+                        Ingress::WebhooksOnly => 0,
+                    };
                     log.push(format!(
                         "step {index}: killed {delay} ms after it, down for {down_for} more"
                     ));
@@ -568,7 +601,7 @@ fn run(comments: usize, kills_per_300: (u64, u64)) {
         rig.catch_up();
     }
 
-    let findings = findings(&rig, &phases, &ids);
+    let findings = findings(&rig, &phases, &ids, &unacknowledged(&rig, &ids));
     report(seed, &log, &findings);
     let context = format!(
         "seed {seed} (THE_LOOP_KILL_SEED={seed} replays it), kills:\n  {}",
@@ -629,8 +662,29 @@ fn run(comments: usize, kills_per_300: (u64, u64)) {
     rig.cli.run(["events", "--json"]).expect_code(0);
 }
 
-/// Reads what happened from the stand-ins' records, the simulator and the state root.
-fn findings(rig: &Rig, phases: &[Vec<Step>], ids: &BTreeMap<String, u64>) -> Findings {
+/// Webhooks only: the tokens of comments whose webhook the service never answered 202
+/// (killed before or while it was sent); each may have arrived or not.
+fn unacknowledged(rig: &Rig, ids: &BTreeMap<String, u64>) -> BTreeSet<String> {
+    if rig.ingress == Ingress::Hybrid {
+        return BTreeSet::new();
+    }
+    let deliveries = rig.sim.deliveries();
+    ids.keys()
+        .filter(|token| {
+            !deliveries.iter().any(|d| d.status == Some(202) && d.body.contains(token.as_str()))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Reads what happened from the stand-ins' records, the simulator and the state root. A
+/// comment in `unacknowledged` must arrive at most as often as expected.
+fn findings(
+    rig: &Rig,
+    phases: &[Vec<Step>],
+    ids: &BTreeMap<String, u64>,
+    unacknowledged: &BTreeSet<String>,
+) -> Findings {
     let pasted = rig.pasted();
     let mut findings = Findings::default();
     for step in phases.iter().flatten() {
@@ -638,7 +692,8 @@ fn findings(rig: &Rig, phases: &[Vec<Step>], ids: &BTreeMap<String, u64>) -> Fin
             continue;
         };
         let got = pasted.iter().filter(|text| text.contains(token.as_str())).count();
-        if got != *expected {
+        let wrong = if unacknowledged.contains(token) { got > *expected } else { got != *expected };
+        if wrong {
             findings.wrong.push((token.clone(), got, *expected, *item, author));
         }
     }
@@ -752,7 +807,7 @@ fn report(seed: u64, log: &[String], findings: &Findings) {
 #[test]
 #[ignore = "fails about half its runs: a kill between paste and record re-pastes, a kill inside a spawn wedges the item (docs/operations.md, Crash safety)"]
 fn a_service_killed_at_random_points_during_300_comments_delivers_each_authorized_comment_once() {
-    run(300, (5, 8));
+    run(300, (5, 8), Ingress::Hybrid);
 }
 
 /// SPEC §8: 1 000 comments (plus the control commands) through both ingresses, 20–32
@@ -761,5 +816,14 @@ fn a_service_killed_at_random_points_during_300_comments_delivers_each_authorize
 #[ignore = "the SPEC §8 soak (1 000 events, minutes); run by scripts/soak-kill.sh"]
 fn soak_a_service_killed_at_random_points_during_1000_comments_delivers_each_authorized_comment_once()
  {
-    run(1000, (5, 8));
+    run(1000, (5, 8), Ingress::Hybrid);
+}
+
+/// The receiver alone, killed 5–8 times during the comment phases: every comment it
+/// acknowledged (202) reaches its session exactly once (docs/receiver.md: a 202 is in the
+/// journal and is processed at the next start).
+#[test]
+#[ignore = "fails about one run in nine: a first spawn on a new tmux server can fail and nothing retries it without the poller (docs/operations.md, Crash safety)"]
+fn a_webhooks_only_service_killed_at_random_points_delivers_each_acknowledged_comment_once() {
+    run(300, (5, 8), Ingress::WebhooksOnly);
 }

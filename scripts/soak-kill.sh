@@ -3,10 +3,10 @@
 # tmux, stand-in harness) at random points while comments flow through both ingresses,
 # over many seeds, and tally what each run found.
 #
-#   scripts/soak-kill.sh [RUNS] [ci|soak]
+#   scripts/soak-kill.sh [RUNS] [ci|soak|webhooks]
 #
 # RUNS (default 10) seeds, each a fresh run; `ci` is the bounded 300-comment test, `soak`
-# (default) the ignored 1 000-comment one. Each run appends one JSON line (seed, kills,
+# (default) the 1 000-comment one, `webhooks` the 300-comment one with the receiver alone. Each run appends one JSON line (seed, kills,
 # duplicates, losses, the comments concerned) to target/soak-kill.jsonl; a failing run's
 # seed replays with THE_LOOP_KILL_SEED=<seed>. Exit 1 if any run failed.
 set -euo pipefail
@@ -15,7 +15,8 @@ runs="${1:-10}"
 case "${2:-soak}" in
   ci) test=a_service_killed_at_random_points_during_300_comments_delivers_each_authorized_comment_once ;;
   soak) test=soak_a_service_killed_at_random_points_during_1000_comments_delivers_each_authorized_comment_once ;;
-  *) echo "usage: $0 [RUNS] [ci|soak]" >&2; exit 2 ;;
+  webhooks) test=a_webhooks_only_service_killed_at_random_points_delivers_each_acknowledged_comment_once ;;
+  *) echo "usage: $0 [RUNS] [ci|soak|webhooks]" >&2; exit 2 ;;
 esac
 report="$PWD/target/soak-kill.jsonl"
 : > "$report"

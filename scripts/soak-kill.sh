@@ -6,9 +6,10 @@
 #   scripts/soak-kill.sh [RUNS] [ci|soak|webhooks]
 #
 # RUNS (default 10) seeds, each a fresh run; `ci` is the bounded 300-comment test, `soak`
-# (default) the 1 000-comment one, `webhooks` the 300-comment one with the receiver alone. Each run appends one JSON line (seed, kills,
-# duplicates, losses, the comments concerned) to target/soak-kill.jsonl; a failing run's
-# seed replays with THE_LOOP_KILL_SEED=<seed>. Exit 1 if any run failed.
+# (default) the 1 000-comment one, `webhooks` the 300-comment one with the receiver
+# alone. Each run appends one JSON line (seed, kills, duplicates, losses, the comments
+# concerned) to target/soak-kill.jsonl; a failing run's seed replays with
+# THE_LOOP_KILL_SEED=<seed>. Exit 1 if any run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-10}"

@@ -73,6 +73,7 @@ impl<D: Dispatch> Poller<D> {
         ledgers: &mut Ledgers,
         report: &mut CycleReport,
     ) {
+        let pull_requests = pull_requests(cx);
         let known: BTreeSet<&WorkItemRef> =
             cx.facts.session_records.iter().chain(cx.facts.sections.keys()).collect();
         let mut ledger_only = BTreeMap::new();
@@ -81,10 +82,10 @@ impl<D: Dispatch> Poller<D> {
                 ClosureClass::Tracked if cx.skip(item).is_none() => {
                     self.ask(item, Set::Tracked, cx.now, ledgers, report).await;
                 }
-                ClosureClass::LedgerOnly => {
+                ClosureClass::LedgerOnly if !pull_requests.contains_key(item) => {
                     ledger_only.insert(item.clone(), ledgers.clock(item));
                 }
-                ClosureClass::Tracked | ClosureClass::Untracked => {}
+                ClosureClass::Tracked | ClosureClass::LedgerOnly | ClosureClass::Untracked => {}
             }
         }
         let interval = cx.config.polling.interval_seconds;
@@ -92,8 +93,10 @@ impl<D: Dispatch> Poller<D> {
             report.ledger_checks += 1;
             self.ask(&item, Set::LedgerOnly, cx.now, ledgers, report).await;
         }
-        for (pr, nested_in) in pull_requests(cx) {
-            self.ask(&pr, Set::PullRequest { nested_in }, cx.now, ledgers, report).await;
+        for (pr, nested_in) in pull_requests {
+            let own_ledger = cx.facts.has_section(&pr, "poll");
+            let set = Set::PullRequest { nested_in, own_ledger };
+            self.ask(&pr, set, cx.now, ledgers, report).await;
         }
     }
 
@@ -157,8 +160,10 @@ impl<D: Dispatch> Poller<D> {
         }
         let forgotten = match &set {
             Set::Tracked | Set::LedgerOnly => ledgers.forget(item),
-            Set::PullRequest { nested_in: Some(owner) } => ledgers.drop_nested(owner, item),
-            Set::PullRequest { nested_in: None } => Ok(()),
+            Set::PullRequest { nested_in, own_ledger } => nested_in
+                .as_ref()
+                .map_or(Ok(()), |owner| ledgers.drop_nested(owner, item))
+                .and_then(|()| if *own_ledger { ledgers.forget(item) } else { Ok(()) }),
         };
         match forgotten {
             Ok(()) => report.closures += 1,
@@ -176,14 +181,17 @@ enum Set {
     LedgerOnly,
     /// A pull request a work item's record carries (a live session endpoint, or a ledger
     /// nested in the owner's poll section): asked every cycle it is absent, like the
-    /// tracked set; closed → the close path ends its session and the nested ledger is
-    /// dropped from the owner's record.
-    PullRequest { nested_in: Option<WorkItemRef> },
+    /// tracked set; closed → the close path ends its session, the nested ledger is
+    /// dropped from the owner's record, and the poll section of its own record (`own_ledger`:
+    /// it was polled on its own before it came to serve the work item) is forgotten.
+    PullRequest { nested_in: Option<WorkItemRef>, own_ledger: bool },
 }
 
-/// The pull requests carried inside work items' records that no other set asks about
-/// (no record of their own that is tracked or ledger-only): live PR endpoints of session
-/// records and nested PR ledgers, minus listed, unowned, degraded and stamped ones.
+/// The pull requests carried inside work items' records that the tracked set does not ask
+/// about: live PR endpoints of session records and nested PR ledgers, minus listed,
+/// unowned, degraded and stamped ones. A PR whose own record carries only a poll ledger
+/// (it was polled on its own first) is asked here, every cycle, not lazily as
+/// ledger-only.
 fn pull_requests(cx: &Reconcile<'_>) -> BTreeMap<WorkItemRef, Option<WorkItemRef>> {
     let mut prs = BTreeMap::new();
     for (endpoint, owner) in &cx.facts.binding {
@@ -197,7 +205,7 @@ fn pull_requests(cx: &Reconcile<'_>) -> BTreeMap<WorkItemRef, Option<WorkItemRef
     prs.retain(|pr, _| {
         cx.skip(pr).is_none()
             && !cx.facts.has_section(pr, "ended")
-            && poll::closure_class(cx.record_facts(pr)) == ClosureClass::Untracked
+            && poll::closure_class(cx.record_facts(pr)) != ClosureClass::Tracked
     });
     prs
 }

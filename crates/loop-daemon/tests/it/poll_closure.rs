@@ -457,3 +457,20 @@ async fn seed_000_a_due_ledger_only_record_in_a_degraded_scope_is_neither_asked_
     assert_eq!((report.ledger_checks, asked(&bench)), (0, 0));
     assert_eq!(bench.cycle().await.ledger_checks, 1, "asked once the scope answers again");
 }
+
+#[tokio::test]
+async fn a_merged_pr_nested_after_polling_on_its_own_is_closed_at_once_and_both_ledgers_go() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let issue = bench.open_issue(REPO, "ann");
+    let pr = bench.sim.open_pull_request(REPO, "ann", "Fix", "", "fix", &[LABEL]).unwrap();
+    bench.cycle().await;
+    let (issue_ref, pr_ref) = (bench.item(REPO, issue), bench.item(REPO, pr));
+    crate::poll_spawn::live_session(&bench, &issue_ref, &[&issue_ref, &pr_ref]);
+    bench.cycle().await;
+    bench.sim.merge(REPO, pr, "ann").unwrap();
+    let report = bench.cycle().await;
+    assert_eq!((report.closures, report.ledger_checks), (1, 0), "asked at once, not lazily");
+    assert!(ledger(&bench, issue).unwrap().pull_requests.is_empty(), "the nested ledger goes");
+    assert!(ledger(&bench, pr).is_none(), "and the PR's own poll section");
+    assert_eq!(ended(&bench, pr).unwrap().state, "merged");
+}

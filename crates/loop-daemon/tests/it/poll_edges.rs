@@ -234,7 +234,11 @@ async fn edge_24_a_reference_ledger_without_a_title_reads_forward_as_known() {
         // What the reference (11.2.0) writes: no title, the clock inside the record.
         let old = serde_json::json!({
             "ref": item.to_string(),
-            "poll": {"seenComments": seen_comments, "commentAttempts": {}, "lastPolledAt": "2026-01-01T00:00:00Z"},
+            "poll": {
+                "seenComments": seen_comments,
+                "commentAttempts": {},
+                "lastPolledAt": "2026-01-01T00:00:00Z",
+            },
         });
         std::fs::write(&path, old.to_string()).unwrap();
     }

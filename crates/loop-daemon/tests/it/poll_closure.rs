@@ -474,3 +474,21 @@ async fn a_merged_pr_nested_after_polling_on_its_own_is_closed_at_once_and_both_
     assert!(ledger(&bench, pr).is_none(), "and the PR's own poll section");
     assert_eq!(ended(&bench, pr).unwrap().state, "merged");
 }
+
+#[tokio::test]
+async fn seed_000_a_closure_whose_stamp_fails_forgets_nothing_and_is_asked_again() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    bench.sim.close(REPO, n, "ann").unwrap();
+    age(&bench, n, 2);
+    bench.stand_in.refuse_closes();
+    let report = bench.cycle().await;
+    assert_eq!((report.ledger_checks, report.closures), (1, 0));
+    assert_eq!(bench.events("poll.closure_detected").len(), 1);
+    assert_eq!(bench.events("poll.item_error").len(), 1);
+    assert!(ledger(&bench, n).is_some(), "never forgotten instead of stamped");
+    let clock = bench.store.poll_clock(&bench.item(REPO, n));
+    assert!(clock.closure_checked_at.is_none(), "not deferred: the answer was closed");
+    assert_eq!(bench.cycle().await.ledger_checks, 1, "asked again next cycle");
+}

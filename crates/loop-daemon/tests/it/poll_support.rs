@@ -58,6 +58,8 @@ struct Inner {
     seen_existing: Vec<bool>,
     /// The refs every status question named, by dedup key (the last question wins).
     asked_refs: HashMap<String, Vec<WorkItemRef>>,
+    /// The close path fails (its stamp cannot be written).
+    refuse_closes: bool,
 }
 
 /// The in-memory dispatcher. Clones share their state (it survives a poller restart).
@@ -82,6 +84,11 @@ impl StandIn {
 
     pub fn stop_on(&self, number: u64) {
         self.lock().stop_on = Some(number);
+    }
+
+    /// Makes the close path fail, as when the `ended` stamp cannot be written.
+    pub fn refuse_closes(&self) {
+        self.lock().refuse_closes = true;
     }
 
     /// The refs the poller named when it last asked about the delivery `key`.
@@ -231,6 +238,9 @@ impl Dispatch for StandIn {
     }
 
     async fn close(&self, event: Event) -> Result<(), String> {
+        if self.lock().refuse_closes {
+            return Err("the ended stamp could not be written".into());
+        }
         let item = event.closed_item().ok_or("not a close")?;
         let entity = event.entity.clone().unwrap_or_default();
         let ended = Ended {
@@ -295,6 +305,7 @@ impl Bench {
                 watched: None,
                 seen_existing: Vec::new(),
                 asked_refs: HashMap::new(),
+                refuse_closes: false,
             })),
             store: store.clone(),
             authorized: config.routing.authorized_users.clone(),

@@ -404,7 +404,7 @@ async fn seed_001_a_missing_clock_file_makes_a_ledger_only_record_due_once() {
 }
 
 #[tokio::test]
-async fn edge_17_a_record_on_another_host_is_not_owned_and_never_asked() {
+async fn edge_17_records_on_another_host_or_repository_are_not_owned_and_never_asked() {
     let mut bench = Bench::new(&[REPO], "").await;
     let elsewhere: loop_core::WorkItemRef = "github:ghe.example.com/octo/app#1".parse().unwrap();
     let control = Control {
@@ -417,10 +417,15 @@ async fn edge_17_a_record_on_another_host_is_not_owned_and_never_asked() {
         delivery_id: None,
     };
     bench.store.write_section(&elsewhere, Some(&control)).unwrap();
+    // Poll-only records (no clock, so due) on another host and in another repository.
+    for unowned in ["github:ghe.example.com/octo/app#2", "github:octo/lib#3"] {
+        let unowned: loop_core::WorkItemRef = unowned.parse().unwrap();
+        bench.store.write_section(&unowned, Some(&PollLedger::default())).unwrap();
+    }
     bench.sim.clear_requests();
     let report = bench.cycle().await;
     assert!(report.errors.is_empty(), "not asked, so no missing client: {:?}", report.errors);
-    assert_eq!((asked(&bench), report.closures), (0, 0));
+    assert_eq!((asked(&bench), report.closures, report.ledger_checks), (0, 0, 0));
 }
 
 #[tokio::test]

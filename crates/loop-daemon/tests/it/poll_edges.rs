@@ -477,3 +477,14 @@ async fn edge_07_a_pr_thread_longer_than_a_page_is_read_whole_across_its_three_s
     bench.cycle().await;
     assert_eq!(bench.stand_in.comment_bodies(), ["the new one"], "nothing past page one re-sent");
 }
+
+#[tokio::test]
+async fn edge_35_with_control_disabled_first_sight_baselines_a_start_and_offers_presence() {
+    let mut bench = Bench::new(&[REPO], "  control:\n    enabled: false\n").await;
+    let n = bench.open_issue(REPO, "ann");
+    bench.sim.comment(REPO, n, "ann", "the-loop start").unwrap();
+    bench.cycle().await;
+    assert_eq!(actions(&bench), ["labeled"], "no command is held back; the label spawns");
+    let item = bench.item(REPO, n);
+    assert_eq!(ledger(&bench, &item).unwrap().comments.seen_comments.len(), 1);
+}

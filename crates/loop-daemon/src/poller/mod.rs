@@ -313,6 +313,8 @@ impl Facts {
 }
 
 impl<D: Dispatch> Poller<D> {
+    /// A poller over `store`. When each scope last answered is carried over from the
+    /// heartbeat an earlier process left (best-effort: none, or unreadable, is none).
     pub fn new(store: StateStore, github: GithubClients, dispatch: D, version: &str) -> Self {
         let mut memory = Memory::default();
         if let Ok(Some(heartbeat)) = store.read_heartbeat() {

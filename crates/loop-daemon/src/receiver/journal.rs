@@ -22,7 +22,7 @@ use std::thread;
 
 use loop_store::inbox::{Inbox, Journalled, Receipt, SegmentSync};
 use loop_store::{Event as LogEvent, EventLog, StoreError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::shutdown::CompletionGuard;
 
@@ -39,13 +39,24 @@ pub(crate) enum JournalRequest {
     Processed(Vec<u64>),
 }
 
+/// Deliveries written but not queued for the processor because its queue was full: they
+/// are only in the journal, and the processor reads them back from there.
+#[derive(Debug, Default)]
+pub(crate) struct Unqueued {
+    /// The sequence number after the last delivery written.
+    pub written_to: AtomicU64,
+    /// Told when a delivery could not be queued (a stored permit if nobody waits).
+    pub notice: Notify,
+}
+
 /// Starts the writer thread (which starts the sync thread). `to_process` gets each
 /// delivery once it is written; when it is full the delivery stays only in the journal
-/// and the processor reads it back from there (it notices the gap in sequence numbers).
+/// and `unqueued` tells the processor, which reads it back from there.
 pub(crate) fn spawn_writer(
     mut inbox: Inbox,
     mut requests: mpsc::Receiver<JournalRequest>,
     to_process: mpsc::Sender<Journalled>,
+    unqueued: Arc<Unqueued>,
     events: EventLog,
     guard: CompletionGuard,
     depth: Arc<AtomicU64>,
@@ -68,7 +79,7 @@ pub(crate) fn spawn_writer(
                     Err(_) => break,
                 }
             }
-            if commit(&mut inbox, &mut batch, &to_process, &events, &depth) {
+            if commit(&mut inbox, &mut batch, (&to_process, &unqueued), &events, &depth) {
                 behind.dirty(&inbox, &mut live);
             }
         }
@@ -88,7 +99,7 @@ pub(crate) fn spawn_writer(
 fn commit(
     inbox: &mut Inbox,
     batch: &mut Vec<JournalRequest>,
-    to_process: &mpsc::Sender<Journalled>,
+    (to_process, unqueued): (&mpsc::Sender<Journalled>, &Unqueued),
     events: &EventLog,
     depth: &AtomicU64,
 ) -> bool {
@@ -126,6 +137,8 @@ fn commit(
     if let Some(err) = failure.as_ref().or(flushed.as_ref().err()) {
         events.emit(LogEvent::error("inbox.write_failed").field("error", err.to_string()));
     }
+    let mut written_to = None;
+    let mut not_queued = false;
     for (entry, ack) in written {
         if flushed.is_err() {
             let _ = ack.send(Err(()));
@@ -133,8 +146,15 @@ fn commit(
         }
         let _ = ack.send(Ok(entry.seq));
         depth.fetch_add(1, Ordering::Relaxed);
+        written_to = Some(entry.seq + 1);
         // Full: the processor reads it back from the journal. Closed: processing is held.
-        let _ = to_process.try_send(entry);
+        not_queued |= to_process.try_send(entry).is_err();
+    }
+    if let Some(written_to) = written_to {
+        unqueued.written_to.store(written_to, Ordering::Release);
+    }
+    if not_queued {
+        unqueued.notice.notify_one();
     }
     flushed.is_ok()
 }

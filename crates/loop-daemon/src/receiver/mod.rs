@@ -303,10 +303,13 @@ impl Receiver {
         let (process_tx, process_rx) = mpsc::channel(PROCESS_QUEUE);
         let next_seq = inbox.next_seq();
         let (_, writer_guard) = trigger.task();
+        let unqueued = Arc::new(journal::Unqueued::default());
+        unqueued.written_to.store(next_seq, std::sync::atomic::Ordering::Release);
         journal::spawn_writer(
             inbox,
             journal_rx,
             process_tx,
+            Arc::clone(&unqueued),
             events.clone(),
             writer_guard,
             inbox_depth,
@@ -322,6 +325,7 @@ impl Receiver {
                 backlog,
                 next_seq,
                 deliveries: process_rx,
+                unqueued,
                 journal: journal_tx.clone(),
                 inbox_dir: store.layout().inbox_dir(),
                 events: events.clone(),

@@ -4,8 +4,9 @@
 //!
 //! At start it replays what the journal still held. It then takes deliveries from the
 //! journal writer; when the writer could not queue one (the processor was behind), the
-//! sequence numbers show a gap and the missing deliveries are read back from the journal,
-//! so memory stays bounded however far behind it falls. Processing runs on one dedicated
+//! sequence numbers show a gap — or, with nothing queued after it, the writer says so —
+//! and the missing deliveries are read back from the journal, so memory stays bounded
+//! however far behind it falls. Processing runs on one dedicated
 //! thread (it reads records and appends to the event log): one thread, not the blocking
 //! pool, so the allocator keeps one arena for it and memory stays flat under load. On
 //! shutdown it finishes the delivery in flight and stops; the rest stay journalled for
@@ -21,7 +22,7 @@ use loop_store::{Event as LogEvent, EventLog};
 use tokio::sync::mpsc;
 
 use super::intake::Intake;
-use super::journal::JournalRequest;
+use super::journal::{JournalRequest, Unqueued};
 use crate::shutdown::{CompletionGuard, Shutdown};
 
 /// How many deliveries one read-back from the journal brings into memory.
@@ -44,6 +45,8 @@ pub(crate) struct Processor {
     pub next_seq: u64,
     /// Fed by the journal writer; `try_send` there, so a full queue leaves a gap.
     pub deliveries: mpsc::Receiver<Journalled>,
+    /// Says when the writer left a delivery in the journal only.
+    pub unqueued: Arc<Unqueued>,
     /// `processed` marks go back to the writer.
     pub journal: mpsc::Sender<JournalRequest>,
     pub inbox_dir: PathBuf,
@@ -109,23 +112,47 @@ impl Processor {
         }
         let mut expected = self.next_seq;
         loop {
-            let first = tokio::select! {
+            let mut batch = tokio::select! {
                 biased;
                 () = shutdown.recv() => return,
-                item = self.deliveries.recv() => item,
+                item = self.deliveries.recv() => match item {
+                    Some(item) => vec![item],
+                    None => return,
+                },
+                () = self.unqueued.notice.notified() => {
+                    // Nothing queued, but the writer left deliveries in the journal only.
+                    if expected >= self.unqueued.written_to.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    let (dir, from) = (self.inbox_dir.clone(), expected);
+                    match self.worker.run(move || read_from(&dir, from)).await {
+                        Some(missed) if !missed.is_empty() => missed,
+                        _ => continue, // unreadable; the next start replays what is left
+                    }
+                }
             };
-            let Some(first) = first else { return };
-            let mut batch = vec![first];
             while batch.len() < BATCH {
                 match self.deliveries.try_recv() {
                     Ok(item) => batch.push(item),
                     Err(_) => break,
                 }
             }
-            let read_back = Some(self.inbox_dir.clone());
-            match self.process(batch, read_back, expected, &stop, &mut shutdown).await {
-                Some(next) => expected = next,
-                None => return,
+            // A job stops after one read-back, so marks go back as it catches up; the
+            // rest of the batch follows in the next.
+            loop {
+                let read_back = Some(self.inbox_dir.clone());
+                match self.process(batch, read_back, expected, &stop, &mut shutdown).await {
+                    Some((next, rest)) if rest.is_empty() => {
+                        expected = next;
+                        break;
+                    }
+                    Some((next, rest)) => (expected, batch) = (next, rest),
+                    None => return,
+                }
+            }
+            if expected < self.unqueued.written_to.load(Ordering::Acquire) {
+                // Still behind: look again once the queue is empty.
+                self.unqueued.notice.notify_one();
             }
         }
     }
@@ -133,18 +160,20 @@ impl Processor {
     /// Processes a batch on the processing thread, in journal order, then marks what was
     /// processed; its event-log lines are written before the marks. With `read_back`, the
     /// deliveries the writer could not queue (a gap between `expected` and the next
-    /// sequence number) are read back from the journal there first, a bounded batch at a
-    /// time. A delivery whose processing panics is reported and marked too: replaying it
-    /// would panic again. On shutdown the delivery in flight finishes and the rest stay
-    /// journalled. The sequence number expected next comes back, `None` to stop.
+    /// sequence number) are read back from the journal first: one bounded read-back per
+    /// call, after which the unprocessed rest of the batch comes back for the next call. A
+    /// delivery whose processing panics is reported and marked too: replaying it would
+    /// panic again. On shutdown the delivery in flight finishes and the rest stay
+    /// journalled. The sequence number expected next comes back with the rest, `None` to
+    /// stop.
     async fn process(
         &mut self,
-        batch: Vec<Journalled>,
+        mut batch: Vec<Journalled>,
         read_back: Option<PathBuf>,
         expected: u64,
         stop: &Arc<AtomicBool>,
         shutdown: &mut Shutdown,
-    ) -> Option<u64> {
+    ) -> Option<(u64, Vec<Journalled>)> {
         let pipeline = Arc::clone(&self.pipeline);
         let events = self.events.clone();
         let stopping = Arc::clone(stop);
@@ -164,33 +193,41 @@ impl Processor {
                 }
                 processed.push(item.seq);
             };
-            for item in &batch {
-                if let Some(dir) = &read_back {
-                    while expected < item.seq && !stopping.load(Ordering::Relaxed) {
-                        let missed = read_from(dir, expected);
-                        if missed.is_empty() {
-                            break; // unreadable; the next start replays what is left
-                        }
-                        for missed in missed {
-                            if stopping.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            expected = missed.seq + 1;
-                            process(&missed, &mut processed);
-                        }
-                    }
-                    if item.seq < expected {
-                        continue; // already read back from the journal
-                    }
-                }
+            let mut at = 0;
+            while let Some(item) = batch.get(at) {
                 if stopping.load(Ordering::Relaxed) {
                     break;
+                }
+                if let Some(dir) = &read_back
+                    && expected < item.seq
+                {
+                    if !processed.is_empty() {
+                        break; // a read-back starts a call of its own
+                    }
+                    let missed = read_from(dir, expected);
+                    if missed.is_empty() {
+                        // Unreadable: the next start replays what is left.
+                        expected = item.seq;
+                    }
+                    for missed in missed {
+                        if stopping.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        expected = missed.seq + 1;
+                        process(&missed, &mut processed);
+                    }
+                    continue;
+                }
+                at += 1;
+                if item.seq < expected {
+                    continue; // already read back from the journal
                 }
                 expected = item.seq + 1;
                 process(item, &mut processed);
             }
             events.flush();
-            (processed, expected)
+            let rest = batch.split_off(at);
+            (processed, expected, rest)
         });
         tokio::pin!(job);
         let finished = tokio::select! {
@@ -202,12 +239,12 @@ impl Processor {
                 job.await
             }
         };
-        let Some((processed, next)) = finished else {
+        let Some((processed, next, rest)) = finished else {
             tracing::error!("the processing thread was lost");
             return None;
         };
         let _ = self.journal.send(JournalRequest::Processed(processed)).await;
-        (!stop.load(Ordering::Relaxed)).then_some(next)
+        (!stop.load(Ordering::Relaxed)).then_some((next, rest))
     }
 }
 

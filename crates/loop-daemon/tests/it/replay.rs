@@ -113,3 +113,59 @@ async fn shutdown_finishes_the_delivery_in_flight_and_marks_it_processed() {
     assert_eq!(pending_in(&site.inbox_dir()), 0, "the in-flight delivery finished and was marked");
     assert_eq!(site.events_named("server.stopped").len(), 1);
 }
+
+/// A dispatcher that holds the first delivery until released and counts every one.
+#[derive(Debug)]
+struct HoldFirst {
+    entered: std::sync::mpsc::Sender<()>,
+    release: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    judged: std::sync::mpsc::Sender<u64>,
+}
+
+impl loop_daemon::receiver::Dispatch for HoldFirst {
+    fn dispatch(&self, judged: loop_daemon::receiver::Judged) {
+        if let Some(release) = self.release.lock().unwrap().take() {
+            let _ = self.entered.send(());
+            let _ = release.recv();
+        }
+        let _ = self.judged.send(judged.delivery.seq);
+    }
+}
+
+#[tokio::test]
+async fn deliveries_the_full_queue_left_in_the_journal_are_processed_with_nothing_after_them() {
+    let site = Site::new("");
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let (judged_tx, judged) = std::sync::mpsc::channel();
+    let hold = HoldFirst {
+        entered: entered_tx,
+        release: std::sync::Mutex::new(Some(release_rx)),
+        judged: judged_tx,
+    };
+    let receiver = site.receiver(Some(SECRET)).unwrap();
+    let running = Running::start_with(receiver, std::sync::Arc::new(hold)).await;
+    let body = issue_comment("octo/app", 7, "octocat", "hi");
+    assert_eq!(running.deliver("issue_comment", Some("first"), &body).await.status, 202);
+    tokio::task::spawn_blocking(move || entered.recv_timeout(crate::common::PATIENCE))
+        .await
+        .unwrap()
+        .expect("the first delivery reached the dispatcher");
+    // More than the processor's queue holds arrive while it is busy; the last of them
+    // are only in the journal, and no later delivery shows the gap.
+    for n in 0..700 {
+        let id = format!("more-{n}");
+        assert_eq!(running.deliver("issue_comment", Some(&id), &body).await.status, 202);
+    }
+    release.send(()).unwrap();
+    let seqs = tokio::task::spawn_blocking(move || {
+        (0..701)
+            .map(|_| judged.recv_timeout(crate::common::PATIENCE).expect("every delivery judged"))
+            .collect::<std::collections::BTreeSet<u64>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(seqs.len(), 701, "each judged once");
+    running.stop().await;
+    assert_eq!(pending_in(&site.inbox_dir()), 0);
+}

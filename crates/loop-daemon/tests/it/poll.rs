@@ -709,3 +709,27 @@ async fn a_config_change_between_cycles_is_used_by_the_next_cycle_with_config_re
     let cycles = bench.events("poll.cycle");
     assert_eq!(cycles[1].0["scopes_polled"], 2, "the new scope is listed");
 }
+
+#[tokio::test]
+async fn a_full_sweep_overdue_in_the_poll_cache_runs_after_a_restart_and_costs_only_304s() {
+    let mut bench = warm_bench().await;
+    let path = bench.store.layout().poll_cache();
+    for stamp in ["2000-01-01T00:00:00Z", "2999-01-01T00:00:00Z"] {
+        let mut cache: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        cache["lastSweepAt"] = serde_json::json!(stamp);
+        std::fs::write(&path, cache.to_string()).unwrap();
+        bench.restart();
+        bench.sim.clear_requests();
+        bench.cycle().await;
+        let log = bench.sim.requests();
+        // Each listing, each issue's conversation, each pull request's three surfaces,
+        // and the pull requests' linked issues asked again in one GraphQL request.
+        assert_eq!(log.total(), 3 + 10 + 3 * 4 + 1, "{stamp} is due: {log}");
+        assert_eq!(log.to_endpoint("POST /graphql"), 1, "{log}");
+        assert_eq!(log.with_status(304), log.total() - 1, "nothing changed: {log}");
+        bench.sim.clear_requests();
+        bench.cycle().await;
+        assert_eq!(bench.sim.requests().total(), 3, "the sweep is stamped: quiet again");
+    }
+}

@@ -64,7 +64,7 @@ fn known_thread(
     item: &WorkItemRef,
 ) -> Result<Option<CommentLedger>, StoreError> {
     let Some(own) = ledgers.ledger(item)?.cloned() else { return Ok(None) };
-    let known = poll::own_thread_known(&own) || ledgers.legacy_polled(item);
+    let known = poll::own_thread_known(&own) || ledgers.legacy_polled(item)?;
     Ok(known.then_some(own.comments))
 }
 

@@ -132,10 +132,13 @@ impl Ledgers {
     }
 
     /// Whether `item`'s record still carries a `lastPolledAt` an older version wrote there
-    /// (the reference's records have no title): its thread was polled before.
-    pub fn legacy_polled(&self, item: &WorkItemRef) -> bool {
-        let Ok(Some(record)) = self.store.load_portable_record(item) else { return false };
-        record.get("poll").is_some_and(|poll| poll.get("lastPolledAt").is_some())
+    /// (the reference's records have no title): its thread was polled before. A record
+    /// that cannot be read is an error, never "not polled" (which would re-baseline it).
+    pub fn legacy_polled(&self, item: &WorkItemRef) -> Result<bool, StoreError> {
+        let record = self.store.load_portable_record(item)?;
+        Ok(record
+            .and_then(|record| record.get("poll").map(|poll| poll.get("lastPolledAt").is_some()))
+            .unwrap_or(false))
     }
 
     /// `item` was listed at `now`.

@@ -488,3 +488,24 @@ async fn edge_35_with_control_disabled_first_sight_baselines_a_start_and_offers_
     let item = bench.item(REPO, n);
     assert_eq!(ledger(&bench, &item).unwrap().comments.seen_comments.len(), 1);
 }
+
+#[tokio::test]
+async fn edge_69_pollers_over_two_state_roots_lock_independently() {
+    let first = Bench::new(&[REPO], "").await;
+    let second = Bench::new(&[REPO], "").await;
+    let _one = first.poller.lock().expect("the first root's lock");
+    let _two = second.poller.lock().expect("another root's lock is another lock");
+}
+
+#[tokio::test]
+async fn edge_70_a_corrupt_unlocked_pidfile_is_taken_and_holds_the_new_pid() {
+    let bench = Bench::new(&[REPO], "").await;
+    let path = bench.store.layout().poll_pidfile();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "not a pid\n").unwrap();
+    let lock = bench.poller.lock().expect("nobody holds it");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.trim(), std::process::id().to_string());
+    drop(lock);
+    assert!(!path.exists(), "released");
+}

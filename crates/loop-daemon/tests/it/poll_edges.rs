@@ -509,3 +509,16 @@ async fn edge_70_a_corrupt_unlocked_pidfile_is_taken_and_holds_the_new_pid() {
     drop(lock);
     assert!(!path.exists(), "released");
 }
+
+#[test]
+fn edge_74_the_pollers_default_paths_interval_and_budget() {
+    let config = loop_core::config::parse("repositories: [octo/app]\n").unwrap().config;
+    assert_eq!((config.polling.interval_seconds, config.polling.max_retries), (60, 3));
+    let root = std::path::Path::new(".the-loop");
+    assert_eq!(config.state.root, root);
+    let layout = loop_store::StateLayout::new(config.state.root.clone());
+    assert_eq!(layout.poll_pidfile(), root.join("poll.pid"));
+    assert_eq!(layout.heartbeat(), root.join("poll-status.json"));
+    assert_eq!(layout.portable_dir(), root.join("portable"));
+    assert_eq!(layout.poll_clocks(), root.join("local/poll-clocks.json"));
+}

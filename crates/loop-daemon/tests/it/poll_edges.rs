@@ -522,3 +522,15 @@ fn edge_74_the_pollers_default_paths_interval_and_budget() {
     assert_eq!(layout.portable_dir(), root.join("portable"));
     assert_eq!(layout.poll_clocks(), root.join("local/poll-clocks.json"));
 }
+
+#[test]
+fn edge_13_malformed_repositories_are_refused_and_the_list_keeps_first_occurrences() {
+    for bad in ["\"\"", "octo", "/repo", "octo/"] {
+        let parsed = loop_core::config::parse(&format!("repositories: [{bad}]\n"));
+        assert!(parsed.is_err(), "{bad} is not a repository");
+    }
+    let yaml = "repositories: [octo/b, octo/a, Octo/B, github.com/octo/a]\n";
+    let config = loop_core::config::parse(yaml).unwrap().config;
+    let names: Vec<String> = config.repositories.iter().map(ToString::to_string).collect();
+    assert_eq!(names, ["octo/b", "octo/a"]);
+}

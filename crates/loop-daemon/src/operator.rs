@@ -162,7 +162,9 @@ impl Dispatcher {
         let cleared = blocking(move || {
             store.delete_local_record(&target)?;
             store.write_section::<Control>(&target, None)?;
-            store.write_section::<PollLedger>(&target, None)
+            store.write_section::<PollLedger>(&target, None)?;
+            // The clocks belong to the `poll` section they stamp (seed 001).
+            store.forget_poll_clock(&target)
         })
         .await
         .map_err(|err| err.to_string());

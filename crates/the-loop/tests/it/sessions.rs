@@ -224,9 +224,15 @@ fn collaborators_are_granted_and_revoked_and_the_keyword_names_them() {
 }
 
 #[test]
-fn reset_clears_control_and_the_session_record_without_posting() {
+fn reset_clears_control_its_poll_clocks_and_the_session_record_without_posting() {
     let site = Site::new("labeled");
     site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"]).expect_code(1);
+    let clocks = site.cli.cwd().join("state/local/poll-clocks.json");
+    let stamped = format!(
+        r#"{{"clocks":{{"{ITEM}":{{"lastPolledAt":"2026-11-01T00:00:00Z"}},"github:octo/app#2":{{"lastPolledAt":"2026-11-01T00:00:00Z"}}}}}}"#
+    );
+    std::fs::create_dir_all(clocks.parent().unwrap()).unwrap();
+    std::fs::write(&clocks, stamped).unwrap();
     site.run(&["sessions", "reset", "--work-item", ITEM, "--dry-run"])
         .expect_code(0)
         .expect_stderr("would");
@@ -235,6 +241,8 @@ fn reset_clears_control_and_the_session_record_without_posting() {
         .expect_code(0)
         .expect_stderr("reset 1 work item(s)");
     assert!(site.show_json()["control"].is_null());
+    let left = std::fs::read_to_string(&clocks).unwrap();
+    assert!(!left.contains(ITEM) && left.contains("octo/app#2"), "{left}");
     site.run(&["sessions", "reset"]).expect_code(2);
 }
 

@@ -66,9 +66,9 @@ struct Site {
 /// A clock at a fixed instant whose sleeps end at once: back-offs and rate-limit waits
 /// are taken without taking time.
 #[derive(Debug)]
-struct Instant;
+struct FrozenClock;
 
-impl Clock for Instant {
+impl Clock for FrozenClock {
     fn now(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
     }
@@ -148,7 +148,7 @@ fn client(base_url: &str) -> GithubClient {
     settings.base_url = Some(base_url.to_owned());
     settings.etag_cache_entries = 16;
     let tokens = TokenSource::new("github.com", &[], [("GH_TOKEN".into(), "fuzz-token".into())]);
-    GithubClient::with_clock(settings, tokens, Arc::new(Instant))
+    GithubClient::with_clock(settings, tokens, Arc::new(FrozenClock))
         .expect("invariant: a local http base URL is accepted")
 }
 

@@ -52,11 +52,13 @@ pub struct StateStore {
     layout: StateLayout,
     /// Where quarantines and legacy adoptions are reported.
     events: EventLog,
+    /// Session records parsed by listings, shared by the store's clones.
+    listed: std::sync::Arc<local::ListedRecords>,
 }
 
 impl StateStore {
     pub fn new(layout: StateLayout, events: EventLog) -> Self {
-        Self { layout, events }
+        Self { layout, events, listed: std::sync::Arc::default() }
     }
 
     pub fn layout(&self) -> &StateLayout {

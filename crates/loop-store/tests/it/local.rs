@@ -144,3 +144,42 @@ fn writing_an_endpoint_never_needs_a_timestamp_from_the_store() {
     let created: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
     assert_eq!(loaded.own_endpoint().unwrap().created_at, created);
 }
+
+#[test]
+fn a_listing_follows_every_change_made_since_the_last_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    let (kept, changed, removed) =
+        (item("github:octo/app#1"), item("github:octo/app#2"), item("github:octo/app#3"));
+    for work_item in [&kept, &changed, &removed] {
+        let mut record = LocalRecord::new(work_item.clone());
+        record.endpoints.insert(work_item.clone(), endpoint("/w"));
+        store.save_local_record(&record).unwrap();
+    }
+    assert_eq!(store.list_local_records().unwrap().len(), 3);
+
+    // Another clone of the store (as another part of the process holds) changes them.
+    let other = store.clone();
+    let stamped: Timestamp = "2026-11-29T11:00:00Z".parse().unwrap();
+    other
+        .update_local_record_unsynced(&changed, |slot| {
+            let record = slot.as_mut().unwrap();
+            record.endpoints.get_mut(&changed).unwrap().note_delivery("d2", stamped);
+        })
+        .unwrap();
+    other.delete_local_record(&removed).unwrap();
+
+    let listed = store.list_local_records().unwrap();
+    let refs: Vec<String> = listed.iter().map(|r| r.work_item.to_string()).collect();
+    assert_eq!(refs, ["github:octo/app#1", "github:octo/app#2"]);
+    assert!(listed[1].endpoints[&changed].has_delivered("d2"), "{listed:#?}");
+
+    // A file damaged in place after it was listed is read again and quarantined.
+    let path = store.layout().local_record(&kept);
+    fs::write(&path, "{ damaged").unwrap();
+    let refs: Vec<String> =
+        store.list_local_records().unwrap().iter().map(|r| r.work_item.to_string()).collect();
+    assert_eq!(refs, ["github:octo/app#2"]);
+    assert!(!path.exists());
+    assert!(logged(&store).contains("\"event\":\"state.quarantined\""));
+}

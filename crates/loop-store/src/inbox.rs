@@ -14,11 +14,10 @@
 //! Appends are buffered. [`Inbox::write`] hands them to the kernel (`write(2)`): from then
 //! on a crash of the process — `kill -9` included — loses none of them, and that is when
 //! the receiver acknowledges. Surviving an OS crash or a power loss needs an `fdatasync`
-//! too: [`Inbox::live_segment`] gives a [`SegmentSync`] handle on the live segment so
-//! another thread can sync behind the writer (group commit that never delays an answer),
-//! and [`Inbox::sync`] writes and syncs in one call (shutdown, tests). A segment that is
-//! retired is synced before the next one starts, so only the live segment ever needs the
-//! handle. Sequence numbers are the journal's own, so deliveries without an
+//! too: [`Inbox::live_segment`] gives a [`SegmentSync`] handle on the live segment and
+//! [`Inbox::take_retired`] the segments retired since (and the new segment's directory
+//! entry), so another thread can sync behind the writer (group commit that never delays
+//! an answer); [`Inbox::sync`] writes and syncs in one call (shutdown, tests). Sequence numbers are the journal's own, so deliveries without an
 //! `X-GitHub-Delivery` header never share a key.
 //!
 //! Reading tolerates a torn tail (a crash mid-append, or a power loss before the sync): a segment is read up
@@ -167,6 +166,8 @@ pub struct Inbox {
     live_id: u64,
     live_len: u64,
     next_seq: u64,
+    /// Retired segments and a created segment's directory entry not yet synced.
+    retired: Retired,
 }
 
 impl Inbox {
@@ -228,6 +229,7 @@ impl Inbox {
             live_id,
             live_len,
             next_seq,
+            retired: Retired::default(),
         };
         inbox.retire_finished()?;
         Ok((inbox, contents))
@@ -269,20 +271,28 @@ impl Inbox {
         self.write_entry(&Header::Processed { seq }, None)
     }
 
-    /// Hands every buffered entry to the kernel, then retires a full live segment (synced
-    /// first) and deletes the oldest segments whose receipts are all processed. What was
-    /// appended survives a crash of this process from here on.
+    /// Hands every buffered entry to the kernel, then retires a full live segment (for a
+    /// later sync, see [`Inbox::take_retired`]) and deletes the oldest segments whose
+    /// receipts are all processed. What was appended survives a crash of this process
+    /// from here on.
     pub fn write(&mut self) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, self.live_id);
         self.live.flush().map_err(StoreError::io("append to", &path))?;
         self.retire_finished()
     }
 
-    /// [`Inbox::write`], then one `fdatasync` of the live segment: everything appended so
-    /// far survives a power loss.
+    /// [`Inbox::write`], then the syncs of what retired meanwhile and one `fdatasync` of
+    /// the live segment: everything appended so far survives a power loss.
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.write()?;
+        self.take_retired().sync()?;
         self.live_segment()?.sync()
+    }
+
+    /// The segments retired (and the directory, when a segment was created) since the
+    /// last call: a sync behind the writer covers them before the live segment.
+    pub fn take_retired(&mut self) -> Retired {
+        std::mem::take(&mut self.retired)
     }
 
     /// The first sequence number of the live segment: it changes when a segment retires,
@@ -314,13 +324,15 @@ impl Inbox {
         Ok(())
     }
 
-    /// Starts a new live segment when the current one is full — syncing the retiring one
-    /// first, since syncs behind the writer only ever cover the live segment — then
-    /// deletes fully processed segments, oldest first, stopping at the first with a
-    /// pending receipt (called with the buffer written out, so nothing buffered is lost).
+    /// Starts a new live segment when the current one is full — the retiring one and the
+    /// directory are left to the next sync ([`Inbox::take_retired`]), so the writer never
+    /// waits for the disk — then deletes fully processed segments, oldest first, stopping
+    /// at the first with a pending receipt (called with the buffer written out, so nothing
+    /// buffered is lost). A deleted segment needs no sync: every receipt in it was
+    /// processed.
     fn retire_finished(&mut self) -> Result<(), StoreError> {
         if self.live_len >= SEGMENT_RETIRE_BYTES {
-            self.live_segment()?.sync()?;
+            let retiring = self.live_segment()?;
             let id = self.next_seq.max(self.live_id + 1);
             self.next_seq = id;
             let path = segment_path(&self.dir, id);
@@ -330,7 +342,8 @@ impl Inbox {
                 .mode(0o600)
                 .open(&path)
                 .map_err(StoreError::io("create", &path))?;
-            sync_dir(&self.dir)?;
+            self.retired.segments.push(retiring);
+            self.retired.dir = Some(self.dir.clone());
             self.live = BufWriter::with_capacity(256 * 1024, file);
             self.live_id = id;
             self.live_len = 0;
@@ -349,6 +362,30 @@ impl Inbox {
             self.segments.remove(&id);
         }
         Ok(())
+    }
+}
+
+/// Segments retired and the directory entry of a created segment, not yet synced (see
+/// [`Inbox::take_retired`]).
+#[derive(Debug, Default)]
+pub struct Retired {
+    segments: Vec<SegmentSync>,
+    dir: Option<PathBuf>,
+}
+
+impl Retired {
+    /// Syncs each retired segment, then the directory.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        for segment in &self.segments {
+            segment.sync()?;
+        }
+        self.dir.as_deref().map_or(Ok(()), sync_dir)
+    }
+
+    /// Adds what `later` holds (for a sync that covers several writes).
+    pub fn absorb(&mut self, later: Retired) {
+        self.segments.extend(later.segments);
+        self.dir = later.dir.or(self.dir.take());
     }
 }
 
@@ -668,6 +705,26 @@ mod tests {
         drop(inbox);
         let (_, contents) = Inbox::open(dir.path()).unwrap();
         assert!(contents.pending.is_empty(), "the mark survived with the live segment");
+    }
+
+    #[test]
+    fn a_retired_segment_and_the_directory_are_handed_over_for_syncing_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let first_live = inbox.live_id();
+        let body = "x".repeat(1024 * 1024);
+        for _ in 0..5 {
+            inbox.append(receipt(None, &body)).unwrap();
+        }
+        inbox.write().unwrap();
+        assert_ne!(inbox.live_id(), first_live, "the full segment retired");
+        let retired = inbox.take_retired();
+        assert_eq!(retired.segments.len(), 1);
+        assert_eq!(retired.segments[0].path(), segment_path(dir.path(), first_live));
+        assert_eq!(retired.dir.as_deref(), Some(dir.path()));
+        retired.sync().unwrap();
+        let again = inbox.take_retired();
+        assert!(again.segments.is_empty() && again.dir.is_none());
     }
 
     #[test]

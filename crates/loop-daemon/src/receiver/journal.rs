@@ -7,7 +7,8 @@
 //! loses none of it (SPEC §8's bar) — then answers the waiting handlers 202 and passes
 //! the deliveries on for processing. The `fdatasync` follows behind on the sync thread as
 //! a continuous group commit: each sync covers everything written while the previous one
-//! ran, and no answer ever waits for one. What an OS crash or power loss within one sync
+//! ran, and no answer ever waits for one — nor for a retired segment's sync or a new
+//! segment's directory entry, which the sync thread covers before the live segment. What an OS crash or power loss within one sync
 //! (a few milliseconds) can lose was acknowledged; GitHub keeps every delivery for
 //! redelivery and the poller in hybrid mode picks up what it missed. `processed` marks
 //! ride along unsynced: a lost mark only means a replay the dispatcher's dedup settles.
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 
-use loop_store::inbox::{Inbox, Journalled, Receipt, SegmentSync};
+use loop_store::inbox::{Inbox, Journalled, Receipt, Retired, SegmentSync};
 use loop_store::{Event as LogEvent, EventLog, StoreError};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -80,7 +81,7 @@ pub(crate) fn spawn_writer(
                 }
             }
             if commit(&mut inbox, &mut batch, (&to_process, &unqueued), &events, &depth) {
-                behind.dirty(&inbox, &mut live);
+                behind.dirty(&mut inbox, &mut live);
             }
         }
         behind.stop();
@@ -170,6 +171,8 @@ struct SyncBehind {
 struct SyncState {
     /// The live segment, as of the last write.
     segment: Option<Arc<SegmentSync>>,
+    /// Segments retired (and the directory) since the sync thread last looked.
+    retired: Retired,
     /// Something was written since the sync thread last took the segment.
     dirty: bool,
     stopping: bool,
@@ -177,9 +180,10 @@ struct SyncState {
 
 impl SyncBehind {
     /// Called by the writer after a write: there is something to sync. `live` caches the
-    /// writer's handle, taken again only when the live segment changed (a retired one was
-    /// synced by the writer before the change).
-    fn dirty(&self, inbox: &Inbox, live: &mut Option<(u64, Arc<SegmentSync>)>) {
+    /// writer's handle, taken again only when the live segment changed (the retired one
+    /// comes with [`Inbox::take_retired`]).
+    fn dirty(&self, inbox: &mut Inbox, live: &mut Option<(u64, Arc<SegmentSync>)>) {
+        let retired = inbox.take_retired();
         if live.as_ref().is_none_or(|(id, _)| *id != inbox.live_id()) {
             match inbox.live_segment() {
                 Ok(segment) => *live = Some((inbox.live_id(), Arc::new(segment))),
@@ -191,17 +195,20 @@ impl SyncBehind {
         }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.segment = live.as_ref().map(|(_, segment)| Arc::clone(segment));
+        state.retired.absorb(retired);
         state.dirty = true;
         self.wake.notify_one();
     }
 
-    /// Tells the sync thread to finish (the writer syncs the rest itself).
+    /// Tells the sync thread to finish once what it was handed is synced (the writer
+    /// syncs the rest itself).
     fn stop(&self) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).stopping = true;
         self.wake.notify_one();
     }
 
-    /// The sync thread: sync whenever something was written, until stopped.
+    /// The sync thread: sync whenever something was written, until stopped with nothing
+    /// left.
     fn run(&self, events: &EventLog) {
         let mut failing = false;
         loop {
@@ -210,14 +217,14 @@ impl SyncBehind {
                 while !state.dirty && !state.stopping {
                     state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
                 }
-                if state.stopping {
-                    return;
+                if !state.dirty {
+                    return; // stopping, with everything handed over synced
                 }
                 state.dirty = false;
-                state.segment.clone()
+                (std::mem::take(&mut state.retired), state.segment.clone())
             };
-            let Some(segment) = segment else { continue };
-            match segment.sync() {
+            let (retired, Some(segment)) = segment else { continue };
+            match retired.sync().and_then(|()| segment.sync()) {
                 Ok(()) => failing = false,
                 Err(err) => report_sync_failure(&err, &mut failing, events),
             }

@@ -87,6 +87,7 @@ async fn run() -> Vec<Duration> {
             "{session_id}".into(),
         ],
         resume: None,
+        transcript: Some(record.display().to_string()),
     };
     let dispatcher = Dispatcher::open(DispatcherParts {
         config: source.current().clone(),

@@ -52,16 +52,14 @@ pub fn dispatcher_parts(
     let mut tmux = TmuxSettings::new(TmuxSocket::Inherited, host.scratch_dir.clone());
     tmux.remain_on_exit = config.routing.tmux.remain_on_exit;
     tmux.withheld_env = vec![config.webhooks.gh_webhook.secret_env.clone()];
+    let located = ClaudeFiles::locate(&host.home, host.claude_config_dir.as_deref());
     let harness = configured(
         config.routing.default_harness,
         &config.routing.harness_args,
         Declared::default(),
+        &located.config_dir,
     );
-    let claude_files = config
-        .routing
-        .harness_trust
-        .enabled
-        .then(|| ClaudeFiles::locate(&host.home, host.claude_config_dir.as_deref()));
+    let claude_files = config.routing.harness_trust.enabled.then_some(located);
     DispatcherParts {
         config,
         store,

@@ -11,8 +11,17 @@
 //! is ever part of an argv (SPEC §8): the first prompt is pasted once the harness reads
 //! its terminal. A conversation id is validated ([`ConversationId`]) so a recorded id can
 //! never be read as a flag.
+//!
+//! [`Harness::received`] answers, best-effort, whether a conversation already received a
+//! message containing a given line (the `Delivery: <key>` line of an event prompt): the
+//! in-doubt check after a `kill -9` between a paste and its record (docs/dispatcher.md,
+//! "In doubt"). Claude Code answers from its session transcript, a command harness from
+//! the record file it was configured with, Cursor cannot tell. It reads files only; it
+//! never asks the running harness.
 
 use std::fmt;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use loop_core::config::{Harness as ConfiguredHarness, HarnessArgsConfig};
@@ -126,17 +135,61 @@ pub trait Harness: fmt::Debug + Send + Sync {
         conversation: &ConversationId,
         choice: &LaunchChoice,
     ) -> Result<Launch, HarnessError>;
+
+    /// Whether `conversation` (run in `cwd`) already received a message with a line
+    /// ending in `line`: `Some(true)` received, `Some(false)` not, `None` this harness
+    /// cannot tell (no transcript it can read). Reads files; call on a blocking thread.
+    fn received(&self, conversation: &str, cwd: &Path, line: &str) -> Option<bool> {
+        let _ = (conversation, cwd, line);
+        None
+    }
+}
+
+/// Whether the JSON-lines file at `path` holds, in any string of any line, a text line
+/// ending in `line`. `None` when the file cannot be opened (a missing transcript proves
+/// nothing: the harness may not have written it yet); unparsable lines are skipped.
+pub fn transcript_holds(path: &Path, line: &str) -> Option<bool> {
+    let file = std::fs::File::open(path).ok()?;
+    let found = BufReader::new(file).lines().map_while(Result::ok).any(|entry| {
+        entry.contains(line)
+            && serde_json::from_str::<serde_json::Value>(&entry)
+                .is_ok_and(|value| any_text_line_ends_with(&value, line))
+    });
+    Some(found)
+}
+
+fn any_text_line_ends_with(value: &serde_json::Value, line: &str) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.lines().any(|l| l.trim_end().ends_with(line)),
+        serde_json::Value::Array(items) => items.iter().any(|v| any_text_line_ends_with(v, line)),
+        serde_json::Value::Object(map) => map.values().any(|v| any_text_line_ends_with(v, line)),
+        _ => false,
+    }
+}
+
+/// The directory name Claude Code keeps a working directory's transcripts under, inside
+/// `<config dir>/projects/`: every character other than an ASCII letter or digit becomes
+/// `-` (`/home/ann/my_repo` → `-home-ann-my-repo`).
+pub fn claude_project_dir_name(cwd: &Path) -> String {
+    cwd.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect()
 }
 
 /// The adapter for a configured harness (`routing.defaultHarness`), with its
 /// `routing.harnessArgs` and the operator's declared models and efforts.
+/// `claude_config_dir` is where Claude Code keeps its files (its transcripts are under
+/// `projects/`).
 pub fn configured(
     harness: ConfiguredHarness,
     args: &HarnessArgsConfig,
     declared: Declared,
+    claude_config_dir: &Path,
 ) -> Box<dyn Harness> {
     match harness {
-        ConfiguredHarness::Claude => Box::new(ClaudeCode::new(args.claude.clone(), declared)),
+        ConfiguredHarness::Claude => {
+            let mut claude = ClaudeCode::new(args.claude.clone(), declared);
+            claude.transcripts = Some(claude_config_dir.join("projects"));
+            Box::new(claude)
+        }
         ConfiguredHarness::Cursor => Box::new(CursorAgent::new(args.cursor.clone(), declared)),
     }
 }
@@ -176,11 +229,14 @@ pub struct ClaudeCode {
     /// `routing.harnessArgs.claude`.
     pub args: Vec<String>,
     pub declared: Declared,
+    /// `<config dir>/projects`, where the session transcripts are
+    /// (`<escaped cwd>/<session id>.jsonl`); `None`: [`Harness::received`] cannot tell.
+    pub transcripts: Option<PathBuf>,
 }
 
 impl ClaudeCode {
     pub fn new(args: Vec<String>, declared: Declared) -> Self {
-        Self { program: "claude".to_owned(), args, declared }
+        Self { program: "claude".to_owned(), args, declared, transcripts: None }
     }
 
     fn launch(
@@ -230,6 +286,12 @@ impl Harness for ClaudeCode {
         choice: &LaunchChoice,
     ) -> Result<Launch, HarnessError> {
         Ok(self.launch("--resume", conversation, choice, true))
+    }
+
+    fn received(&self, conversation: &str, cwd: &Path, line: &str) -> Option<bool> {
+        let conversation = ConversationId::parse(conversation).ok()?;
+        let dir = self.transcripts.as_ref()?.join(claude_project_dir_name(cwd));
+        transcript_holds(&dir.join(format!("{conversation}.jsonl")), line)
     }
 }
 
@@ -319,6 +381,9 @@ pub struct CommandHarness {
     pub fresh: Vec<String>,
     /// Resumes one; `None`: the agent cannot resume (a respawn starts fresh).
     pub resume: Option<Vec<String>>,
+    /// A JSON-lines file the agent appends every message it receives to (`{session_id}`
+    /// replaced; the stand-in's `--record`); `None`: [`Harness::received`] cannot tell.
+    pub transcript: Option<String>,
 }
 
 impl CommandHarness {
@@ -380,6 +445,12 @@ impl Harness for CommandHarness {
             }),
         }
     }
+
+    fn received(&self, conversation: &str, _cwd: &Path, line: &str) -> Option<bool> {
+        let conversation = ConversationId::parse(conversation).ok()?;
+        let path = self.transcript.as_ref()?.replace(SESSION_ID_PLACEHOLDER, conversation.as_str());
+        transcript_holds(Path::new(&path), line)
+    }
 }
 
 fn push_pair(argv: &mut Vec<String>, flag: &str, value: Option<&str>) {
@@ -403,10 +474,12 @@ mod tests {
     #[test]
     fn the_configured_harness_gets_its_own_arguments() {
         let args = HarnessArgsConfig { claude: strings(&["--a"]), cursor: strings(&["--b"]) };
-        let claude = configured(ConfiguredHarness::Claude, &args, Declared::default());
+        let claude =
+            configured(ConfiguredHarness::Claude, &args, Declared::default(), Path::new("/c"));
         assert_eq!(claude.name(), "claude");
         assert_eq!(claude.fresh(&id("u"), &LaunchChoice::default()).unwrap().harness_args, ["--a"]);
-        let cursor = configured(ConfiguredHarness::Cursor, &args, Declared::default());
+        let cursor =
+            configured(ConfiguredHarness::Cursor, &args, Declared::default(), Path::new("/c"));
         assert_eq!(cursor.name(), "cursor");
         assert_eq!(
             cursor.resume(&id("c"), &LaunchChoice::default()).unwrap().harness_args,
@@ -514,6 +587,7 @@ mod tests {
                 "--log=/tmp/{session_id}.log",
             ]),
             resume: Some(strings(&["agent", "--resume", "{session_id}"])),
+            transcript: None,
         };
         let fresh = harness.fresh(&id("abc"), &LaunchChoice::default()).unwrap();
         assert_eq!(fresh.argv, strings(&["agent", "--session-id", "abc", "--log=/tmp/abc.log"]));
@@ -524,5 +598,41 @@ mod tests {
             no_resume.resume(&id("abc"), &LaunchChoice::default()),
             Err(HarnessError::NoResume { .. })
         ));
+    }
+
+    #[test]
+    fn claude_answers_from_the_session_transcript_under_its_escaped_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut claude = ClaudeCode::new(Vec::new(), Declared::default());
+        let cwd = Path::new("/work/my_repo.git");
+        assert_eq!(claude.received("u-1", cwd, "Delivery: d-1"), None, "no transcripts dir");
+        claude.transcripts = Some(dir.path().to_owned());
+        assert_eq!(claude.received("u-1", cwd, "Delivery: d-1"), None, "no transcript yet");
+        let project = dir.path().join("-work-my-repo-git");
+        std::fs::create_dir_all(&project).unwrap();
+        let user = serde_json::json!({"type": "user", "message": {"role": "user", "content":
+            [{"type": "text", "text": "# Event\n- Delivery: d-1\nmore"}]}});
+        std::fs::write(project.join("u-1.jsonl"), format!("{user}\nnot json\n")).unwrap();
+        assert_eq!(claude.received("u-1", cwd, "Delivery: d-1"), Some(true));
+        assert_eq!(claude.received("u-1", cwd, "Delivery: d-"), Some(false), "a whole key only");
+        assert_eq!(claude.received("u-1", cwd, "Delivery: d-2"), Some(false));
+        assert_eq!(claude.received("../u-1", cwd, "Delivery: d-1"), None, "never a path");
+    }
+
+    #[test]
+    fn a_command_harness_answers_from_its_record_and_cursor_cannot_tell() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("{session_id}.jsonl");
+        let harness = CommandHarness {
+            name: "stand-in".into(),
+            fresh: strings(&["agent"]),
+            resume: None,
+            transcript: Some(record.display().to_string()),
+        };
+        std::fs::write(dir.path().join("s1.jsonl"), "{\"text\":\"x\\nDelivery: k\"}\n").unwrap();
+        assert_eq!(harness.received("s1", dir.path(), "Delivery: k"), Some(true));
+        assert_eq!(harness.received("s2", dir.path(), "Delivery: k"), None);
+        let cursor = CursorAgent::new(Vec::new(), Declared::default());
+        assert_eq!(cursor.received("s1", dir.path(), "Delivery: k"), None);
     }
 }

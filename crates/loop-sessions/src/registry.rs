@@ -15,6 +15,12 @@
 //! Every write is fsynced except [`Registry::touch`], the per-delivery stamp, which is
 //! atomic against `kill -9` but not against an OS crash.
 //!
+//! A spawn's intent ([`Registry::begin_spawn`]) is a marker file beside the records,
+//! `<registry dir>/<tmux target>.spawning`, written before the harness starts and removed
+//! once the record is written: one found by a later spawn into the same target is a
+//! spawn a `kill -9` cut short, whose harness (if any) is ours to replace
+//! (docs/sessions.md, "A spawn cut short").
+//!
 //! The registry stores handles only. It never spawns, pastes or kills.
 
 use jiff::Timestamp;
@@ -31,6 +37,15 @@ pub enum RegistryError {
     AlreadyLive { work_item: WorkItemRef },
     #[error("`{work_item}` does not deliver itself; a PR endpoint must be another ref")]
     SelfLink { work_item: WorkItemRef },
+    #[error(
+        "cannot {action} the spawn marker `{path}`\nhint: check the permissions of the registry directory"
+    )]
+    SpawnMarker {
+        action: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -361,6 +376,47 @@ impl Registry {
         Ok(self.record_owning(target)?.and_then(|record| rules::route(&record, target, split)))
     }
 
+    /// Records the intent to spawn into tmux session `target`, before its harness starts.
+    /// `true` when an intent for `target` was already there: an earlier spawn was cut
+    /// short after it may have started its harness and before it wrote its record (a
+    /// kill; or a spawn that failed with its harness possibly running). Survives `kill -9`
+    /// (not fsynced: after an OS crash no harness survives either).
+    pub fn begin_spawn(&self, target: &str) -> Result<bool, RegistryError> {
+        let path = self.spawn_marker(target);
+        let error = |action| {
+            let path = path.clone();
+            move |source| RegistryError::SpawnMarker { action, path, source }
+        };
+        std::fs::create_dir_all(self.store.layout().registry_dir()).map_err(error("create"))?;
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => Ok(false),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(true),
+            Err(err) => Err(error("create")(err)),
+        }
+    }
+
+    /// Removes the intent to spawn into `target`: the record is written, or the spawn
+    /// failed without starting a harness of its own. Idempotent.
+    pub fn end_spawn(&self, target: &str) -> Result<(), RegistryError> {
+        let path = self.spawn_marker(target);
+        match std::fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(RegistryError::SpawnMarker { action: "remove", path, source: err })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `<registry dir>/<target>.spawning`; a character a file name cannot hold safely
+    /// becomes `_` (tmux targets are `loop-…` names, so none does in practice).
+    fn spawn_marker(&self, target: &str) -> std::path::PathBuf {
+        let name: String = target
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
+            .collect();
+        self.store.layout().registry_dir().join(format!("{name}.spawning"))
+    }
+
     fn update<R>(
         &self,
         work_item: &WorkItemRef,
@@ -558,5 +614,22 @@ mod tests {
         transition(&mut slot, &[EndpointStatus::Active], EndpointStatus::Closed);
         assert!(route(slot.as_ref().unwrap(), &pr, true).is_none());
         assert!(slot.unwrap().endpoints.contains_key(&pr), "endpoints survive closing the record");
+    }
+
+    #[test]
+    fn a_spawn_intent_left_behind_is_reported_once_and_withdrawn_idempotently() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = loop_store::StateLayout::new(dir.path());
+        let registry = Registry::new(StateStore::new(layout, loop_store::EventLog::disabled()));
+        assert!(!registry.begin_spawn("loop-octo-app-1").unwrap(), "nothing left before");
+        assert!(registry.begin_spawn("loop-octo-app-1").unwrap(), "a spawn cut short");
+        assert!(!registry.begin_spawn("loop-octo-app-2").unwrap(), "per tmux target");
+        registry.end_spawn("loop-octo-app-1").unwrap();
+        registry.end_spawn("loop-octo-app-1").unwrap();
+        assert!(!registry.begin_spawn("loop-octo-app-1").unwrap());
+        assert!(dir.path().join("local/loop-octo-app-1.spawning").exists());
+        assert!(!dir.path().join("local/x_y.spawning").exists());
+        registry.begin_spawn("x/y").unwrap();
+        assert!(dir.path().join("local/x_y.spawning").exists(), "never a path");
     }
 }

@@ -67,6 +67,8 @@ pub enum TrustError {
 /// Where Claude Code keeps its files, resolved from `$HOME` and `$CLAUDE_CONFIG_DIR`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaudeFiles {
+    /// `$CLAUDE_CONFIG_DIR`, else `~/.claude` (session transcripts are under `projects/`).
+    pub config_dir: PathBuf,
     pub user_config: PathBuf,
     pub settings: PathBuf,
     /// The user's home, which is never trusted as a root.
@@ -85,7 +87,8 @@ impl ClaudeFiles {
         } else {
             override_dir.unwrap_or_else(|| home.to_owned()).join(".claude.json")
         };
-        Self { user_config, settings: config_dir.join("settings.json"), home: home.to_owned() }
+        let settings = config_dir.join("settings.json");
+        Self { config_dir, user_config, settings, home: home.to_owned() }
     }
 }
 

@@ -6,7 +6,10 @@
 //! composed message on a carriage return typed outside a paste, and appends each submitted
 //! message as one JSON line `{"ts", "text"}` to its message record. Every launch appends
 //! `{"ts", "argv", "cwd", "workItem", "instance"}` to an optional launch record, so a test
-//! can assert that a respawn passed `--resume <id>`.
+//! can assert that a respawn passed `--resume <id>`. With `--claude-transcripts DIR` it
+//! also keeps a transcript where Claude Code keeps one
+//! (`DIR/projects/<escaped cwd>/<session id>.jsonl`, a `{"type":"user","message":…}`
+//! line per message), so the-loop's Claude adapter can be tested against it.
 //!
 //! Failure modes on demand: `--fail-resume` exits at once when launched with `--resume`
 //! (a conversation the harness cannot find), `--exit-on-start CODE` exits at once, and
@@ -55,6 +58,8 @@ pub struct StandInOptions {
     pub fail_resume: bool,
     /// Exit with this status at once, before reading anything.
     pub exit_on_start: Option<i32>,
+    /// Claude Code's config dir to keep a Claude-shaped transcript under, if any.
+    pub claude_transcripts: Option<PathBuf>,
 }
 
 /// Why the command line was refused.
@@ -90,6 +95,9 @@ impl StandInOptions {
                 }
                 "--resume" => options.resume = Some(value()?.to_string_lossy().into_owned()),
                 "--fail-resume" => options.fail_resume = true,
+                "--claude-transcripts" => {
+                    options.claude_transcripts = Some(PathBuf::from(value()?));
+                }
                 "--exit-on-start" => {
                     let raw = value()?.to_string_lossy().into_owned();
                     let status = raw.parse::<i32>().map_err(|_| StandInArgsError::BadStatus {
@@ -104,6 +112,27 @@ impl StandInOptions {
         options.record = options.record.or(record_env.map(PathBuf::from));
         options.launches = options.launches.or(launches_env.map(PathBuf::from));
         Ok(options)
+    }
+
+    /// Where this launch keeps its Claude-shaped transcript when run in `cwd`:
+    /// `<dir>/projects/<cwd, every character but an ASCII letter or digit as `-`>/<id>.jsonl`
+    /// — Claude Code's own convention, written out here independently of the adapter
+    /// that reads it, so a mistake in one is not hidden by the other. `None` without
+    /// `--claude-transcripts` or a conversation id.
+    pub fn claude_transcript(&self, cwd: &std::path::Path) -> Option<PathBuf> {
+        let id = self.session_id.as_ref().or(self.resume.as_ref())?;
+        let escaped: String = cwd
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        Some(
+            self.claude_transcripts
+                .as_ref()?
+                .join("projects")
+                .join(escaped)
+                .join(format!("{id}.jsonl")),
+        )
     }
 
     /// The status to exit with before reading any input, if this launch must not run.
@@ -303,5 +332,17 @@ mod tests {
         assert!(err.to_string().contains("--bogus"));
         let err = StandInOptions::parse([OsString::from("--record")], None, None).unwrap_err();
         assert!(err.to_string().contains("needs a value"));
+    }
+
+    #[test]
+    fn the_claude_transcript_sits_where_claude_code_keeps_it() {
+        let args = ["--claude-transcripts", "/c", "--session-id", "u-1"].map(OsString::from);
+        let options = StandInOptions::parse(args, None, None).unwrap();
+        assert_eq!(
+            options.claude_transcript(std::path::Path::new("/w/my_repo.x")),
+            Some(PathBuf::from("/c/projects/-w-my-repo-x/u-1.jsonl"))
+        );
+        let bare = StandInOptions::parse(["--session-id", "u-1"].map(OsString::from), None, None);
+        assert_eq!(bare.unwrap().claude_transcript(std::path::Path::new("/w")), None);
     }
 }

@@ -105,7 +105,13 @@ impl Dispatcher {
         let endpoint_ref = endpoint_ref.clone();
         let item = record.work_item.clone();
         let key = job.cx.delivery_id.clone();
-        if key.as_deref().is_some_and(|key| endpoint.has_delivered(key)) {
+        let in_doubt = key.as_deref().filter(|key| self.take_in_doubt(key));
+        let already = match (key.as_deref(), in_doubt) {
+            (Some(key), _) if endpoint.has_delivered(key) => true,
+            (_, Some(key)) => self.received_before(&item, &endpoint_ref, &endpoint, key).await,
+            _ => false,
+        };
+        if already {
             return Decision::Delivered {
                 item,
                 endpoint: endpoint_ref,
@@ -191,6 +197,62 @@ impl Dispatcher {
         }
     }
 
+    /// The in-doubt check for `key`, left in flight by the previous process (docs/
+    /// dispatcher.md, "In doubt"): asks the endpoint's harness whether its conversation
+    /// already received the event prompt's `Delivery: <key>` line (or the spawn prompt's
+    /// `delivery <key>.`). Received: stamped on the endpoint and `dispatch.recovered`,
+    /// `true` (not pasted again). Not received, or the harness cannot tell: `false`,
+    /// delivered as any other (`dispatch.in_doubt`; at-least-once when it cannot tell).
+    async fn received_before(
+        &self,
+        owner: &WorkItemRef,
+        served: &WorkItemRef,
+        endpoint: &loop_core::record::Endpoint,
+        key: &str,
+    ) -> bool {
+        let harness = self.inner.harness.clone();
+        let conversation = endpoint.harness_session_id.clone().filter(|_| {
+            // Another harness's transcript is not this adapter's to read.
+            endpoint.harness == harness.name()
+        });
+        let (cwd, lines) =
+            (endpoint.cwd.clone(), [format!("Delivery: {key}"), format!("delivery {key}.")]);
+        let registry = self.inner.registry.clone();
+        let (owner_ref, served_ref, stamp) = (owner.clone(), served.clone(), key.to_owned());
+        let (received, noted) = blocking(move || {
+            let conversation = conversation?;
+            let answers = lines.map(|line| harness.received(&conversation, &cwd, &line));
+            let received = if answers.contains(&Some(true)) {
+                Some(true)
+            } else {
+                answers.into_iter().flatten().next()
+            };
+            let noted = (received == Some(true))
+                .then(|| note_delivery(&registry, &owner_ref, &served_ref, Some(&stamp), None));
+            Some((received, noted))
+        })
+        .await
+        .unwrap_or((None, None));
+        if let Some(Err(err)) = noted {
+            self.events().emit(
+                Line::warning("session.touch_failed")
+                    .work_item(served)
+                    .field("error", err.to_string()),
+            );
+        }
+        let line = match received {
+            Some(true) => Line::info("dispatch.recovered"),
+            _ => Line::info("dispatch.in_doubt").field("received", received),
+        };
+        self.events().emit(
+            line.work_item(owner)
+                .field("endpoint", (served != owner).then(|| served.to_string()))
+                .field("delivery_id", key)
+                .field("harness", &endpoint.harness),
+        );
+        received == Some(true)
+    }
+
     /// Spawns the session a job was queued for.
     async fn spawn(&self, job: &Job) -> Decision {
         let config = self.config();
@@ -204,6 +266,9 @@ impl Dispatcher {
         let prompt =
             render_off_thread(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
+        if let Err(error) = self.begin_spawn(&item, &site.target).await {
+            return Decision::SpawnFailed { item, error };
+        }
         let launch = match self.launch(&config, &site, &prompt).await {
             Ok(launch) => launch,
             Err(error) => return Decision::SpawnFailed { item, error },
@@ -215,15 +280,21 @@ impl Dispatcher {
             (self.inner.registry.clone(), item.clone(), pull_request.clone());
         let saved = blocking(move || {
             let now = Timestamp::now();
+            let target = handles.tmux_target.clone();
             registry.register(&owner, handles.into_endpoint(now), false)?;
+            let withdrawn = registry.end_spawn(&target);
             registry.touch(&owner, &owner, key.as_deref(), now)?;
-            match pr {
-                Some(pr) => registry.link_pull_request(&owner, &pr, now),
-                None => Ok(false),
-            }
+            let linked = match pr {
+                Some(pr) => registry.link_pull_request(&owner, &pr, now)?,
+                None => false,
+            };
+            Ok::<_, loop_sessions::registry::RegistryError>((linked, withdrawn))
         })
         .await;
-        match saved {
+        if let Ok((_, Err(err))) = &saved {
+            self.events().emit(marker_left(&item, err));
+        }
+        match saved.map(|(linked, _)| linked) {
             Ok(false) => {}
             Ok(true) => self.events().emit(
                 Line::info("session.pr_linked")
@@ -288,23 +359,31 @@ impl Dispatcher {
             render_off_thread(&config, &job.event, pr, key.as_deref(), Template::Event).await;
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
-        let launch = self.launch(&config, &site, &prompt).await.map_err(|error| {
+        let spawn_failed = |error: String| {
             Line::warning("session.spawn_failed")
                 .work_item(&record.work_item)
                 .field("endpoint", pr.to_string())
                 .field("error", error)
                 .field("will_retry", false)
-        })?;
+        };
+        self.begin_spawn(pr, &site.target).await.map_err(spawn_failed)?;
+        let launch = self.launch(&config, &site, &prompt).await.map_err(spawn_failed)?;
         let harness = self.inner.harness.name().to_owned();
         let handles = handles_of(&harness, &launch, &site);
         let (registry, owner, served) =
             (self.inner.registry.clone(), record.work_item.clone(), pr.clone());
         let saved = blocking(move || {
             let now = Timestamp::now();
+            let target = handles.tmux_target.clone();
             registry.save_handles(&owner, &served, handles, now)?;
-            registry.touch(&owner, &served, key.as_deref(), now)
+            let withdrawn = registry.end_spawn(&target);
+            registry.touch(&owner, &served, key.as_deref(), now)?;
+            Ok::<_, loop_sessions::registry::RegistryError>(withdrawn)
         })
         .await;
+        if let Ok(Err(err)) = &saved {
+            self.events().emit(marker_left(pr, err));
+        }
         if let Err(err) = saved {
             self.events().emit(
                 Line::warning("session.link_failed")
@@ -347,7 +426,39 @@ impl Dispatcher {
         self.events().emit(line.work_item(record_item));
     }
 
-    /// Starts a new conversation at `site` with `prompt` as its first message.
+    /// Records the intent to spawn `endpoint` into tmux session `target` (see
+    /// [`Registry::begin_spawn`](loop_sessions::registry::Registry::begin_spawn)). When
+    /// an earlier spawn there was cut short, its tmux session is ours: it is ended, so
+    /// the spawn starts afresh instead of being refused (`session.spawn_recovered`). A
+    /// tmux session with no intent behind it is never touched.
+    async fn begin_spawn(&self, endpoint: &WorkItemRef, target: &str) -> Result<(), String> {
+        let (registry, tmux, at) =
+            (self.inner.registry.clone(), self.inner.tmux.clone(), target.to_owned());
+        let recovered = blocking(move || {
+            if !registry.begin_spawn(&at).map_err(|err| err.to_string())? {
+                return Ok(None);
+            }
+            tmux.kill_session(&at).map(Some).map_err(|err| {
+                format!("a spawn cut short left tmux session `{at}`, which cannot be ended: {err}")
+            })
+        })
+        .await?;
+        if let Some(existed) = recovered {
+            self.events().emit(
+                Line::warning("session.spawn_recovered")
+                    .work_item(endpoint)
+                    .field("tmux_target", target)
+                    .field("session_ended", existed),
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts a new conversation at `site` with `prompt` as its first message. On a
+    /// failure that started no harness of ours (the name held by someone else, no
+    /// conversation id, tmux refusing), the spawn's intent is withdrawn; when the
+    /// harness may be running (not ready, paste failed) it stays, so the next spawn
+    /// replaces it.
     async fn launch(
         &self,
         config: &Config,
@@ -355,20 +466,33 @@ impl Dispatcher {
         prompt: &str,
     ) -> Result<Launch, String> {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
+        let registry = self.inner.registry.clone();
         let settings = respawn_settings(config);
         let (site, prompt) = (site.clone(), prompt.to_owned());
         blocking(move || {
-            session::spawn_fresh(
+            let launched = session::spawn_fresh(
                 &tmux,
                 &*harness,
                 &site,
                 &LaunchChoice::default(),
                 &prompt,
                 &settings,
-            )
+            );
+            match launched {
+                Ok(launch) => Ok(launch),
+                Err(err @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {
+                    Err(err.to_string())
+                }
+                Err(err) => {
+                    let withdrawn = registry.end_spawn(&site.target);
+                    Err(match withdrawn {
+                        Ok(()) => err.to_string(),
+                        Err(marker) => format!("{err}; {marker}"),
+                    })
+                }
+            }
         })
         .await
-        .map_err(|err| err.to_string())
     }
 
     /// The checkout `endpoint` runs in: under `routing.workspace.root` when set
@@ -487,6 +611,13 @@ fn note_delivery(
         registry.save_handles(owner, served, handles, now)?;
     }
     registry.touch(owner, served, key, now)
+}
+
+/// The warning for a spawn whose record was written but whose intent marker could not
+/// be removed: the next spawn into the same tmux name (after a close) would take the
+/// kept session for one cut short and end it.
+fn marker_left(endpoint: &WorkItemRef, err: &loop_sessions::registry::RegistryError) -> Line {
+    Line::warning("session.spawn_marker_left").work_item(endpoint).field("error", err.to_string())
 }
 
 /// `routing.tmux` as the session lifecycle reads it.

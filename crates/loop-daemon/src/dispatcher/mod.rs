@@ -94,6 +94,10 @@ struct Inner {
     harness: Arc<dyn Harness>,
     claude_files: Option<ClaudeFiles>,
     ledger: Mutex<DeliveryLog>,
+    /// Keys the previous process left in flight: each may have been pasted just before
+    /// it ended, so its first delivery in this process asks the harness first (taken
+    /// out on that delivery; docs/dispatcher.md, "In doubt").
+    in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<KnownExistence>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
@@ -128,6 +132,7 @@ impl Dispatcher {
                 harness: parts.harness,
                 claude_files: parts.claude_files,
                 ledger: Mutex::new(ledger),
+                in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),
                 queues: Mutex::default(),
                 bound,
@@ -179,6 +184,13 @@ impl Dispatcher {
 
     fn ledger(&self) -> std::sync::MutexGuard<'_, DeliveryLog> {
         self.inner.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `key` was left in flight by the previous process and not yet delivered
+    /// in this one; answers `true` once per key.
+    fn take_in_doubt(&self, key: &str) -> bool {
+        let mut in_doubt = self.inner.in_doubt.lock().unwrap_or_else(PoisonError::into_inner);
+        !in_doubt.is_empty() && in_doubt.remove(key)
     }
 
     /// Where the delivery `key` stands for `refs`, for the poller's retry accounting

@@ -234,6 +234,7 @@ mod tests {
                 name: "none".into(),
                 fresh: vec!["true".into()],
                 resume: None,
+                transcript: None,
             }),
             claude_files: None,
         })

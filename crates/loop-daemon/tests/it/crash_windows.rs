@@ -3,26 +3,27 @@
 //! written by hand between a stop and a start, as the other replay tests do, so a fix
 //! can be checked in seconds and without luck.
 //!
-//! Both tests state the behaviour SPEC §8 asks for and fail today; they are ignored until
-//! the dispatcher closes the windows (docs/operations.md, "Crash safety: how it is
-//! tested").
+//! They pin how the dispatcher closes them (docs/dispatcher.md, "In doubt";
+//! docs/sessions.md, "A spawn cut short"): a key left in flight is checked against the
+//! harness's own record before it is pasted again, and a spawn's intent is written before
+//! its harness starts, so a later spawn replaces a harness a cut-short spawn left — and
+//! only such a one.
 
-use crate::dispatch_lab::{Lab, OWNER, stand_in};
+use loop_sessions::registry::Registry;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: a redelivery after a kill between paste and record pastes again (docs/operations.md, Crash safety)"]
-async fn a_comment_pasted_but_killed_before_its_record_is_not_pasted_again_on_redelivery() {
-    let mut lab = Lab::start("").await;
+use crate::dispatch_lab::{Lab, OWNER, read_lines, stand_in};
+
+/// Delivers `text` on a started item, then puts the state back as a `kill -9` right
+/// after the paste leaves it: the endpoint's `recentDeliveries` stamp gone, the key in
+/// flight. Returns the comment's webhook, for its redelivery.
+async fn kill_after_the_paste_of(lab: &mut Lab, text: &str) -> (String, loop_sim::Delivery) {
     let number = lab.started_issue().await;
-    lab.comment(number, OWNER, "pasted before the kill");
+    lab.comment(number, OWNER, text);
     lab.settle().await;
     let key = lab.key_of_last("dispatch.succeeded");
-
-    // Killed after the paste, before the endpoint's `recentDeliveries` and the ledger
-    // recorded it: the stamp is absent, the key in flight.
     let record = lab.layout().root().join(format!("local/{}.json", lab.item(number).slug()));
-    let text = std::fs::read_to_string(&record).expect("the session record");
-    let mut value: serde_json::Value = serde_json::from_str(&text).expect("a JSON record");
+    let before = std::fs::read_to_string(&record).expect("the session record");
+    let mut value: serde_json::Value = serde_json::from_str(&before).expect("a JSON record");
     let mut stamps = 0;
     for endpoint in value["endpoints"].as_object_mut().expect("endpoints").values_mut() {
         let recent = endpoint["recentDeliveries"].as_array_mut().expect("recentDeliveries");
@@ -30,30 +31,69 @@ async fn a_comment_pasted_but_killed_before_its_record_is_not_pasted_again_on_re
         recent.retain(|seen| seen != key.as_str());
         stamps -= recent.len();
     }
-    assert_eq!(stamps, 1, "the delivery was stamped once: {text}");
+    assert_eq!(stamps, 1, "the delivery was stamped once: {before}");
     std::fs::write(&record, value.to_string()).expect("the record as the dead process left it");
     lab.restart_with_in_flight(&[&key]).await;
-
-    // The restart released the key; GitHub's redelivery (or the poller) brings it again.
     let delivery = lab
         .sim
         .deliveries()
         .into_iter()
-        .find(|d| d.body.contains("pasted before the kill"))
+        .find(|d| d.body.contains(text))
         .expect("the comment's delivery");
-    lab.redeliver(&delivery).await;
-    let pasted = lab.pasted().await;
-    let times = pasted.iter().filter(|t| t.contains("pasted before the kill")).count();
-    assert_eq!(times, 1, "{pasted:#?}");
+    (key, delivery)
+}
+
+fn times(pasted: &[String], text: &str) -> usize {
+    pasted.iter().filter(|t| t.contains(text)).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: a kill inside a spawn leaves a harness no record owns and every later spawn is refused (docs/operations.md, Crash safety)"]
-async fn a_spawn_killed_after_its_harness_started_does_not_wedge_the_work_item() {
+async fn a_comment_pasted_but_killed_before_its_record_is_not_pasted_again_on_redelivery() {
     let mut lab = Lab::start("").await;
-    let number = lab.open_labelled_issue();
-    // Killed after `spawn_fresh` started the harness, before the session record was
-    // written: a live harness under the item's tmux name, and no record.
+    let (key, delivery) = kill_after_the_paste_of(&mut lab, "pasted before the kill").await;
+
+    // The restart released the key; GitHub's redelivery (or the poller) brings it again,
+    // and the harness's own record says it arrived.
+    lab.redeliver(&delivery).await;
+    let pasted = lab.pasted().await;
+    assert_eq!(times(&pasted, "pasted before the kill"), 1, "{pasted:#?}");
+    let recovered = lab.named("dispatch.recovered");
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0]["delivery_id"], key.as_str());
+    assert!(lab.named("dispatch.in_doubt").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_left_in_flight_that_never_reached_the_harness_is_delivered_on_its_return() {
+    let mut lab = Lab::start("").await;
+    let text = "taken in, never pasted";
+    let (key, delivery) = kill_after_the_paste_of(&mut lab, text).await;
+    // Killed before the paste instead: the harness never received it.
+    let messages = lab.dir.path().join("messages.jsonl");
+    let lines: Vec<String> = read_lines(&messages)
+        .into_iter()
+        .map(|mut line| {
+            if line["text"].as_str().is_some_and(|t| t.contains(text)) {
+                line["text"] = "(something else)".into();
+            }
+            line.to_string()
+        })
+        .collect();
+    std::fs::write(&messages, lines.join("\n") + "\n").expect("the harness's record");
+
+    lab.redeliver(&delivery).await;
+    assert_eq!(times(&lab.pasted().await, text), 1);
+    let in_doubt = lab.named("dispatch.in_doubt");
+    assert_eq!(in_doubt.len(), 1, "{in_doubt:#?}");
+    assert_eq!(
+        (&in_doubt[0]["delivery_id"], &in_doubt[0]["received"]),
+        (&key.into(), &false.into())
+    );
+    assert!(lab.named("dispatch.recovered").is_empty());
+}
+
+/// A live harness under the item's tmux name, as a spawn leaves it before its record.
+fn start_a_harness_under_the_items_name(lab: &Lab, number: u64) {
     let messages = lab.dir.path().join("messages.jsonl").display().to_string();
     let target = lab.item(number).tmux_session();
     let binary = stand_in().display().to_string();
@@ -70,6 +110,18 @@ async fn a_spawn_killed_after_its_harness_started_does_not_wedge_the_work_item()
     ]);
     assert!(started.status.success(), "{started:?}");
     assert!(lab.harness_alive(number));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_killed_after_its_harness_started_does_not_wedge_the_work_item() {
+    let mut lab = Lab::start("").await;
+    let number = lab.open_labelled_issue();
+    // Killed after `spawn_fresh` started the harness, before the session record was
+    // written: the spawn's intent, a live harness under the item's tmux name, no record.
+    let target = lab.item(number).tmux_session();
+    let registry = Registry::new(lab.store());
+    assert!(!registry.begin_spawn(&target).expect("the intent is written"));
+    start_a_harness_under_the_items_name(&lab, number);
 
     lab.comment(number, OWNER, "the-loop start");
     lab.settle().await;
@@ -81,4 +133,27 @@ async fn a_spawn_killed_after_its_harness_started_does_not_wedge_the_work_item()
     let pasted = lab.pasted().await;
     assert_eq!(pasted.iter().filter(|t| t.contains("after the crash")).count(), 1, "{pasted:#?}");
     assert_eq!(lab.announcements(number).len(), 1);
+    let recovered = lab.named("session.spawn_recovered");
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0]["tmux_target"], target.as_str());
+    assert!(!registry.begin_spawn(&target).expect("readable"), "the intent was withdrawn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tmux_session_no_spawn_of_ours_started_is_never_spawned_over() {
+    let mut lab = Lab::start("").await;
+    let number = lab.open_labelled_issue();
+    start_a_harness_under_the_items_name(&lab, number);
+
+    lab.comment(number, OWNER, "the-loop start");
+    lab.settle().await;
+
+    let refused = lab.named("session.spawn_failed");
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert!(refused[0]["error"].as_str().is_some_and(|e| e.contains("not spawning over it")));
+    assert!(lab.named("session.spawn_recovered").is_empty());
+    assert!(lab.harness_alive(number), "someone else's harness is left running");
+    lab.comment(number, OWNER, "the-loop start");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawn_failed").len(), 2, "refused again, not replaced");
 }

@@ -449,11 +449,13 @@ async fn open_dispatcher(
             name: "stand-in".into(),
             fresh: argv(&["--session-id", "{session_id}"]),
             resume: Some(argv(&["--resume", "{session_id}"])),
+            transcript: Some(record.clone()),
         },
         Harness::Stuck => CommandHarness {
             name: "stuck".into(),
             fresh: vec!["sleep".into(), "600".into()],
             resume: None,
+            transcript: None,
         },
         Harness::Gated => {
             use std::os::unix::fs::PermissionsExt;
@@ -467,12 +469,18 @@ async fn open_dispatcher(
                 .expect("executable");
             let mut fresh = argv(&["--session-id", "{session_id}"]);
             fresh[0] = script.display().to_string();
-            CommandHarness { name: "gated".into(), fresh, resume: None }
+            CommandHarness {
+                name: "gated".into(),
+                fresh,
+                resume: None,
+                transcript: Some(record.clone()),
+            }
         }
         Harness::Claude => CommandHarness {
             name: "claude".into(),
             fresh: argv(&["--session-id", "{session_id}"]),
             resume: Some(argv(&["--resume", "{session_id}"])),
+            transcript: Some(record.clone()),
         },
     };
     let claude_files = (which == Harness::Claude).then(|| {

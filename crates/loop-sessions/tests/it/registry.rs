@@ -136,6 +136,7 @@ fn a_spawned_session_leaves_no_handle_in_portable_records_or_the_checkout() {
         name: "stand-in".into(),
         fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
         resume: None,
+        transcript: None,
     };
     let item = r("github:octo/app#15");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
@@ -232,8 +233,12 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
         git: "git".into(),
     });
     let (registry, _) = registry(&lab.dir);
-    let harness =
-        CommandHarness { name: "stand-in".into(), fresh: lab.stand_in_argv(&[]), resume: None };
+    let harness = CommandHarness {
+        name: "stand-in".into(),
+        fresh: lab.stand_in_argv(&[]),
+        resume: None,
+        transcript: None,
+    };
     let settings =
         RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
     let now = Timestamp::now();

@@ -24,6 +24,7 @@ fn stand_in_harness(lab: &Lab, resume_extra: &[&str]) -> CommandHarness {
         name: "stand-in".into(),
         fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
         resume: Some(resume),
+        transcript: None,
     }
 }
 

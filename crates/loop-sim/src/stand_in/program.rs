@@ -59,6 +59,11 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
     let mut composer = Composer::new();
     let mut buf = [0u8; 64 * 1024];
+    let cwd = std::env::current_dir()?;
+    let transcript = options.claude_transcript(&cwd);
+    if let Some(dir) = transcript.as_ref().and_then(|path| path.parent()) {
+        std::fs::create_dir_all(dir)?;
+    }
     stdout.write_all(b"stand-in ready\r\n> ")?;
     stdout.flush()?;
     loop {
@@ -84,6 +89,15 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
             };
             if let Some(record) = &options.record {
                 append_json_line(record, &serde_json::json!({ "ts": now(), "text": text }))?;
+            }
+            if let Some(transcript) = &transcript {
+                let line = serde_json::json!({
+                    "type": "user",
+                    "timestamp": now(),
+                    "cwd": cwd.display().to_string(),
+                    "message": { "role": "user", "content": text },
+                });
+                append_json_line(transcript, &line)?;
             }
             let first_line = text.lines().next().unwrap_or("");
             let shown: String = first_line.chars().filter(|c| !c.is_control()).take(60).collect();

@@ -260,6 +260,7 @@ fn stand_in_harness(paths: &Paths) -> anyhow::Result<CommandHarness> {
         name: "stand-in".to_owned(),
         fresh: argv(&["--session-id", loop_sessions::harness::SESSION_ID_PLACEHOLDER]),
         resume: Some(argv(&["--resume", loop_sessions::harness::SESSION_ID_PLACEHOLDER])),
+        transcript: Some(paths.messages.display().to_string()),
     })
 }
 

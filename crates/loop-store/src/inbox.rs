@@ -232,6 +232,7 @@ impl Inbox {
             retired: Retired::default(),
         };
         inbox.retire_finished()?;
+        inbox.take_retired().sync()?;
         Ok((inbox, contents))
     }
 
@@ -271,10 +272,10 @@ impl Inbox {
         self.write_entry(&Header::Processed { seq }, None)
     }
 
-    /// Hands every buffered entry to the kernel, then retires a full live segment (for a
-    /// later sync, see [`Inbox::take_retired`]) and deletes the oldest segments whose
-    /// receipts are all processed. What was appended survives a crash of this process
-    /// from here on.
+    /// Hands every buffered entry to the kernel, then retires a full live segment and
+    /// hands over the oldest segments whose receipts are all processed for deletion (both
+    /// left to a later sync, see [`Inbox::take_retired`]). What was appended survives a
+    /// crash of this process from here on.
     pub fn write(&mut self) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, self.live_id);
         self.live.flush().map_err(StoreError::io("append to", &path))?;
@@ -289,8 +290,9 @@ impl Inbox {
         self.live_segment()?.sync()
     }
 
-    /// The segments retired (and the directory, when a segment was created) since the
-    /// last call: a sync behind the writer covers them before the live segment.
+    /// The segments retired (and the directory, when a segment was created) and the
+    /// segments finished since the last call: a sync behind the writer covers them before
+    /// the live segment, and deletes the finished ones.
     pub fn take_retired(&mut self) -> Retired {
         std::mem::take(&mut self.retired)
     }
@@ -324,12 +326,12 @@ impl Inbox {
         Ok(())
     }
 
-    /// Starts a new live segment when the current one is full — the retiring one and the
-    /// directory are left to the next sync ([`Inbox::take_retired`]), so the writer never
-    /// waits for the disk — then deletes fully processed segments, oldest first, stopping
-    /// at the first with a pending receipt (called with the buffer written out, so nothing
-    /// buffered is lost). A deleted segment needs no sync: every receipt in it was
-    /// processed.
+    /// Starts a new live segment when the current one is full, then hands over fully
+    /// processed segments for deletion, oldest first, stopping at the first with a pending
+    /// receipt (called with the buffer written out, so nothing buffered is lost). The
+    /// retiring segment's sync, the directory's and the deletions are left to
+    /// [`Retired::sync`] ([`Inbox::take_retired`]), so the writer never waits for the disk.
+    /// A deleted segment needs no sync: every receipt in it was processed.
     fn retire_finished(&mut self) -> Result<(), StoreError> {
         if self.live_len >= SEGMENT_RETIRE_BYTES {
             let retiring = self.live_segment()?;
@@ -353,39 +355,48 @@ impl Inbox {
             if id == self.live_id || !segment.is_done() {
                 break;
             }
-            let path = segment_path(&self.dir, id);
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(StoreError::io("remove", path)(err)),
-            }
+            self.retired.finished.push(segment_path(&self.dir, id));
             self.segments.remove(&id);
         }
         Ok(())
     }
 }
 
-/// Segments retired and the directory entry of a created segment, not yet synced (see
-/// [`Inbox::take_retired`]).
+/// The disk work the writer leaves behind (see [`Inbox::take_retired`]): segments
+/// retired and the directory entry of a created segment, not yet synced, and fully
+/// processed segments to delete.
 #[derive(Debug, Default)]
 pub struct Retired {
     segments: Vec<SegmentSync>,
     dir: Option<PathBuf>,
+    finished: Vec<PathBuf>,
 }
 
 impl Retired {
-    /// Syncs each retired segment, then the directory.
+    /// Syncs each retired segment, then the directory, then deletes the finished
+    /// segments (oldest first).
     pub fn sync(&self) -> Result<(), StoreError> {
         for segment in &self.segments {
             segment.sync()?;
         }
-        self.dir.as_deref().map_or(Ok(()), sync_dir)
+        if let Some(dir) = &self.dir {
+            sync_dir(dir)?;
+        }
+        for path in &self.finished {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(StoreError::io("remove", path)(err)),
+            }
+        }
+        Ok(())
     }
 
     /// Adds what `later` holds (for a sync that covers several writes).
     pub fn absorb(&mut self, later: Retired) {
         self.segments.extend(later.segments);
         self.dir = later.dir.or(self.dir.take());
+        self.finished.extend(later.finished);
     }
 }
 

@@ -173,6 +173,7 @@ pub struct Inbox {
 impl Inbox {
     /// Opens the journal in `dir` (created when missing), returning what it held. New
     /// entries go to a fresh segment, never after an old segment's possibly torn tail.
+    /// Its directory entry and the deletion of finished segments wait for the first sync.
     pub fn open(dir: &Path) -> Result<(Self, Contents), StoreError> {
         fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
         let mut segments = BTreeMap::new();
@@ -220,7 +221,6 @@ impl Inbox {
             .open(&path)
             .map_err(StoreError::io("create", &path))?;
         let live_len = file.metadata().map_err(StoreError::io("stat", &path))?.len();
-        sync_dir(dir)?;
         segments.entry(live_id).or_default();
         let mut inbox = Self {
             dir: dir.to_owned(),
@@ -229,10 +229,11 @@ impl Inbox {
             live_id,
             live_len,
             next_seq,
-            retired: Retired::default(),
+            // The new segment's directory entry is synced with the first sync, not here:
+            // opening never waits for the disk.
+            retired: Retired { dir: Some(dir.to_owned()), ..Retired::default() },
         };
         inbox.retire_finished()?;
-        inbox.take_retired().sync()?;
         Ok((inbox, contents))
     }
 

@@ -525,8 +525,10 @@ struct Findings {
     /// Token → (times recorded, times expected, item, author).
     wrong: Vec<(String, usize, usize, usize, &'static str)>,
     launches_per_item: BTreeMap<String, usize>,
-    /// Spawns a kill cut short after their harness started, replaced by a later spawn
-    /// (`session.spawn_recovered` with `session_ended`): each one more fresh launch.
+    /// Fresh launches no `session.spawned` line names: spawns a kill cut short after
+    /// their harness started, replaced by a later spawn.
+    launches_cut_short: BTreeMap<String, usize>,
+    /// `session.spawn_recovered` lines per item: a later spawn found a spawn cut short.
     spawns_recovered: BTreeMap<String, usize>,
     /// Keys a restart found in flight that the harness had received (`dispatch.recovered`).
     deliveries_recovered: usize,
@@ -629,13 +631,19 @@ fn run(comments: usize, kills_per_300: (u64, u64), ingress: Ingress) {
     for item in 0..ITEMS {
         let expected = usize::from(started.contains(&item));
         let work_item = format!("github:{REPO}#{}", rig.numbers[item]);
-        let recovered = findings.spawns_recovered.get(&work_item).copied().unwrap_or(0);
         assert_eq!(
             findings.launches_per_item.get(&work_item).copied().unwrap_or(0),
-            expected + recovered,
-            "{context}\nfresh launches for {work_item} ({recovered} spawns recovered): {:#?}",
-            findings.launches_per_item
+            expected,
+            "{context}\nfresh launches for {work_item}: {:#?}\ncut short: {:#?}",
+            findings.launches_per_item,
+            findings.launches_cut_short
         );
+        if findings.launches_cut_short.contains_key(&work_item) {
+            assert!(
+                findings.spawns_recovered.contains_key(&work_item),
+                "{context}\na spawn of {work_item} was cut short and no later spawn recovered it"
+            );
+        }
         assert_eq!(
             findings.announcements_per_item.get(&item).copied().unwrap_or(0),
             expected,
@@ -710,12 +718,26 @@ fn findings(
             findings.wrong.push((token.clone(), got, *expected, *item, author));
         }
     }
+    let (events, torn) = read_lines(&rig.root.join("logs/events.jsonl"));
+    let spawned: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "session.spawned")
+        .filter_map(|e| e["harness_session_id"].as_str())
+        .collect();
     for launch in read_lines(&rig.launches).0 {
-        let fresh =
-            launch["argv"].as_array().is_some_and(|argv| argv.iter().any(|a| a == "--session-id"));
-        if fresh && let Some(item) = launch["workItem"].as_str() {
-            *findings.launches_per_item.entry(item.to_owned()).or_default() += 1;
-        }
+        let argv: Vec<&str> = launch["argv"]
+            .as_array()
+            .map(|argv| argv.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let Some(at) = argv.iter().position(|a| *a == "--session-id") else { continue };
+        let Some(item) = launch["workItem"].as_str() else { continue };
+        let registered = argv.get(at + 1).is_some_and(|id| spawned.contains(id));
+        let tally = if registered {
+            &mut findings.launches_per_item
+        } else {
+            &mut findings.launches_cut_short
+        };
+        *tally.entry(item.to_owned()).or_default() += 1;
     }
     for (item, number) in rig.numbers.iter().enumerate() {
         let announced = rig
@@ -728,7 +750,6 @@ fn findings(
             findings.announcements_per_item.insert(item, announced);
         }
     }
-    let (events, torn) = read_lines(&rig.root.join("logs/events.jsonl"));
     findings.torn_event_lines = torn;
     for line in events.iter().filter(|e| e["event"] == "control.command") {
         let command = line["command"].as_str().unwrap_or_default().to_owned();
@@ -756,10 +777,8 @@ fn findings(
         }
     }
     for line in events.iter().filter(|e| e["event"] == "session.spawn_recovered") {
-        if line["session_ended"] == true {
-            let item = line["work_item"].as_str().unwrap_or_default().to_owned();
-            *findings.spawns_recovered.entry(item).or_default() += 1;
-        }
+        let item = line["work_item"].as_str().unwrap_or_default().to_owned();
+        *findings.spawns_recovered.entry(item).or_default() += 1;
     }
     findings.deliveries_recovered =
         events.iter().filter(|e| e["event"] == "dispatch.recovered").count();
@@ -817,6 +836,7 @@ fn report(seed: u64, log: &[String], findings: &Findings) {
         "spawnsRefusedOccupied": findings.spawns_refused_occupied,
         "extraLaunches": findings.launches_per_item.values().filter(|n| **n > 1).count(),
         "spawnsRecovered": findings.spawns_recovered.values().sum::<usize>(),
+        "launchesCutShort": findings.launches_cut_short.values().sum::<usize>(),
         "deliveriesRecovered": findings.deliveries_recovered,
         "deliveriesInDoubt": findings.deliveries_in_doubt,
         "tornEventLines": findings.torn_event_lines,

@@ -37,6 +37,11 @@ const MAX_RATE_LIMIT_WAITS: u32 = 3;
 /// The longest single wait a header can ask for: GitHub's rate-limit windows are an hour.
 const MAX_WAIT: Duration = Duration::from_secs(3660);
 
+/// The most pages one listing follows. At 100 rows a page that is 100 000 rows — far beyond
+/// any real thread or labelled listing — so a longer `Link: rel="next"` chain (a misbehaving
+/// proxy or server) ends in an error instead of a loop.
+const MAX_PAGES: usize = 1000;
+
 /// The REST API version every request asks for.
 pub const API_VERSION: &str = "2022-11-28";
 
@@ -391,7 +396,17 @@ impl Transport {
         let mut rows = Vec::new();
         let mut unchanged = true;
         let mut next = Some(url.to_owned());
+        let mut pages = 0;
         while let Some(page_url) = next {
+            pages += 1;
+            if pages > MAX_PAGES {
+                return Err(malformed(
+                    url,
+                    &format!(
+                        "more than {MAX_PAGES} pages: the `Link: rel=\"next\"` chain does not end"
+                    ),
+                ));
+            }
             let answer = self.get(&page_url).await?;
             unchanged &= answer.not_modified;
             match serde_json::from_slice::<Value>(&answer.body) {

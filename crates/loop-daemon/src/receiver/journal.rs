@@ -7,11 +7,13 @@
 //! loses none of it (SPEC §8's bar) — then answers the waiting handlers 202 and passes
 //! the deliveries on for processing. The `fdatasync` follows behind on the sync thread as
 //! a continuous group commit: each sync covers everything written while the previous one
-//! ran, and no answer ever waits for one — nor for a retired segment's sync or a new
-//! segment's directory entry, which the sync thread covers before the live segment. What an OS crash or power loss within one sync
-//! (a few milliseconds) can lose was acknowledged; GitHub keeps every delivery for
-//! redelivery and the poller in hybrid mode picks up what it missed. `processed` marks
-//! ride along unsynced: a lost mark only means a replay the dispatcher's dedup settles.
+//! ran, and no answer ever waits for one. The rest of the journal's disk work goes there
+//! too (`Inbox::take_retired`): a retired segment's sync, a new segment's directory entry
+//! and the deletion of finished segments, before the live segment's sync. What an OS crash
+//! or power loss within one sync (a few milliseconds) can lose was acknowledged; GitHub
+//! keeps every delivery for redelivery and the poller in hybrid mode picks up what it
+//! missed. `processed` marks ride along unsynced: a lost mark only means a replay the
+//! dispatcher's dedup settles.
 //!
 //! The writer stops when every sender is gone (the HTTP server has finished its last
 //! request and the processor has stopped); it then stops the sync thread and syncs what

@@ -242,6 +242,7 @@ impl Dispatcher {
             gh_delivery: None,
             actor: Some(operator.as_str().to_owned()),
             work_items: vec![item.clone()],
+            inbox_seq: None,
         };
         self.enqueue_or_release(Arc::new(event), &cx, item.clone(), true).await;
         self.idle().await;

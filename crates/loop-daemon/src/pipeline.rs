@@ -88,6 +88,7 @@ impl Dispatcher {
             gh_delivery: delivery.delivery_id,
             actor: event.actor.name().map(str::to_owned),
             work_items: refs.clone(),
+            inbox_seq: (ingress == Ingress::Webhook).then_some(delivery.seq),
         };
         // The receiver re-reads the config file per delivery: what judged this event is
         // what the dispatcher runs under from now on (hot reload).
@@ -305,6 +306,10 @@ impl Dispatch for Dispatcher {
     fn dispatch(&self, judged: Judged) {
         self.runtime().block_on(self.handle(judged, Ingress::Webhook));
     }
+
+    fn mark_when_done(&self, marks: Arc<crate::receiver::InboxMarks>) {
+        self.send_inbox_marks(marks);
+    }
 }
 
 /// The poll ingress: a polled event is judged and handled exactly as a webhook's, and
@@ -354,6 +359,7 @@ impl seam::Dispatch for Dispatcher {
             gh_delivery: None,
             actor: event.actor.name().map(str::to_owned),
             work_items: refs.clone(),
+            inbox_seq: None,
         };
         let snapshot = self.snapshot().await;
         self.end_closed(&event, &cx, Ingress::Poll, &snapshot, &refs).await

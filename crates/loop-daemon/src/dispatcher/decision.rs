@@ -37,6 +37,9 @@ pub struct Context {
     pub gh_delivery: Option<String>,
     pub actor: Option<String>,
     pub work_items: Vec<WorkItemRef>,
+    /// The receiver's inbox sequence number of the webhook that carried the event: its
+    /// `processed` mark waits for the jobs it queued (docs/receiver.md).
+    pub inbox_seq: Option<u64>,
 }
 
 impl Context {

@@ -109,6 +109,9 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     /// Where decided deliveries are counted (`GET /metrics`), once set.
     metrics: std::sync::OnceLock<crate::metrics::Metrics>,
+    /// The receiver's inbox, whose `processed` marks of the webhooks this dispatcher
+    /// queued work for it sends when that work ends, once set.
+    inbox_marks: std::sync::OnceLock<Arc<crate::receiver::InboxMarks>>,
 }
 
 impl Dispatcher {
@@ -140,6 +143,7 @@ impl Dispatcher {
                 closing: std::sync::atomic::AtomicBool::new(false),
                 runtime: tokio::runtime::Handle::current(),
                 metrics: std::sync::OnceLock::new(),
+                inbox_marks: std::sync::OnceLock::new(),
             }),
         };
         if !abandoned.is_empty() {
@@ -184,6 +188,12 @@ impl Dispatcher {
 
     fn ledger(&self) -> std::sync::MutexGuard<'_, DeliveryLog> {
         self.inner.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// From now on, a webhook's jobs hold its inbox `processed` mark until they end
+    /// (the first receiver's inbox; a later call is ignored).
+    pub fn send_inbox_marks(&self, marks: Arc<crate::receiver::InboxMarks>) {
+        let _ = self.inner.inbox_marks.set(marks);
     }
 
     /// Whether `key` was left in flight by the previous process and not yet delivered

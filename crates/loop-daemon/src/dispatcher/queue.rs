@@ -90,6 +90,9 @@ impl Dispatcher {
             return false;
         }
         self.record(&Decision::Queued { item: target.clone(), spawn }, cx).await;
+        if let (Some(seq), Some(marks)) = (cx.inbox_seq, self.inner.inbox_marks.get()) {
+            marks.hold(seq);
+        }
         let job =
             Job { event, cx: cx.clone(), target: target.clone(), spawn, busy: Busy::new(self) };
         let key = cx.delivery_id.clone().unwrap_or_default();
@@ -129,6 +132,9 @@ impl Dispatcher {
         if let Some(reaction) = reaction {
             // The reaction task may have ended (no permit to react); nothing to do then.
             let _ = reaction.send(decision.succeeded());
+        }
+        if let (Some(seq), Some(marks)) = (job.cx.inbox_seq, self.inner.inbox_marks.get()) {
+            marks.release(seq);
         }
         drop(job.busy);
     }

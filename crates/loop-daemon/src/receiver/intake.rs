@@ -74,9 +74,18 @@ pub struct Judged {
 
 /// Executes judged events: the dispatcher issue's seam. Called from a blocking thread,
 /// one event at a time, in journal order; the call returning means the delivery is
-/// processed (its journal entry is then marked and never replayed).
+/// processed (its journal entry is then marked and never replayed) unless the dispatcher
+/// took its mark over ([`Dispatch::mark_when_done`]).
 pub trait Dispatch: Send + Sync + std::fmt::Debug + 'static {
     fn dispatch(&self, judged: Judged);
+
+    /// Told once, before the first delivery, where the `processed` marks go: a
+    /// dispatcher that queues work takes over the mark of each delivery it queued and
+    /// sends it when that work ends ([`super::InboxMarks`]). By default every delivery
+    /// is marked when `dispatch` returns.
+    fn mark_when_done(&self, marks: Arc<super::InboxMarks>) {
+        let _ = marks;
+    }
 }
 
 /// A [`Dispatch`] that executes nothing and records each decision as one

@@ -48,6 +48,7 @@ use crate::metrics::{Metrics, Outcome};
 use crate::shutdown::Trigger;
 pub use intake::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
 use journal::JournalRequest;
+pub use processor::InboxMarks;
 use processor::Processor;
 
 /// GitHub's payload cap is 25 MB; the default cap is 25 MiB, never smaller (reference §1.4).
@@ -316,6 +317,8 @@ impl Receiver {
         )
         .map_err(ReceiverError::Writer)?;
         if !hold_processing {
+            let marks = Arc::new(InboxMarks::new(journal_tx.clone()));
+            dispatch.mark_when_done(Arc::clone(&marks));
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(
                     intake::Intake::new(config, store.clone(), events.clone(), dispatch, existence)
@@ -327,6 +330,7 @@ impl Receiver {
                 deliveries: process_rx,
                 unqueued,
                 journal: journal_tx.clone(),
+                marks,
                 inbox_dir: store.layout().inbox_dir(),
                 events: events.clone(),
                 worker: processor::Worker::spawn().map_err(ReceiverError::Writer)?,

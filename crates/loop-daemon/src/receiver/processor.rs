@@ -11,7 +11,13 @@
 //! pool, so the allocator keeps one arena for it and memory stays flat under load. On
 //! shutdown it finishes the delivery in flight and stops; the rest stay journalled for
 //! the next start.
+//!
+//! A delivery the dispatcher queued work for is not marked here: [`InboxMarks`] hands its
+//! mark to the dispatcher, which sends it when the last of its jobs ends, so a `kill -9`
+//! between the hand-over and the paste leaves it in the journal to be replayed
+//! (docs/receiver.md, "Processed marks").
 
+use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +30,70 @@ use tokio::sync::mpsc;
 use super::intake::Intake;
 use super::journal::{JournalRequest, Unqueued};
 use crate::shutdown::{CompletionGuard, Shutdown};
+
+/// Who writes a delivery's `processed` mark: the processor once `dispatch` returned,
+/// unless the dispatcher queued jobs for it ([`InboxMarks::hold`]); then the dispatcher,
+/// when the last of them ends ([`InboxMarks::release`]). A job abandoned at shutdown is
+/// never released: its delivery stays in the journal and is replayed at the next start.
+#[derive(Debug)]
+pub struct InboxMarks {
+    journal: mpsc::Sender<JournalRequest>,
+    /// Sequence number → jobs still running, and whether the processor has passed it on.
+    held: Mutex<HashMap<u64, Held>>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    jobs: usize,
+    passed_on: bool,
+}
+
+impl InboxMarks {
+    pub(crate) fn new(journal: mpsc::Sender<JournalRequest>) -> Self {
+        Self { journal, held: Mutex::default() }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A job was queued for delivery `seq` (called while `dispatch` runs).
+    pub fn hold(&self, seq: u64) {
+        self.held().entry(seq).or_default().jobs += 1;
+    }
+
+    /// A job for delivery `seq` ended (its decision recorded). The last one sends the
+    /// mark once the processor has passed the delivery on; a mark the journal writer
+    /// cannot take now is left out (the delivery is then replayed at the next start and
+    /// found done by the dispatcher's ledger).
+    pub fn release(&self, seq: u64) {
+        let mut held = self.held();
+        let Some(entry) = held.get_mut(&seq) else { return };
+        entry.jobs = entry.jobs.saturating_sub(1);
+        if entry.jobs == 0 && entry.passed_on {
+            held.remove(&seq);
+            drop(held);
+            let _ = self.journal.try_send(JournalRequest::Processed(vec![seq]));
+        }
+    }
+
+    /// Whether the processor marks `seq` itself now: no job is held for it, or every
+    /// held job already ended. Otherwise the dispatcher sends the mark.
+    fn marks_now(&self, seq: u64) -> bool {
+        let mut held = self.held();
+        match held.get_mut(&seq) {
+            Some(entry) if entry.jobs > 0 => {
+                entry.passed_on = true;
+                false
+            }
+            Some(_) => {
+                held.remove(&seq);
+                true
+            }
+            None => true,
+        }
+    }
+}
 
 /// How many deliveries one read-back from the journal brings into memory.
 const READ_BACK_BATCH: usize = 1024;
@@ -49,6 +119,8 @@ pub(crate) struct Processor {
     pub unqueued: Arc<Unqueued>,
     /// `processed` marks go back to the writer.
     pub journal: mpsc::Sender<JournalRequest>,
+    /// Which marks the dispatcher sends instead.
+    pub marks: Arc<InboxMarks>,
     pub inbox_dir: PathBuf,
     pub events: EventLog,
     /// Runs the blocking work.
@@ -177,6 +249,7 @@ impl Processor {
         let pipeline = Arc::clone(&self.pipeline);
         let events = self.events.clone();
         let stopping = Arc::clone(stop);
+        let marks = Arc::clone(&self.marks);
         let job = self.worker.run(move || {
             let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
             let mut processed = Vec::with_capacity(batch.len());
@@ -191,7 +264,9 @@ impl Processor {
                             .field("will_retry", false),
                     );
                 }
-                processed.push(item.seq);
+                if marks.marks_now(item.seq) {
+                    processed.push(item.seq);
+                }
             };
             let mut at = 0;
             while let Some(item) = batch.get(at) {
@@ -255,4 +330,59 @@ fn read_from(dir: &std::path::Path, from: u64) -> Vec<Journalled> {
         tracing::error!(error = %err, "cannot read deliveries back from the inbox journal");
         Vec::new()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks() -> (InboxMarks, mpsc::Receiver<JournalRequest>) {
+        let (journal, sent) = mpsc::channel(8);
+        (InboxMarks::new(journal), sent)
+    }
+
+    fn sent(rx: &mut mpsc::Receiver<JournalRequest>) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        while let Ok(JournalRequest::Processed(some)) = rx.try_recv() {
+            seqs.extend(some);
+        }
+        seqs
+    }
+
+    #[test]
+    fn a_delivery_with_no_jobs_is_marked_by_the_processor() {
+        let (marks, mut rx) = marks();
+        assert!(marks.marks_now(1));
+        assert!(sent(&mut rx).is_empty());
+    }
+
+    #[test]
+    fn a_queued_delivery_is_marked_when_its_last_job_ends() {
+        let (marks, mut rx) = marks();
+        marks.hold(7);
+        marks.hold(7);
+        assert!(!marks.marks_now(7), "the dispatcher marks it");
+        marks.release(7);
+        assert!(sent(&mut rx).is_empty(), "one job still runs");
+        marks.release(7);
+        assert_eq!(sent(&mut rx), [7]);
+    }
+
+    #[test]
+    fn jobs_ending_before_the_processor_passes_on_leave_the_mark_to_it_once() {
+        let (marks, mut rx) = marks();
+        marks.hold(3);
+        marks.release(3);
+        assert!(marks.marks_now(3));
+        assert!(sent(&mut rx).is_empty(), "not marked twice");
+        assert!(marks.marks_now(3), "forgotten once marked");
+    }
+
+    #[test]
+    fn a_job_that_never_ends_leaves_its_delivery_unmarked() {
+        let (marks, mut rx) = marks();
+        marks.hold(4);
+        assert!(!marks.marks_now(4));
+        assert!(sent(&mut rx).is_empty());
+    }
 }

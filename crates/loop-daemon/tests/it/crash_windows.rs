@@ -1,17 +1,18 @@
-//! The two crash windows the binary's kill test (`the-loop/tests/it/kill.rs`) finds,
-//! reproduced deterministically over the dispatcher's lab: the state a `kill -9` leaves is
-//! written by hand between a stop and a start, as the other replay tests do, so a fix
-//! can be checked in seconds and without luck.
+//! The crash windows the binary's kill test (`the-loop/tests/it/kill.rs`) found or that
+//! were found by reading, reproduced deterministically over the dispatcher's lab: the
+//! state a `kill -9` leaves is written by hand (or a restart cuts the work in hand off)
+//! between a stop and a start, so a fix can be checked in seconds and without luck.
 //!
-//! They pin how the dispatcher closes them (docs/dispatcher.md, "In doubt";
-//! docs/sessions.md, "A spawn cut short"): a key left in flight is checked against the
-//! harness's own record before it is pasted again, and a spawn's intent is written before
-//! its harness starts, so a later spawn replaces a harness a cut-short spawn left — and
-//! only such a one.
+//! They pin how the windows are closed: a key left in flight is checked against the
+//! harness's own record before it is pasted again (docs/dispatcher.md, "In doubt"); a
+//! spawn's intent is written before its harness starts, so a later spawn replaces a
+//! harness a cut-short spawn left — and only such a one (docs/sessions.md, "A spawn cut
+//! short"); a webhook's inbox mark waits for the jobs it queued, so one cut off is
+//! replayed (docs/receiver.md, "Processed marks").
 
 use loop_sessions::registry::Registry;
 
-use crate::dispatch_lab::{Lab, OWNER, read_lines, stand_in};
+use crate::dispatch_lab::{Harness, Lab, OWNER, read_lines, stand_in};
 
 /// Delivers `text` on a started item, then puts the state back as a `kill -9` right
 /// after the paste leaves it: the endpoint's `recentDeliveries` stamp gone, the key in
@@ -156,4 +157,25 @@ async fn a_tmux_session_no_spawn_of_ours_started_is_never_spawned_over() {
     lab.comment(number, OWNER, "the-loop start");
     lab.settle().await;
     assert_eq!(lab.named("session.spawn_failed").len(), 2, "refused again, not replaced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_whose_job_was_cut_short_is_replayed_from_the_inbox_at_the_next_start() {
+    let mut lab = Lab::start_with("", Harness::Gated).await;
+    let number = lab.open_labelled_issue();
+    // The start's spawn is in hand (its harness waits for the gate) when the process
+    // ends: the delivery was handed to the dispatcher's queue, nothing was pasted.
+    lab.comment(number, OWNER, "the-loop start");
+    lab.wait_for_lines("dispatch.queued", 1).await;
+    let abandoned = lab.restart_cut_short(std::time::Duration::from_millis(200)).await;
+    assert!(abandoned.is_empty(), "the spawn was running, not queued: {abandoned:?}");
+    assert!(lab.named("session.spawned").is_empty());
+
+    // Its inbox entry was not marked processed: the next start replays it.
+    lab.open_gate();
+    lab.wait_for_lines("session.spawned", 1).await;
+    lab.settle().await;
+    assert_eq!(lab.named("inbox.replaying").len(), 1);
+    assert_eq!(lab.announcements(number).len(), 1);
+    assert_eq!(lab.named("session.spawn_recovered").len(), 1, "the cut-short spawn replaced");
 }

@@ -69,6 +69,10 @@ impl Dispatch for Counting {
         }
         self.dispatcher.dispatch(judged);
     }
+
+    fn mark_when_done(&self, marks: Arc<loop_daemon::receiver::InboxMarks>) {
+        self.dispatcher.mark_when_done(marks);
+    }
 }
 
 /// A running the-loop (receiver + dispatcher) against a simulated GitHub.
@@ -190,12 +194,7 @@ impl Lab {
     /// between the stop and the start, as the dead process would have left them.
     pub async fn restart_with_in_flight(&mut self, keys: &[&str]) {
         self.settle().await;
-        self.sim.set_webhook(None);
-        if let Some(running) = self.receiver.take() {
-            let _ = running.stop.send(());
-            tokio::time::timeout(PATIENCE, running.task).await.expect("it stops").expect("joined");
-        }
-        let abandoned = self.dispatcher.shutdown(PATIENCE).await;
+        let abandoned = self.stop(PATIENCE).await;
         assert!(abandoned.is_empty(), "a settled lab abandons nothing: {abandoned:?}");
         if !keys.is_empty() {
             let store = self.store();
@@ -206,6 +205,28 @@ impl Lab {
             }
             store.save_delivery_ledger(&ledger).expect("the ledger is written");
         }
+        self.reopen().await;
+    }
+
+    /// A restart that does not wait for the work in hand: the dispatcher's busy jobs are
+    /// cut off after `within`, as a `kill -9` would cut them (their tmux sessions and
+    /// the inbox journal stay as they were). Returns the keys still queued.
+    pub async fn restart_cut_short(&mut self, within: Duration) -> Vec<String> {
+        let abandoned = self.stop(within).await;
+        self.reopen().await;
+        abandoned
+    }
+
+    async fn stop(&mut self, within: Duration) -> Vec<String> {
+        self.sim.set_webhook(None);
+        if let Some(running) = self.receiver.take() {
+            let _ = running.stop.send(());
+            tokio::time::timeout(PATIENCE, running.task).await.expect("it stops").expect("joined");
+        }
+        self.dispatcher.shutdown(within).await
+    }
+
+    async fn reopen(&mut self) {
         self.dispatcher = open_dispatcher(
             self.dir.path(),
             &self.sim,

@@ -221,13 +221,18 @@ impl EventLog {
     }
 
     /// Appends `event` now; failures are reported once through `tracing` and swallowed.
-    /// With a writer thread it is queued and written behind the caller.
+    /// With a writer thread it is queued and written behind the caller, except a line that
+    /// records an effect ([`records_an_effect`]), which is written before this returns.
     pub fn emit(&self, event: Event) {
         if self.path.is_none() {
             return;
         }
         if let Some(writer) = &self.writer {
+            let wait = records_an_effect(&event);
             writer.append(event, Timestamp::now());
+            if wait {
+                writer.flush();
+            }
             return;
         }
         if let Err(err) = self.append(&event, Timestamp::now())
@@ -301,6 +306,17 @@ fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
         }
     }
     fs::rename(path, rotated_path(path, 1)).map_err(StoreError::io("rotate", path))
+}
+
+/// Whether `event` records an effect on a work item — a command executed, a session
+/// started or ended, a checkout prepared or removed — or something going wrong. With a
+/// writer thread such a line is in the file when `emit` returns, so a `kill -9` right after
+/// the effect loses it only in the instant between effect and `emit`, not for the writer's
+/// linger. The per-delivery lines (receipt, routing, queueing, reactions) are the volume
+/// and are written behind the caller.
+fn records_an_effect(event: &Event) -> bool {
+    const EFFECTS: [&str; 5] = ["control.", "session.", "work_item.", "workspace.", "cleanup."];
+    event.level >= Level::Warning || EFFECTS.iter().any(|family| event.name.starts_with(family))
 }
 
 #[cfg(test)]

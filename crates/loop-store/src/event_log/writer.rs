@@ -3,7 +3,8 @@
 //!
 //! [`EventLog::with_writer`](super::EventLog::with_writer) starts it; from then on an
 //! append is a push onto a bounded queue, so emitting never waits for the disk (only for
-//! room, when the disk is [`QUEUE`] lines behind). The thread takes whatever is queued —
+//! room, when the disk is [`QUEUE`] lines behind) — except a line recording an effect,
+//! whose `emit` flushes (see `records_an_effect` in the parent module). The thread takes whatever is queued —
 //! woken when [`WAKE_AT`] lines wait or someone flushes, else within [`LINGER`] — formats
 //! it and appends it to a cached file descriptor opened `O_APPEND` with as few `write(2)`
 //! calls as the batch needs, each a run of whole lines, so lines of other processes

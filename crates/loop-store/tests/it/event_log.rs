@@ -215,3 +215,17 @@ fn a_tail_started_beside_a_half_written_line_returns_that_line_once_complete() {
     let polled: Vec<String> = tail.poll().unwrap().iter().map(|r| r.event().to_owned()).collect();
     assert_eq!(polled, ["half"]);
 }
+
+#[test]
+fn with_a_writer_a_line_recording_an_effect_is_in_the_file_when_emit_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "test").with_writer();
+    for name in ["control.command", "session.spawned", "work_item.ended", "cleanup.deferred"] {
+        log.emit(Event::info(name));
+        let written = fs::read_to_string(&path).unwrap_or_default();
+        assert!(written.contains(name), "{name} was not written before emit returned: {written}");
+    }
+    log.emit(Event::warning("anything.failed"));
+    assert!(fs::read_to_string(&path).unwrap().contains("anything.failed"));
+}

@@ -212,3 +212,25 @@ async fn a_repository_without_issues_answers_gone_and_its_pull_requests_are_stil
     assert_eq!(listed, vec![(pr, ItemKind::PullRequest)]);
     assert!(gh.list_labelled_open_pull_requests(&repo(), LABEL).await.unwrap().unchanged);
 }
+
+/// Reference §6 edge 9: an inline comment on a line the pull request has since changed
+/// comes back with `line: null`; it keeps the line it was written on (`original_line`).
+#[tokio::test]
+async fn an_outdated_inline_comment_keeps_its_original_line() {
+    let comment = serde_json::json!([{
+        "id": 11, "node_id": "PRRC_kwDOoutdated", "body": "this loop is off by one",
+        "html_url": "https://github.com/octo/app/pull/5#discussion_r11",
+        "user": {"login": "alice"}, "created_at": "2026-11-01T00:00:00Z",
+        "path": "src/lib.rs", "line": null, "original_line": 42
+    }]);
+    let app = axum::Router::new().route(
+        "/repos/octo/app/pulls/5/comments",
+        axum::routing::get(move || async move { axum::Json(comment) }),
+    );
+    let gh = crate::support::client_at(crate::support::serve(app).await);
+    let comments = gh.review_comments(&item(5)).await.unwrap();
+    assert_eq!(
+        comments[0].surface,
+        CommentSurface::Inline { path: "src/lib.rs".into(), line: Some(42) }
+    );
+}

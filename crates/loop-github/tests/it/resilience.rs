@@ -292,7 +292,7 @@ async fn a_request_that_outlives_its_timeout_is_transient() {
 
 #[tokio::test]
 async fn a_next_link_chain_that_never_ends_is_an_error_not_a_loop() {
-    use axum::http::header::LINK;
+    use axum::http::{HeaderMap, header};
     use axum::response::IntoResponse;
 
     // Every page is empty and names one more page after it.
@@ -300,27 +300,15 @@ async fn a_next_link_chain_that_never_ends_is_an_error_not_a_loop() {
         axum::extract::Query(query): axum::extract::Query<
             std::collections::HashMap<String, String>,
         >,
-        axum::extract::State(base): axum::extract::State<String>,
+        headers: HeaderMap,
     ) -> axum::response::Response {
         let page: u64 = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
-        let next = format!("<{base}/repos/octo/app/issues?page={}>; rel=\"next\"", page + 1);
-        ([(LINK, next)], axum::Json(serde_json::json!([]))).into_response()
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        let next = format!("<http://{host}/repos/octo/app/issues?page={}>; rel=\"next\"", page + 1);
+        ([(header::LINK, next)], axum::Json(serde_json::json!([]))).into_response()
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = axum::Router::new()
-        .route("/repos/octo/app/issues", axum::routing::get(endless))
-        .with_state(base.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let mut settings = GithubSettings::for_host("github.com");
-    settings.base_url = Some(base);
-    let gh = GithubClient::with_clock(
-        settings,
-        crate::support::token_source("github.com"),
-        RecordingClock::new(),
-    )
-    .unwrap();
+    let app = axum::Router::new().route("/repos/octo/app/issues", axum::routing::get(endless));
+    let gh = crate::support::client_at(crate::support::serve(app).await);
     let err = gh.list_labelled_open_items(&repo(), LABEL).await.unwrap_err();
     assert!(matches!(err, GithubError::Malformed { .. }), "{err:?}");
     assert!(err.to_string().contains("1000 pages"), "{err}");

@@ -85,3 +85,19 @@ pub fn item(number: u64) -> loop_core::WorkItemRef {
 pub fn repo() -> loop_core::RepoRef {
     REPO.parse().unwrap()
 }
+
+/// Serves `app` on a free loopback port and returns its base URL: for answers the
+/// simulator never gives (an endless `Link` chain, an outdated inline comment).
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// A github.com client whose base URL is `base`.
+pub fn client_at(base: String) -> GithubClient {
+    let mut settings = GithubSettings::for_host("github.com");
+    settings.base_url = Some(base);
+    GithubClient::with_clock(settings, token_source("github.com"), RecordingClock::new()).unwrap()
+}

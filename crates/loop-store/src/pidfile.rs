@@ -153,6 +153,24 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), format!("{}\n", std::process::id()));
     }
 
+    /// Reference §6 edge 71, the release side of the inode race: a holder whose file was
+    /// replaced at the path (its release unlinked, a new starter created and locked another)
+    /// must not remove the newcomer's file when it lets go, or a third starter would take a
+    /// lock that is already held.
+    #[test]
+    fn releasing_a_lock_whose_file_was_replaced_leaves_the_new_holders_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("poll.pid");
+        let first = PidLock::acquire(&path).unwrap();
+        fs::remove_file(&path).unwrap();
+        let second = PidLock::acquire(&path).unwrap();
+        drop(first);
+        assert!(path.exists(), "the first holder's release removed the second's file");
+        assert!(matches!(PidLock::acquire(&path), Err(StoreError::PidfileHeld { .. })));
+        drop(second);
+        assert!(!path.exists());
+    }
+
     #[test]
     fn the_refusal_message_names_the_file_and_the_pid() {
         let err = StoreError::PidfileHeld { path: "/s/poll.pid".into(), pid: Some(42) };

@@ -166,6 +166,9 @@ fn summary_json(report: &CycleReport) -> serde_json::Value {
         "interrupted": report.interrupted,
         "scopesPolled": report.scopes_polled,
         "scopesDegraded": report.scopes_degraded,
+        "scopesFailed": report.scopes_failed,
+        "scopesSkipped": report.scopes_skipped,
+        "scopes": report.scopes,
         "requests": report.requests,
         "notModified": report.not_modified,
     })

@@ -57,6 +57,25 @@ async fn poll_once_exits_1_when_a_repository_cannot_be_listed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_once_json_names_each_scopes_health() {
+    let sim = Sim::start().await.unwrap();
+    sim.create_repo("octo/app").unwrap();
+    let (_cli, run_) =
+        run(site(&sim, &["octo/app", "octo/missing"]), &["poll", "--once", "--json"]).await;
+    run_.expect_code(1);
+    let value: serde_json::Value =
+        serde_json::from_str(&run_.stdout).unwrap_or_else(|_| panic!("{run_}"));
+    assert_eq!(value["scopesDegraded"], serde_json::json!(["octo/missing"]), "{value}");
+    assert_eq!(value["scopesFailed"][0]["scope"], "octo/missing", "{value}");
+    let scopes = value["scopes"].as_array().unwrap_or_else(|| panic!("{value}"));
+    let degraded: Vec<_> = scopes.iter().map(|s| (&s["repository"], &s["degraded"])).collect();
+    assert_eq!(
+        degraded,
+        [(&"octo/app".into(), &false.into()), (&"octo/missing".into(), &true.into())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poll_once_exits_2_when_another_poller_holds_the_lock() {
     let sim = Sim::start().await.unwrap();
     sim.create_repo("octo/app").unwrap();

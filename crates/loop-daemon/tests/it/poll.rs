@@ -191,10 +191,7 @@ async fn a_settled_comment_is_resolved_without_an_attempt_or_a_failure() {
 async fn a_pr_review_and_inline_comment_are_forwarded_as_their_webhook_events() {
     let mut bench = Bench::new(&[REPO], "").await;
     let issue = bench.open_issue(REPO, "ann");
-    let pr = bench
-        .sim
-        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
-        .unwrap();
+    let pr = bench.open_closing_pr(REPO, issue);
     bench.cycle().await;
     bench
         .sim

@@ -434,10 +434,7 @@ async fn seed_000_a_due_ledger_only_record_linked_by_a_listed_pr_is_not_asked() 
     let issue = bench.open_issue(REPO, "ann");
     bench.cycle().await;
     unlabel(&bench, issue);
-    bench
-        .sim
-        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
-        .unwrap();
+    bench.open_closing_pr(REPO, issue);
     age(&bench, issue, 2);
     bench.sim.clear_requests();
     let report = bench.cycle().await;

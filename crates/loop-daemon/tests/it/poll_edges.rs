@@ -95,10 +95,7 @@ async fn a_stop_before_the_cycle_walks_nothing() {
 async fn reconciliation_never_asks_about_unowned_records_or_linked_refs_of_listed_prs() {
     let mut bench = Bench::new(&[REPO], "").await;
     let issue = bench.sim.open_issue(REPO, "ann", "Unlabelled", &[]).unwrap();
-    bench
-        .sim
-        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
-        .unwrap();
+    bench.open_closing_pr(REPO, issue);
     let issue_ref = bench.item(REPO, issue);
     arm(&bench, &issue_ref);
     arm(&bench, &"github:octo/elsewhere#1".parse().unwrap());
@@ -154,10 +151,7 @@ fn comment_key(id: u64) -> String {
 async fn edge_05_a_pr_comment_is_asked_about_under_the_linked_issue_first_then_the_pr() {
     let mut bench = Bench::new(&[REPO], "").await;
     let issue = bench.open_issue(REPO, "ann");
-    let pr = bench
-        .sim
-        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
-        .unwrap();
+    let pr = bench.open_closing_pr(REPO, issue);
     bench.cycle().await;
     let id = bench.sim.comment(REPO, pr, "ann", "on the PR").unwrap();
     bench.cycle().await;
@@ -386,10 +380,7 @@ async fn edge_46_a_comment_settled_after_it_was_enqueued_is_resolved_once_next_c
 async fn edge_49_the_give_up_notice_goes_to_the_polled_pr_not_its_linked_issue() {
     let mut bench = Bench::new(&[REPO], "polling:\n  maxRetries: 1\n").await;
     let issue = bench.open_issue(REPO, "ann");
-    let pr = bench
-        .sim
-        .open_pull_request(REPO, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
-        .unwrap();
+    let pr = bench.open_closing_pr(REPO, issue);
     bench.cycle().await;
     bench.stand_in.set_mode(Mode::Fail);
     bench.sim.comment(REPO, pr, "ann", "<script>HOSTILE</script> on the PR").unwrap();

@@ -355,6 +355,13 @@ impl Bench {
         self.sim.open_issue(repo, author, "Do the thing", &[LABEL]).expect("an issue")
     }
 
+    /// A labelled pull request by `ann` whose description closes `issue`.
+    pub fn open_closing_pr(&self, repo: &str, issue: u64) -> u64 {
+        self.sim
+            .open_pull_request(repo, "ann", "Fix", &format!("Closes #{issue}"), "fix", &[LABEL])
+            .expect("a pull request")
+    }
+
     pub fn item(&self, repo: &str, number: u64) -> WorkItemRef {
         format!("github:{repo}#{number}").parse().expect("a ref")
     }

@@ -28,6 +28,16 @@ fn stand_in_harness(lab: &Lab, resume_extra: &[&str]) -> CommandHarness {
     }
 }
 
+/// A lab with the stand-in spawned fresh at [`site`] (first prompt `boot`).
+fn spawned() -> (Lab, CommandHarness, SessionSite) {
+    let lab = Lab::new();
+    let harness = stand_in_harness(&lab, &[]);
+    let site = site(&lab);
+    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
+        .expect("spawned");
+    (lab, harness, site)
+}
+
 fn settings() -> RespawnSettings {
     RespawnSettings {
         resume: true,
@@ -214,11 +224,7 @@ fn resume_on_respawn_off_starts_fresh_without_trying() {
 
 #[test]
 fn respawn_refuses_to_replace_a_live_occupant() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    let (lab, harness, site) = spawned();
     let err = session::respawn(
         &lab.tmux,
         &harness,
@@ -235,11 +241,7 @@ fn respawn_refuses_to_replace_a_live_occupant() {
 
 #[test]
 fn closing_by_default_keeps_the_session_and_ends_the_harness() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    let (lab, _, site) = spawned();
     let settled =
         session::settle(&lab.tmux, &site.target, &CloseSettings::default()).expect("settled");
     assert_eq!(settled, Settled::Kept { termination: Some(Termination::Terminated) });
@@ -248,11 +250,7 @@ fn closing_by_default_keeps_the_session_and_ends_the_harness() {
 
 #[test]
 fn closing_with_kill_harness_off_leaves_the_harness_running() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    let (lab, _, site) = spawned();
     let close = CloseSettings { kill_harness: false, ..CloseSettings::default() };
     assert_eq!(
         session::settle(&lab.tmux, &site.target, &close).expect("settled"),
@@ -263,11 +261,7 @@ fn closing_with_kill_harness_off_leaves_the_harness_running() {
 
 #[test]
 fn closing_with_keep_session_off_kills_the_session() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    let (lab, _, site) = spawned();
     let close = CloseSettings { keep_session: false, ..CloseSettings::default() };
     assert_eq!(
         session::settle(&lab.tmux, &site.target, &close).expect("settled"),

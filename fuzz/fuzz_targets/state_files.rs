@@ -7,9 +7,8 @@
 //! - a portable record (`portable/<slug>.json`): the whole record and every section, then
 //!   `explain`'s account of the item;
 //! - a local session record (`local/<slug>.json`): the one-record read and the listing;
-//! - `local/poll-clocks.json`; the delivery ledger's `local/deliveries.log` or its former
-//!   `local/deliveries.json` (then opened and used as the dispatcher does); the poller's
-//!   heartbeat;
+//! - `local/poll-clocks.json`; the delivery ledger's `local/deliveries.log` (then opened
+//!   and used as the dispatcher does); the poller's heartbeat;
 //! - an inbox journal segment, either the raw bytes or entries built from them with
 //!   correct lengths and checksums (so reading gets past the checksum to the sequence
 //!   numbers), read by `read_pending`, `read_from` and `Inbox::open`;
@@ -65,11 +64,11 @@ fuzz_target!(|data: &[u8]| {
     // a crash depend on the input order; start every input from nothing.
     let _ = fs::remove_dir_all(&root);
     let store = StateStore::new(StateLayout::new(&root), EventLog::disabled());
-    match selector % 13 {
+    match selector % 12 {
         0 => portable_record(&store, content),
         1 => local_record(&store, content),
         2 => poll_clocks(&store, content),
-        3 => delivery_ledger(&store, content, "deliveries.log"),
+        3 => delivery_ledger(&store, content),
         4 => heartbeat(&store, content),
         5 => journal(&store, content),
         6 => journal(&store, &built_segment(content)),
@@ -77,8 +76,7 @@ fuzz_target!(|data: &[u8]| {
         8 => legacy(&store, content, &store.layout().legacy_control(&ITEM_REF)),
         9 => legacy(&store, content, &store.layout().legacy_poll_state()),
         10 => claude_trust(&root, content, |files| &files.user_config),
-        11 => claude_trust(&root, content, |files| &files.settings),
-        _ => delivery_ledger(&store, content, "deliveries.json"),
+        _ => claude_trust(&root, content, |files| &files.settings),
     }
 });
 
@@ -151,11 +149,10 @@ fn poll_clocks(store: &StateStore, content: &[u8]) {
     let _ = store.poll_clock(&ITEM_REF);
 }
 
-/// The delivery ledger's log (`deliveries.log`) or its former whole file
-/// (`deliveries.json`, read forward): read as `status` does, then opened and used as the
-/// dispatcher does.
-fn delivery_ledger(store: &StateStore, content: &[u8], file: &str) {
-    put(&store.layout().local_dir().join(file), content);
+/// The delivery ledger's log (`deliveries.log`): read as `status` does, then opened and
+/// used as the dispatcher does.
+fn delivery_ledger(store: &StateStore, content: &[u8]) {
+    put(&store.layout().local_dir().join("deliveries.log"), content);
     let _ = store.load_delivery_ledger(8);
     let Ok((mut log, _released)) = store.open_delivery_log(8) else { return };
     let now = Timestamp::UNIX_EPOCH;

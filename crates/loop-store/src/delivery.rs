@@ -19,8 +19,7 @@
 //! does not parse sends the file to quarantine (`state.quarantined`) and the lines that
 //! did parse are kept. The log is compacted — rewritten atomically and fsynced, one line
 //! per key — when it has grown past twice the bound (plus [`COMPACTION_SLACK`] lines), and
-//! at open when it needs repair. The former whole-file `local/deliveries.json` is read
-//! forward once when there is no log, then removed.
+//! at open when it needs repair.
 //!
 //! The ledger survives restarts. An `inflight` mark found at open belongs to a process
 //! that died mid-dispatch: it is released then (the caller is told which), because
@@ -40,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::StateStore;
 use crate::error::StoreError;
-use crate::json_file::{self, FileMode, JsonFile};
+use crate::json_file::{self, FileMode};
 use crate::lock::LockGuard;
 
 /// Lines a log may hold beyond twice the bound before it is compacted.
@@ -377,11 +376,9 @@ fn open_appender(path: &Path) -> Result<(File, u64), StoreError> {
 struct Loaded {
     ledger: DeliveryLedger,
     lines: usize,
-    /// The log needs rewriting (torn, unreadable lines) or does not exist yet while the
-    /// former `deliveries.json` was read.
+    /// The log needs rewriting (torn, unreadable lines).
     rewrite: bool,
     unreadable: Vec<String>,
-    legacy: bool,
 }
 
 impl StateStore {
@@ -389,38 +386,26 @@ impl StateStore {
         self.layout.local_dir().join("deliveries.log")
     }
 
-    fn deliveries_legacy(&self) -> PathBuf {
-        self.layout.local_dir().join("deliveries.json")
-    }
-
     fn deliveries_lock(&self) -> PathBuf {
         self.layout.locks_dir().join("deliveries.lock")
     }
 
-    /// Reads the log (or, when there is none, the former `deliveries.json`, quarantined
-    /// when it does not parse) under `capacity`.
+    /// Reads the log under `capacity` (empty when there is none).
     fn read_deliveries(&self, capacity: usize) -> Result<Loaded, StoreError> {
-        if let Some(bytes) = json_file::read_bytes(&self.deliveries_log())? {
-            let Replayed { ledger, lines, torn, unreadable } = replay(&bytes, capacity);
-            if torn {
-                tracing::warn!(path = %self.deliveries_log().display(), "the delivery log ends inside a line (a write cut short); it is ignored");
-            }
-            let rewrite = torn || !unreadable.is_empty();
-            return Ok(Loaded { ledger, lines, rewrite, unreadable, legacy: false });
+        let Some(bytes) = json_file::read_bytes(&self.deliveries_log())? else {
+            let ledger = DeliveryLedger::new(capacity);
+            return Ok(Loaded { ledger, lines: 0, rewrite: false, unreadable: Vec::new() });
+        };
+        let Replayed { ledger, lines, torn, unreadable } = replay(&bytes, capacity);
+        if torn {
+            tracing::warn!(path = %self.deliveries_log().display(), "the delivery log ends inside a line (a write cut short); it is ignored");
         }
-        let (legacy, lock) = (self.deliveries_legacy(), self.deliveries_lock());
-        let read = JsonFile { path: &legacy, lock: &lock, events: &self.events }
-            .load(json_file::parse_json::<DeliveryLedger>)?;
-        let found = read.is_some();
-        let mut ledger = read.unwrap_or_else(|| DeliveryLedger::new(capacity));
-        ledger.set_capacity(capacity);
-        let lines = ledger.len();
-        Ok(Loaded { ledger, lines, rewrite: found, unreadable: Vec::new(), legacy: found })
+        let rewrite = torn || !unreadable.is_empty();
+        Ok(Loaded { ledger, lines, rewrite, unreadable })
     }
 
-    /// The delivery ledger bounded to `capacity`, read without changing any file (a
-    /// former `deliveries.json` that does not parse is quarantined): empty when there is
-    /// none. In-flight marks are released in the returned ledger only; their keys are
+    /// The delivery ledger bounded to `capacity`, read without changing any file: empty
+    /// when there is none. In-flight marks are released in the returned ledger only; their keys are
     /// returned beside it.
     pub fn load_delivery_ledger(
         &self,
@@ -438,8 +423,8 @@ impl StateStore {
         json_file::write_atomic(&path, &ledger.encode_lines(&path)?, FileMode::Private)
     }
 
-    /// Opens the delivery ledger for its owner, bounded to `capacity`: the log replayed
-    /// (or the former `deliveries.json` read forward, then removed), a log with
+    /// Opens the delivery ledger for its owner, bounded to `capacity`: the log replayed, a
+    /// log with
     /// unreadable lines quarantined and rewritten from the lines that parsed, a torn one
     /// rewritten. In-flight marks of a previous process are released (a `released` line
     /// each); their keys are returned beside the log.
@@ -449,8 +434,7 @@ impl StateStore {
     ) -> Result<(DeliveryLog, Vec<String>), StoreError> {
         let (path, lock) = (self.deliveries_log(), self.deliveries_lock());
         let _guard = LockGuard::exclusive(&lock)?;
-        let Loaded { mut ledger, lines, rewrite, unreadable, legacy } =
-            self.read_deliveries(capacity)?;
+        let Loaded { mut ledger, lines, rewrite, unreadable } = self.read_deliveries(capacity)?;
         if !unreadable.is_empty() {
             json_file::quarantine(&path, &unreadable.join("; "), &self.events)?;
         }
@@ -460,9 +444,6 @@ impl StateStore {
             let bytes = log.ledger.encode_lines(&log.path)?;
             json_file::write_atomic(&log.path, &bytes, FileMode::Private)?;
             log.lines = log.ledger.len();
-            if legacy {
-                json_file::remove(&self.deliveries_legacy())?;
-            }
         } else if !abandoned.is_empty() {
             let now = Timestamp::now();
             let mut bytes = Vec::new();
@@ -637,23 +618,6 @@ mod tests {
             .collect();
         assert_eq!(aside.len(), 1, "{aside:?}");
         assert!(!log_text(&store).contains("not json"));
-    }
-
-    #[test]
-    fn the_former_deliveries_json_is_read_forward_once_then_removed() {
-        let (dir, store) = store();
-        let legacy = dir.path().join("local/deliveries.json");
-        fs::create_dir_all(dir.path().join("local")).expect("local/");
-        fs::write(
-            &legacy,
-            r#"{"entries":[{"key":"old","state":"settled","reason":"awaiting-start","at":"1970-01-01T00:00:00Z"},{"key":"mid","state":"inflight","at":"1970-01-01T00:00:00Z"}]}"#,
-        )
-        .expect("a legacy ledger");
-        let (log, abandoned) = store.open_delivery_log(8).expect("opened");
-        assert_eq!(abandoned, ["mid"]);
-        assert_eq!(log.mark_of("old"), Some(&Mark::Settled { reason: "awaiting-start".into() }));
-        assert!(!legacy.exists());
-        assert_eq!(log_text(&store).lines().count(), 1);
     }
 
     #[test]

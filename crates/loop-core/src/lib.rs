@@ -11,6 +11,7 @@
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
 //! - [`login`]: GitHub logins.
+//! - [`log`]: one event-log line as a value, and how it renders.
 //! - [`config`]: the `cli-config.yaml` schema, its validation, version gate and migration.
 //! - [`record`]: the shapes of the records kept about work items (portable sections, the
 //!   local session record, poll clocks).
@@ -31,6 +32,7 @@ pub mod excerpt;
 pub mod explain;
 pub mod guards;
 pub mod linkage;
+pub mod log;
 pub mod login;
 pub mod poll;
 pub mod prompt;

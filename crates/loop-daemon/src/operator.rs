@@ -22,9 +22,9 @@ use loop_core::control::{
     self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEffect, SpawnRefusal,
 };
 use loop_core::event::{Actor, Event};
+use loop_core::log::Line;
 use loop_core::login::Login;
 use loop_core::record::{Control, ControlSource, PollLedger};
-use loop_store::Event as Line;
 use serde_json::json;
 
 use crate::dispatcher::decision::Context;

@@ -24,10 +24,11 @@ use loop_core::control::{
 };
 use loop_core::event::{Actor, Event};
 use loop_core::guards::{self, ActorPass, RoutingDrop};
+use loop_core::log::Line;
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, ControlSource, EndpointStatus};
 use loop_core::route::{self, Existence, IssueExistence};
-use loop_store::{Event as LogEvent, EventLog, StateStore};
+use loop_store::{EventLog, StateStore};
 
 use crate::dispatcher::DeliveryStatus;
 use crate::dispatcher::Dispatcher;
@@ -393,12 +394,12 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    pub fn emit(&self, line: LogEvent) {
+    pub fn emit(&self, line: Line) {
         self.events.emit(line);
     }
 
     /// Writes a drop's line and counts it under `reason` (outcome `dropped`).
-    pub fn drop(&self, line: LogEvent, reason: &'static str) -> Dropped {
+    pub fn drop(&self, line: Line, reason: &'static str) -> Dropped {
         self.events.emit(line);
         if let Some(metrics) = self.metrics {
             metrics.delivery(Outcome::Dropped, reason);
@@ -421,21 +422,21 @@ pub fn judge(
     existence: &dyn IssueExistence,
     report: Report<'_>,
 ) -> Result<Judged, Dropped> {
-    let line = |line: LogEvent| delivery_fields(line, &delivery, &event);
+    let line = |line: Line| delivery_fields(line, &delivery, &event);
     let routed = route::route(&event);
     if routed.is_empty() {
-        let line = line(LogEvent::debug("routing.dropped")).field("reason", "no-work-item");
+        let line = line(Line::debug("routing.dropped")).field("reason", "no-work-item");
         return Err(report.drop(line, "no-work-item"));
     }
     let work_items: Vec<WorkItemRef> = routed.items().cloned().collect();
-    let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> LogEvent| {
+    let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> Line| {
         line(level("routing.dropped"))
             .field("reason", drop.reason())
             .field("actor", event.actor.name())
             .field("work_items", &work_items)
     };
     if let Err(drop) = guards::self_marker(&event) {
-        return Err(report.drop(dropped(&drop, LogEvent::debug), drop.reason()));
+        return Err(report.drop(dropped(&drop, Line::debug), drop.reason()));
     }
     let bounded = match guards::repository_bound(&event, routed, &config.repositories) {
         Ok(bounded) => bounded,
@@ -444,7 +445,7 @@ pub fn judge(
                 RoutingDrop::UndeclaredRepository { repository } => Some(repository.to_string()),
                 _ => None,
             };
-            let line = dropped(&drop, LogEvent::info).field("repository", repository);
+            let line = dropped(&drop, Line::info).field("repository", repository);
             return Err(report.drop(line, drop.reason()));
         }
     };
@@ -453,20 +454,20 @@ pub fn judge(
     let pass = match pass {
         Ok(pass) => pass,
         Err(drop) => {
-            return Err(report.drop(dropped(&drop, LogEvent::warning), drop.reason()));
+            return Err(report.drop(dropped(&drop, Line::warning), drop.reason()));
         }
     };
     let work_items: Vec<WorkItemRef> = bounded.routed.items().cloned().collect();
     if pass == ActorPass::Collaborator {
         report.emit(
-            line(LogEvent::info("routing.collaborator"))
+            line(Line::info("routing.collaborator"))
                 .field("actor", event.actor.name())
                 .field("work_items", &work_items),
         );
     }
     let labeled = event.carries_label(&config.routing.auto_execute_label);
     report.emit(
-        line(LogEvent::info("routing.routed"))
+        line(Line::info("routing.routed"))
             .field("actor", event.actor.name())
             .field("pass", pass.reason())
             .field("work_items", &work_items)
@@ -480,14 +481,14 @@ pub fn judge(
     let verified = bounded.routed.verify(owned, existence);
     for ghost in &verified.dropped {
         report.emit(
-            line(LogEvent::warning("routing.linkage_dropped"))
+            line(Line::warning("routing.linkage_dropped"))
                 .work_item(ghost)
                 .field("linked_by", "branch")
                 .field("reason", "not-found"),
         );
     }
     if let Some(reason) = verified.drop_reason() {
-        let line = line(LogEvent::warning("dispatch.dropped"))
+        let line = line(Line::warning("dispatch.dropped"))
             .field("reason", reason)
             .field("work_items", &verified.dropped);
         return Err(report.drop(line, reason));
@@ -587,7 +588,7 @@ fn live_owners(store: &StateStore) -> HashMap<WorkItemRef, (WorkItemRef, Session
 }
 
 /// `gh_event`, `action` and `delivery_id`, the fields every line about a delivery has.
-pub(crate) fn delivery_fields(line: LogEvent, delivery: &Delivery, event: &Event) -> LogEvent {
+pub(crate) fn delivery_fields(line: Line, delivery: &Delivery, event: &Event) -> Line {
     line.field("gh_event", &delivery.gh_event)
         .field("action", &event.action)
         .field("delivery_id", &delivery.delivery_id)

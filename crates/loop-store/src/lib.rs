@@ -40,7 +40,7 @@ pub mod portable;
 
 pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;
-pub use event_log::{Event, EventLog, Level};
+pub use event_log::EventLog;
 pub use json_file::Written;
 pub use layout::StateLayout;
 pub use pidfile::{Holder, PidLock, lock_holder};

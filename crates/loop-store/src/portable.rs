@@ -28,9 +28,9 @@ use serde_json::{Map, Value};
 
 use crate::StateStore;
 use crate::error::StoreError;
-use crate::event_log::Event;
 use crate::json_file::{self, FileMode, JsonFile, Written};
 use crate::lock::LockGuard;
+use loop_core::log::Line;
 
 /// The identity keys of a portable record; every other top-level key is a section.
 pub const IDENTITY_KEYS: [&str; 2] = ["ref", "url"];
@@ -169,7 +169,7 @@ impl StateStore {
             return Ok(section_of::<S>(record.as_ref()).unwrap_or(Slot::Absent));
         }
         self.events
-            .emit(Event::info("state.legacy_adopted").work_item(item).field("section", S::KEY));
+            .emit(Line::info("state.legacy_adopted").work_item(item).field("section", S::KEY));
         Ok(Slot::Present(value))
     }
 

@@ -14,12 +14,12 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::control::{Command, Effect, Grantor, RosterEdit, RosterEffect};
+use loop_core::log::Line;
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, ControlSource, LocalRecord};
 use loop_sessions::cleanup::{self, Cleaned, Removed};
 use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
 use loop_sessions::{CloseSettings, Settled, Termination, session};
-use loop_store::Event as Line;
 
 use super::records::Snapshot;
 use super::{Dispatcher, blocking};

@@ -9,8 +9,8 @@
 use loop_core::WorkItemRef;
 use loop_core::control::{Command, Rejection, SpawnRefusal};
 use loop_core::guards::ScopeRefusal;
+use loop_core::log::Line;
 use loop_core::login::Login;
-use loop_store::Event;
 
 /// What becomes of a delivery's dedup key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub struct Context {
 
 impl Context {
     /// Marks a line as part of this delivery's trail (what `explain` groups by).
-    pub(crate) fn stamp(&self, event: Event) -> Event {
+    pub(crate) fn stamp(&self, event: Line) -> Line {
         event.field("gh_event", &self.gh_event).field("delivery_id", &self.delivery_id).field(
             "gh_delivery",
             self.gh_delivery.as_ref().filter(|d| Some(*d) != self.delivery_id.as_ref()),
@@ -205,14 +205,14 @@ impl Decision {
     }
 
     /// The event-log lines, in order; none for a close's summary (its steps have them).
-    pub fn lines(&self, cx: &Context) -> Vec<Event> {
+    pub fn lines(&self, cx: &Context) -> Vec<Line> {
         let event = match self {
             Self::KeptOpen { owner, pull_request, state, reason } => {
-                let ended = Event::info("work_item.pull_request_ended")
+                let ended = Line::info("work_item.pull_request_ended")
                     .work_item(owner)
                     .field("pull_request", pull_request.to_string())
                     .field("state", state);
-                let kept = Event::info("session.kept_open")
+                let kept = Line::info("session.kept_open")
                     .work_item(owner)
                     .field("reason", reason)
                     .field("closed_ref", pull_request.to_string());
@@ -224,48 +224,48 @@ impl Decision {
     }
 
     /// The one line of a single-line decision.
-    fn line(&self, cx: &Context) -> Option<Event> {
-        let dropped = |level: fn(&str) -> Event, reason: &str| {
+    fn line(&self, cx: &Context) -> Option<Line> {
+        let dropped = |level: fn(&str) -> Line, reason: &str| {
             level("dispatch.dropped").field("reason", reason).field("work_items", cx.items())
         };
         let event = match self {
-            Self::Duplicate => dropped(|n| Event::info(n), "duplicate-delivery"),
-            Self::NoWorkItem { reason } => dropped(|n| Event::warning(n), reason),
+            Self::Duplicate => dropped(|n| Line::info(n), "duplicate-delivery"),
+            Self::NoWorkItem { reason } => dropped(|n| Line::warning(n), reason),
             Self::OutOfScope { refusal, instance, command } => {
                 let event = match command {
-                    Some(command) => Event::warning("control.rejected")
+                    Some(command) => Line::warning("control.rejected")
                         .field("work_items", cx.items())
                         .field("command", command.name())
                         .field("via", "comment")
                         .field("actor", &cx.actor),
-                    None => dropped(|n| Event::info(n), refusal.reason()),
+                    None => dropped(|n| Line::info(n), refusal.reason()),
                 };
                 event.field("reason", refusal.reason()).field("instance", instance)
             }
-            Self::Ambiguous { commands } => Event::warning("control.ambiguous")
+            Self::Ambiguous { commands } => Line::warning("control.ambiguous")
                 .field("work_items", cx.items())
                 .field("actor", &cx.actor)
                 .field("commands", commands.iter().map(|c| c.name()).collect::<Vec<_>>()),
-            Self::Rejected { command, rejection, target } => Event::warning("control.rejected")
+            Self::Rejected { command, rejection, target } => Line::warning("control.rejected")
                 .field("work_items", cx.items())
                 .field("work_item", target.as_ref().map(ToString::to_string))
                 .field("command", command.name())
                 .field("via", "comment")
                 .field("actor", &cx.actor)
                 .field("reason", rejection.reason()),
-            Self::Executed { command, actor, effect, target } => Event::info("control.command")
+            Self::Executed { command, actor, effect, target } => Line::info("control.command")
                 .work_item(target)
                 .field("command", command.name())
                 .field("via", "comment")
                 .field("actor", actor.as_str())
                 .field("effect", effect),
             Self::ControlConsumed { command, target } => {
-                dropped(|n| Event::info(n), "control-consumed")
+                dropped(|n| Line::info(n), "control-consumed")
                     .work_item(target)
                     .field("command", command.name())
             }
             Self::RosterEdited { command, actor, collaborator, effect, target } => {
-                Event::info("control.command")
+                Line::info("control.command")
                     .work_item(target)
                     .field("command", command.name())
                     .field("via", "comment")
@@ -273,46 +273,46 @@ impl Decision {
                     .field("collaborator", collaborator.as_str())
                     .field("effect", effect)
             }
-            Self::HandedToGraph { actor, target } => Event::info("control.command")
+            Self::HandedToGraph { actor, target } => Line::info("control.command")
                 .work_item(target)
                 .field("command", Command::Execute.name())
                 .field("via", "comment")
                 .field("actor", actor.as_str())
                 .field("effect", "handed-to-graph"),
-            Self::SpawnRefused { refusal } => dropped(|n| Event::info(n), refusal.reason()),
+            Self::SpawnRefused { refusal } => dropped(|n| Line::info(n), refusal.reason()),
             Self::SessionPaused { item } => {
-                dropped(|n| Event::info(n), "session-paused").work_item(item)
+                dropped(|n| Line::info(n), "session-paused").work_item(item)
             }
             Self::AlreadyProcessed { item } => {
-                dropped(|n| Event::info(n), "already-processed").work_item(item)
+                dropped(|n| Line::info(n), "already-processed").work_item(item)
             }
             Self::Queued { item, spawn } => {
-                Event::info("dispatch.queued").work_item(item).field("spawn", spawn)
+                Line::info("dispatch.queued").work_item(item).field("spawn", spawn)
             }
             Self::Closed { .. } | Self::KeptOpen { .. } => return None,
-            Self::AutoClosed { item, reason, merged } => Event::info("session.autoclosed")
+            Self::AutoClosed { item, reason, merged } => Line::info("session.autoclosed")
                 .work_item(item)
                 .field("reason", reason)
                 .field("merged", merged),
-            Self::Ended { item, state, kind, ingress, actor } => Event::info("work_item.ended")
+            Self::Ended { item, state, kind, ingress, actor } => Line::info("work_item.ended")
                 .work_item(item)
                 .field("state", state)
                 .field("kind", kind)
                 .field("ingress", ingress)
                 .field("actor", actor.as_ref().map(Login::as_str)),
             Self::StampFailed { item, error } => {
-                Event::error("work_item.stamp_failed").work_item(item).field("error", error)
+                Line::error("work_item.stamp_failed").work_item(item).field("error", error)
             }
-            Self::CleanupDeferred { item, actor, closed_as } => Event::info("cleanup.deferred")
+            Self::CleanupDeferred { item, actor, closed_as } => Line::info("cleanup.deferred")
                 .work_item(item)
                 .field("reason", if actor.is_some() { "unauthorized-actor" } else { "no-actor" })
                 .field("actor", actor.as_ref().map(Login::as_str))
                 .field("closed_as", closed_as),
             Self::Reopened { item, ingress } => {
-                Event::info("work_item.reopened").work_item(item).field("ingress", ingress)
+                Line::info("work_item.reopened").work_item(item).field("ingress", ingress)
             }
             Self::Delivered { item, endpoint, harness, already } => {
-                Event::info("dispatch.succeeded")
+                Line::info("dispatch.succeeded")
                     .work_item(item)
                     .field("endpoint", (endpoint != item).then(|| endpoint.to_string()))
                     .field("harness", harness)
@@ -320,7 +320,7 @@ impl Decision {
                     .field("already_delivered", already.then_some(true))
             }
             Self::Respawned { item, harness, session_id, resumed, target } => {
-                Event::info("session.respawned")
+                Line::info("session.respawned")
                     .work_item(item)
                     .field("harness", harness)
                     .field("harness_session_id", session_id)
@@ -329,7 +329,7 @@ impl Decision {
                     .field("tmux_target", target)
             }
             Self::Spawned { item, harness, session_id, target, interaction } => {
-                Event::info("session.spawned")
+                Line::info("session.spawned")
                     .work_item(item)
                     .field("harness", harness)
                     .field("harness_session_id", session_id)
@@ -338,32 +338,32 @@ impl Decision {
                     .field("tmux_target", target)
                     .field("action", &cx.action)
             }
-            Self::SpawnFailed { item, error } => Event::error("session.spawn_failed")
+            Self::SpawnFailed { item, error } => Line::error("session.spawn_failed")
                 .work_item(item)
                 .field("error", error)
                 .field("will_retry", cx.delivery_id.is_some()),
             Self::SessionVanished { item } => {
-                dropped(|n| Event::warning(n), "session-vanished").work_item(item)
+                dropped(|n| Line::warning(n), "session-vanished").work_item(item)
             }
             Self::SessionOccupied { item, target, error } => {
-                dropped(|n| Event::error(n), "session-occupied")
+                dropped(|n| Line::error(n), "session-occupied")
                     .work_item(item)
                     .field("tmux_target", target)
                     .field("error", error)
                     .field("will_retry", false)
             }
-            Self::Failed { item, harness, error } => Event::error("dispatch.failed")
+            Self::Failed { item, harness, error } => Line::error("dispatch.failed")
                 .work_item(item)
                 .field("harness", harness)
                 .field("via", "tmux")
                 .field("error", error)
                 .field("will_retry", cx.delivery_id.is_some()),
-            Self::TimedOut { item, seconds } => Event::error("dispatch.failed")
+            Self::TimedOut { item, seconds } => Line::error("dispatch.failed")
                 .work_item(item)
                 .field("error", format!("the dispatch did not finish within {seconds} s (routing.dispatchTimeoutSeconds)"))
                 .field("will_retry", cx.delivery_id.is_some()),
             Self::ShuttingDown { item } => {
-                dropped(|n| Event::warning(n), "shutting-down").work_item(item)
+                dropped(|n| Line::warning(n), "shutting-down").work_item(item)
             }
         };
         Some(cx.stamp(event))

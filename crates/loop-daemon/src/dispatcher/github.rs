@@ -75,8 +75,10 @@ impl Dispatcher {
                 async move {
                     let Some(reaction) = reaction.map(to_github) else { return };
                     let line = match github.add_reaction(&target, reaction).await {
-                        Ok(()) => loop_store::Event::debug("reaction.added").field("target", kind),
-                        Err(err) => loop_store::Event::warning("reaction.failed")
+                        Ok(()) => {
+                            loop_core::log::Line::debug("reaction.added").field("target", kind)
+                        }
+                        Err(err) => loop_core::log::Line::warning("reaction.failed")
                             .field("error", err.to_string()),
                     };
                     let line =
@@ -110,19 +112,18 @@ impl Dispatcher {
         let Some(github) = &self.inner.github else { return };
         let body = announcement(item, harness, tmux_target, config.instance.name.as_deref());
         let line = match github.post_comment(item, &body).await {
-            Ok(posted) => {
-                loop_store::Event::info("session.announced").field("comment_url", posted.html_url)
-            }
+            Ok(posted) => loop_core::log::Line::info("session.announced")
+                .field("comment_url", posted.html_url),
             Err(err) if err.is_not_found() => {
                 self.remember_existence(item, Existence::Missing);
-                loop_store::Event::error("session.work_item_missing").field(
+                loop_core::log::Line::error("session.work_item_missing").field(
                     "error",
                     format!(
                         "{err}; GitHub says the work item does not exist for this token — check that the token can see the repository; the session keeps running"
                     ),
                 )
             }
-            Err(err) => loop_store::Event::warning("session.announce_failed")
+            Err(err) => loop_core::log::Line::warning("session.announce_failed")
                 .field("error", err.to_string()),
         };
         self.events().emit(line.work_item(item).field("tmux_target", tmux_target));

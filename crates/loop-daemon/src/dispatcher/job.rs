@@ -23,6 +23,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::control::SessionState;
 use loop_core::event::Event;
+use loop_core::log::Line;
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
 use loop_sessions::registry::EndpointHandles;
@@ -30,7 +31,6 @@ use loop_sessions::workspace::{Branch, clone_url};
 use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
 };
-use loop_store::Event as Line;
 
 use super::decision::Decision;
 use super::queue::Job;

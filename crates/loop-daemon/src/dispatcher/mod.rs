@@ -38,6 +38,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
+use loop_core::log::Line;
 pub use loop_core::poll::DeliveryStatus;
 use loop_core::route::KnownExistence;
 use loop_github::GithubClient;
@@ -45,7 +46,7 @@ use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux};
 use loop_store::delivery::DeliveryLog;
-use loop_store::{Event, EventLog, Mark, StateStore, StoreError};
+use loop_store::{EventLog, Mark, StateStore, StoreError};
 use tokio::sync::watch;
 
 pub(crate) use self::command::RosterOutcome;
@@ -148,7 +149,7 @@ impl Dispatcher {
         };
         if !abandoned.is_empty() {
             dispatcher.events().emit(
-                Event::warning("dispatch.abandoned")
+                Line::warning("dispatch.abandoned")
                     .field("count", abandoned.len())
                     .field("delivery_ids", &abandoned)
                     .field("reason", "previous-process-ended"),
@@ -261,7 +262,7 @@ impl Dispatcher {
             Ok(records) => Snapshot { records },
             Err(err) => {
                 self.events()
-                    .emit(Event::error("registry.unreadable").field("error", err.to_string()));
+                    .emit(Line::error("registry.unreadable").field("error", err.to_string()));
                 Snapshot::default()
             }
         }
@@ -326,7 +327,7 @@ impl Dispatcher {
             Ok(value) => Some(value),
             Err(err) => {
                 self.events().emit(
-                    Event::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
+                    Line::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
                 );
                 None
             }
@@ -353,7 +354,7 @@ impl Dispatcher {
             })
             .await;
             self.events().emit(
-                Event::warning("dispatch.abandoned")
+                Line::warning("dispatch.abandoned")
                     .field("count", abandoned.len())
                     .field("delivery_ids", &abandoned),
             );

@@ -11,11 +11,12 @@ use loop_core::config::Config;
 use loop_core::control::{Command, Vocabulary, is_armed, start_required};
 use loop_core::event::Actor;
 use loop_core::guards::is_collaborator;
+use loop_core::log::Line;
 use loop_core::poll::{self, CommentStep, SpawnStep, ThreadEntry};
 use loop_core::record::{Collaborators, CommentId, CommentLedger, Control, SpawnLedger};
 use loop_core::{Login, WorkItemRef};
 use loop_github::{ItemKind, ListedItem, ThreadComment};
-use loop_store::{Event, StoreError};
+use loop_store::StoreError;
 
 use super::events::{actor, comment_event, presence_event};
 use super::ledgers::Ledgers;
@@ -90,7 +91,7 @@ impl<D: Dispatch> Poller<D> {
     fn item_error(&self, item: &WorkItemRef, error: &str, report: &mut CycleReport) {
         report.errors.push(format!("{item}: {error}"));
         self.store.events().emit(
-            Event::error("poll.item_error")
+            Line::error("poll.item_error")
                 .work_item(item)
                 .field("error", error)
                 .field("will_retry", true),
@@ -130,7 +131,7 @@ impl<D: Dispatch> Poller<D> {
         {
             self.store
                 .events()
-                .emit(Event::warning("poll.unauthorized").work_item(item).field("actor", name));
+                .emit(Line::warning("poll.unauthorized").work_item(item).field("actor", name));
         }
 
         let actors: Vec<Actor> = thread.iter().map(|c| actor(&c.author)).collect();
@@ -237,7 +238,7 @@ impl<D: Dispatch> Poller<D> {
         let rearmed = poll::rearm(comments, &self.version);
         if !rearmed.is_empty() {
             self.store.events().emit(
-                Event::info("poll.rearmed")
+                Line::info("poll.rearmed")
                     .work_item(item)
                     .field("comments", &rearmed)
                     .field("version", &self.version),
@@ -293,7 +294,7 @@ impl<D: Dispatch> Poller<D> {
                 spawn.gave_up = true;
                 report.failures += 1;
                 self.store.events().emit(
-                    Event::error("poll.spawn_failed")
+                    Line::error("poll.spawn_failed")
                         .work_item(item)
                         .field("attempts", attempts)
                         .field("will_retry", false),
@@ -356,7 +357,7 @@ impl<D: Dispatch> Poller<D> {
             CommentStep::GiveUp { attempts } => {
                 self.memory.attempted.remove(&key);
                 self.store.events().emit(
-                    Event::error("poll.comment_failed")
+                    Line::error("poll.comment_failed")
                         .work_item(item)
                         .field("comment_id", comment.id)
                         .field("actor", author)
@@ -380,7 +381,7 @@ impl<D: Dispatch> Poller<D> {
                     );
                     report.comments_forwarded += 1;
                     self.store.events().emit(
-                        Event::info("poll.comment_forwarded")
+                        Line::info("poll.comment_forwarded")
                             .work_item(item)
                             .field("comment_id", comment.id)
                             .field("actor", author)
@@ -398,7 +399,7 @@ impl<D: Dispatch> Poller<D> {
 
     fn settled(&self, item: &WorkItemRef, comment: &ThreadComment, outcome: &str) {
         self.store.events().emit(
-            Event::info("poll.comment_settled")
+            Line::info("poll.comment_settled")
                 .work_item(item)
                 .field("comment_id", comment.id)
                 .field("actor", comment.author.as_str())
@@ -419,13 +420,13 @@ impl<D: Dispatch> Poller<D> {
         };
         match answer {
             Ok(_) => self.store.events().emit(
-                Event::info("poll.giveup_reported")
+                Line::info("poll.giveup_reported")
                     .work_item(item)
                     .field("comment_id", notice.id)
                     .field("attempts", notice.attempts),
             ),
             Err(error) => self.store.events().emit(
-                Event::warning("poll.giveup_report_failed")
+                Line::warning("poll.giveup_report_failed")
                     .work_item(item)
                     .field("comment_id", notice.id)
                     .field("error", error),

@@ -40,13 +40,14 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::config::Config;
+use loop_core::log::Line;
 use loop_core::record::CommentId;
 use loop_core::{RepoRef, WorkItemRef};
 use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment, Validator};
 use loop_store::heartbeat::{CycleSummary, Heartbeat, ScopeFailure, ScopeHealth, ScopeMonitor};
 use loop_store::index::PortableIndex;
 use loop_store::poll_cache::{PollCache, RememberedLinkage, RememberedThread};
-use loop_store::{Event, PidLock, StateStore, StoreError};
+use loop_store::{PidLock, StateStore, StoreError};
 use tokio::sync::watch;
 
 use crate::shutdown::Shutdown;
@@ -354,7 +355,7 @@ impl<D: Dispatch> Poller<D> {
             Ok(lock) => Ok(lock),
             Err(StoreError::PidfileHeld { path, pid }) => {
                 self.store.events().emit(
-                    Event::error("poller.blocked")
+                    Line::error("poller.blocked")
                         .field("pidfile", path.display().to_string())
                         .field("holder", pid),
                 );
@@ -368,7 +369,7 @@ impl<D: Dispatch> Poller<D> {
     pub fn announce_start(&self, config: &Config, once: bool) {
         let sources: Vec<String> = scope::scopes(config).iter().map(Scope::name).collect();
         self.store.events().emit(
-            Event::info("poller.started")
+            Line::info("poller.started")
                 .field("interval_seconds", config.polling.interval_seconds)
                 .field("sources", sources)
                 .field("once", once),
@@ -383,7 +384,7 @@ impl<D: Dispatch> Poller<D> {
 
     /// Says the poller stopped (`poller.stopped`).
     pub fn announce_stop(&self) {
-        self.store.events().emit(Event::info("poller.stopped"));
+        self.store.events().emit(Line::info("poller.stopped"));
     }
 
     /// One poll cycle. `stop` is checked before each scope and each item: the item in
@@ -444,7 +445,7 @@ impl<D: Dispatch> Poller<D> {
             Err(err) => {
                 report.errors.push(format!("state: {err}"));
                 self.store.events().emit(
-                    Event::error("poll.provider_error")
+                    Line::error("poll.provider_error")
                         .field("provider", "state")
                         .field("error", err.to_string())
                         .field("will_retry", true),
@@ -536,7 +537,7 @@ impl<D: Dispatch> Poller<D> {
                     let was_failing = self.memory.failing_scopes.remove(&name);
                     if self.memory.quarantine.remove(&name).is_some() || was_failing {
                         self.store.events().emit(
-                            Event::info("poll.scope_recovered")
+                            Line::info("poll.scope_recovered")
                                 .field("provider", "github")
                                 .field("scope", &name),
                         );
@@ -550,7 +551,7 @@ impl<D: Dispatch> Poller<D> {
                         self.memory.quarantine.insert(name.clone(), cycle + REPROBE_EVERY_CYCLES);
                     if renewed.is_none() {
                         self.store.events().emit(
-                            Event::warning("poll.scope_degraded")
+                            Line::warning("poll.scope_degraded")
                                 .field("provider", "github")
                                 .field("scope", &name)
                                 .field("error", err.to_string())
@@ -597,7 +598,7 @@ impl<D: Dispatch> Poller<D> {
         });
         self.memory.failing_scopes.insert(name.to_owned());
         self.store.events().emit(
-            Event::error("poll.scope_error")
+            Line::error("poll.scope_error")
                 .field("provider", "github")
                 .field("scope", name)
                 .field("error", error)
@@ -655,7 +656,7 @@ impl<D: Dispatch> Poller<D> {
                 Err(err) => {
                     report.errors.push(format!("github: {err}"));
                     self.store.events().emit(
-                        Event::error("poll.provider_error")
+                        Line::error("poll.provider_error")
                             .field("provider", "github")
                             .field("error", err.to_string())
                             .field("will_retry", true),
@@ -866,14 +867,14 @@ impl<D: Dispatch> Poller<D> {
         if released > 0 {
             self.store
                 .events()
-                .emit(Event::info("poll.attempts_released").field("released", released));
+                .emit(Line::info("poll.attempts_released").field("released", released));
         }
         Ok(released)
     }
 
     /// The `poll.cycle` event, a log line and the heartbeat.
     fn summarize(&self, config: &Config, report: &CycleReport) {
-        let mut event = Event::info("poll.cycle")
+        let mut event = Line::info("poll.cycle")
             .field("items_seen", report.items_seen)
             .field("spawns", report.spawns)
             .field("comments_forwarded", report.comments_forwarded)
@@ -958,7 +959,7 @@ pub async fn run<D: Dispatch>(
         }
         if config.has_changed().unwrap_or(false) {
             current = config.borrow_and_update().clone();
-            poller.store.events().emit(Event::info("config.reloaded").field(
+            poller.store.events().emit(Line::info("config.reloaded").field(
                 "detail",
                 format!(
                     "polling: {} scope(s), interval={}s",

@@ -22,9 +22,10 @@ use loop_core::config::Config;
 use loop_core::control::{ControlDecision, Parsed};
 use loop_core::event::{DedupKey, Event};
 use loop_core::guards::{ActorPass, ScopePass, ScopeRefusal};
+use loop_core::log::Line;
 use loop_core::route::IssueExistence;
 use loop_store::inbox::Journalled;
-use loop_store::{Event as LogEvent, EventLog, StateStore};
+use loop_store::{EventLog, StateStore};
 use serde_json::Value;
 
 use crate::config_source::{ConfigSource, Reload};
@@ -104,17 +105,16 @@ impl RecordDecision {
 impl Dispatch for RecordDecision {
     fn dispatch(&self, judged: Judged) {
         let (decision, command, detail) = describe(&judged.decision);
-        let line =
-            delivery_fields(LogEvent::info("dispatch.decided"), &judged.delivery, &judged.event)
-                .field("actor", judged.event.actor.name())
-                .field("work_items", &judged.refs)
-                .field("target", &judged.target)
-                .field("labeled", judged.labeled)
-                .field("dedup_key", judged.dedup_key.as_ref().map(DedupKey::as_str))
-                .field("decision", decision)
-                .field("command", command)
-                .field("detail", detail)
-                .field("scope", judged.scope.as_ref().err().map(ScopeRefusal::reason));
+        let line = delivery_fields(Line::info("dispatch.decided"), &judged.delivery, &judged.event)
+            .field("actor", judged.event.actor.name())
+            .field("work_items", &judged.refs)
+            .field("target", &judged.target)
+            .field("labeled", judged.labeled)
+            .field("dedup_key", judged.dedup_key.as_ref().map(DedupKey::as_str))
+            .field("decision", decision)
+            .field("command", command)
+            .field("detail", detail)
+            .field("scope", judged.scope.as_ref().err().map(ScopeRefusal::reason));
         self.events.emit(line);
     }
 }
@@ -205,7 +205,7 @@ impl Intake {
             // The receiver refuses such bodies; a journal written by hand may still hold one.
             _ => {
                 self.events.emit(
-                    LogEvent::error("webhook.rejected")
+                    Line::error("webhook.rejected")
                         .field("reason", "invalid-payload")
                         .field("gh_event", &delivery.gh_event)
                         .field("delivery_id", &delivery.delivery_id),
@@ -218,14 +218,13 @@ impl Intake {
         };
         let event = Event::from_webhook(&delivery.gh_event, &payload);
         drop(payload);
-        let line = |line: LogEvent| delivery_fields(line, &delivery, &event);
-        self.events
-            .emit(line(LogEvent::info("webhook.received")).field("verified", delivery.verified));
+        let line = |line: Line| delivery_fields(line, &delivery, &event);
+        self.events.emit(line(Line::info("webhook.received")).field("verified", delivery.verified));
 
         let report = Report { events: &self.events, metrics: self.metrics.as_ref() };
         let gh = &config.webhooks.gh_webhook;
         if !gh.events.contains(&delivery.gh_event) {
-            let line = line(LogEvent::debug("routing.dropped")).field("reason", "disabled-event");
+            let line = line(Line::debug("routing.dropped")).field("reason", "disabled-event");
             report.drop(line, "disabled-event");
             return;
         }
@@ -250,13 +249,12 @@ impl Intake {
                 for warning in detail.iter().skip(1) {
                     tracing::warn!("{warning}");
                 }
-                self.events
-                    .emit(LogEvent::info("config.reloaded").field("detail", detail.join("; ")));
+                self.events.emit(Line::info("config.reloaded").field("detail", detail.join("; ")));
             }
             Reload::Failed { error, .. } => {
                 tracing::warn!(error = %error, "the config file changed but cannot be used; keeping the previous config");
                 self.events.emit(
-                    LogEvent::warning("config.reload_failed")
+                    Line::warning("config.reload_failed")
                         .field("path", self.config.path())
                         .field("error", error.to_string()),
                 );

@@ -36,9 +36,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jiff::Timestamp;
 use loop_core::config::Config;
+use loop_core::log::Line;
 use loop_core::route::KnownExistence;
 use loop_store::inbox::{Inbox, Receipt};
-use loop_store::{Event as LogEvent, EventLog, StateLayout, StateStore, StoreError};
+use loop_store::{EventLog, StateLayout, StateStore, StoreError};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -177,7 +178,7 @@ impl Receiver {
         let (inbox, contents) = Inbox::open(&layout.inbox_dir()).map_err(ReceiverError::Inbox)?;
         for torn in &contents.ignored {
             events.emit(
-                LogEvent::warning("inbox.torn_tail")
+                Line::warning("inbox.torn_tail")
                     .field("path", &torn.path)
                     .field("offset", torn.offset)
                     .field("bytes", torn.bytes),
@@ -342,7 +343,7 @@ impl Receiver {
         let local = listener.local_addr().map_err(ReceiverError::Serve)?;
         let gh = &current.webhooks.gh_webhook;
         events.emit(
-            LogEvent::info("server.started")
+            Line::info("server.started")
                 .field("host", local.ip().to_string())
                 .field("port", local.port())
                 .field("path", &gh.path)
@@ -390,7 +391,7 @@ impl Receiver {
             tracing::warn!("the processor or the journal writer did not stop in time");
         }
         events.emit(
-            LogEvent::info("server.stopped")
+            Line::info("server.stopped")
                 .field("host", local.ip().to_string())
                 .field("port", local.port()),
         );
@@ -543,7 +544,7 @@ async fn deliver(
         delivery: text("x-github-delivery"),
         signature: text(loop_github::signature::SIGNATURE_HEADER),
     };
-    let reject = |reason: &'static str, level: fn(&'static str) -> LogEvent| {
+    let reject = |reason: &'static str, level: fn(&'static str) -> Line| {
         let line = level("webhook.rejected")
             .field("reason", reason)
             .field("gh_event", headers.event.unwrap_or("unknown"))
@@ -556,22 +557,22 @@ async fn deliver(
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            reject("payload-too-large", LogEvent::warning);
+            reject("payload-too-large", Line::warning);
             return answer(StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE);
         }
         Err(_) => {
-            reject("invalid-payload", LogEvent::error);
+            reject("invalid-payload", Line::error);
             return answer(StatusCode::BAD_REQUEST, INVALID_PAYLOAD);
         }
     };
     let receipt = match admit(door.secret.as_ref(), headers, body, Timestamp::now()) {
         Ok(receipt) => receipt,
         Err(refusal @ Refusal::InvalidSignature) => {
-            reject(refusal.reason(), LogEvent::warning);
+            reject(refusal.reason(), Line::warning);
             return answer(refusal.status(), INVALID_SIGNATURE);
         }
         Err(refusal @ Refusal::InvalidPayload) => {
-            reject(refusal.reason(), LogEvent::error);
+            reject(refusal.reason(), Line::error);
             return answer(refusal.status(), INVALID_PAYLOAD);
         }
     };

@@ -33,9 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use jiff::Timestamp;
-use loop_core::WorkItemRef;
-use serde::Serialize;
-use serde_json::{Map, Value};
+pub use loop_core::log::{Level, Line, format_ts};
 
 use crate::error::StoreError;
 use crate::lock::LockGuard;
@@ -58,90 +56,6 @@ impl Default for Rotation {
     fn default() -> Self {
         Rotation::DEFAULT
     }
-}
-
-/// How loud an event is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    Debug,
-    Info,
-    Warning,
-    Error,
-}
-
-/// One event to append: a type, a level and its fields.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    name: String,
-    level: Level,
-    fields: Map<String, Value>,
-}
-
-impl Event {
-    pub fn new(level: Level, name: impl Into<String>) -> Self {
-        Self { name: name.into(), level, fields: Map::new() }
-    }
-
-    pub fn debug(name: impl Into<String>) -> Self {
-        Self::new(Level::Debug, name)
-    }
-
-    pub fn info(name: impl Into<String>) -> Self {
-        Self::new(Level::Info, name)
-    }
-
-    pub fn warning(name: impl Into<String>) -> Self {
-        Self::new(Level::Warning, name)
-    }
-
-    pub fn error(name: impl Into<String>) -> Self {
-        Self::new(Level::Error, name)
-    }
-
-    /// Adds a field; a value that encodes as `null` is omitted.
-    pub fn field(mut self, key: &str, value: impl Serialize) -> Self {
-        match serde_json::to_value(value) {
-            Ok(Value::Null) | Err(_) => {}
-            Ok(value) => {
-                self.fields.insert(key.to_owned(), value);
-            }
-        }
-        self
-    }
-
-    /// Adds `work_item`, the field `events --work-item` filters on.
-    pub fn work_item(self, item: &WorkItemRef) -> Self {
-        self.field("work_item", item.to_string())
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The line as written: envelope first, then the fields.
-    fn line(&self, ts: Timestamp, source: &str, pid: u32) -> Vec<u8> {
-        let mut object = Map::new();
-        object.insert("ts".into(), Value::String(format_ts(ts)));
-        object.insert("source".into(), Value::String(source.to_owned()));
-        object.insert("event".into(), Value::String(self.name.clone()));
-        object.insert(
-            "level".into(),
-            serde_json::to_value(self.level).unwrap_or(Value::String("info".into())),
-        );
-        object.insert("pid".into(), Value::from(pid));
-        for (key, value) in &self.fields {
-            object.entry(key.clone()).or_insert_with(|| value.clone());
-        }
-        let mut line = Value::Object(object).to_string().into_bytes();
-        line.push(b'\n');
-        line
-    }
-}
-
-/// The envelope's timestamp: RFC 3339 UTC with milliseconds, `2026-11-29T16:27:45.123Z`.
-pub fn format_ts(ts: Timestamp) -> String {
-    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// Where events go, and as which source. Cheap to clone.
@@ -222,13 +136,13 @@ impl EventLog {
 
     /// Appends `event` now; failures are reported once through `tracing` and swallowed.
     /// With a writer thread it is queued and written behind the caller, except a line that
-    /// records an effect ([`records_an_effect`]), which is written before this returns.
-    pub fn emit(&self, event: Event) {
+    /// records an effect ([`Line::records_an_effect`]), which is written before this returns.
+    pub fn emit(&self, event: Line) {
         if self.path.is_none() {
             return;
         }
         if let Some(writer) = &self.writer {
-            let wait = records_an_effect(&event);
+            let wait = event.records_an_effect();
             writer.append(event, Timestamp::now());
             if wait {
                 writer.flush();
@@ -244,13 +158,13 @@ impl EventLog {
 
     /// Appends `event` stamped `ts`, rotating first when the live file is full. With a
     /// writer thread it is queued (failures then go to `tracing`, as for [`EventLog::emit`]).
-    pub fn append(&self, event: &Event, ts: Timestamp) -> Result<(), StoreError> {
+    pub fn append(&self, event: &Line, ts: Timestamp) -> Result<(), StoreError> {
         let Some(path) = &self.path else { return Ok(()) };
         if let Some(writer) = &self.writer {
             writer.append(event.clone(), ts);
             return Ok(());
         }
-        let line = event.line(ts, &self.source, std::process::id());
+        let line = event.render(ts, &self.source, std::process::id());
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
         }
@@ -308,42 +222,14 @@ fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
     fs::rename(path, rotated_path(path, 1)).map_err(StoreError::io("rotate", path))
 }
 
-/// Whether `event` records an effect on a work item — a command executed, a session
-/// started or ended, a checkout prepared or removed — or something going wrong. With a
-/// writer thread such a line is in the file when `emit` returns, so a `kill -9` right after
-/// the effect loses it only in the instant between effect and `emit`, not for the writer's
-/// linger. The per-delivery lines (receipt, routing, queueing, reactions) are the volume
-/// and are written behind the caller.
-fn records_an_effect(event: &Event) -> bool {
-    const EFFECTS: [&str; 5] = ["control.", "session.", "work_item.", "workspace.", "cleanup."];
-    event.level >= Level::Warning || EFFECTS.iter().any(|family| event.name.starts_with(family))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_line_has_the_envelope_first_and_omits_nulls() {
-        let ts: Timestamp = "2026-11-29T16:27:45.1234Z".parse().unwrap();
-        let event =
-            Event::warning("poll.item_error").field("reason", "x").field("actor", None::<String>);
-        let line = String::from_utf8(event.line(ts, "poll", 42)).unwrap();
-        assert_eq!(
-            line,
-            "{\"ts\":\"2026-11-29T16:27:45.123Z\",\"source\":\"poll\",\"event\":\"poll.item_error\",\"level\":\"warning\",\"pid\":42,\"reason\":\"x\"}\n"
-        );
-    }
-
-    #[test]
-    fn a_whole_second_timestamp_still_has_milliseconds() {
-        assert_eq!(format_ts("2026-01-02T03:04:05Z".parse().unwrap()), "2026-01-02T03:04:05.000Z");
-    }
-
-    #[test]
     fn a_disabled_log_writes_nothing() {
         let log = EventLog::disabled();
-        log.append(&Event::info("x"), Timestamp::UNIX_EPOCH).unwrap();
+        log.append(&Line::info("x"), Timestamp::UNIX_EPOCH).unwrap();
         assert_eq!(log.path(), None);
     }
 }

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Event, Rotation, lock_path, rotate};
+use super::{Line, Rotation, lock_path, rotate};
 use crate::error::StoreError;
 use crate::lock::LockGuard;
 
@@ -71,7 +71,7 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct Queue {
-    pending: Vec<(Event, Timestamp)>,
+    pending: Vec<(Line, Timestamp)>,
     /// Lines queued so far, and of those, written so far (in order).
     queued: u64,
     done: u64,
@@ -104,7 +104,7 @@ impl Writer {
     }
 
     /// Queues `event` (waits only when [`QUEUE`] lines are already waiting).
-    pub(crate) fn append(&self, event: Event, ts: Timestamp) {
+    pub(crate) fn append(&self, event: Line, ts: Timestamp) {
         let mut queue = self.shared.queue();
         while queue.pending.len() >= QUEUE && !queue.closed {
             queue = self.shared.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
@@ -168,7 +168,7 @@ impl Appender {
     /// Writes what is queued — at once when a flush waits, the queue is closing or
     /// [`WAKE_AT`] lines wait, else after [`LINGER`] — until the queue is closed and empty.
     fn run(mut self, shared: &Shared) {
-        let mut taken: Vec<(Event, Timestamp)> = Vec::with_capacity(WAKE_AT);
+        let mut taken: Vec<(Line, Timestamp)> = Vec::with_capacity(WAKE_AT);
         let mut lines: Vec<Vec<u8>> = Vec::with_capacity(WAKE_AT);
         let mut queue = shared.queue();
         loop {
@@ -190,7 +190,9 @@ impl Appender {
             }
             std::mem::swap(&mut queue.pending, &mut taken);
             drop(queue);
-            lines.extend(taken.drain(..).map(|(event, ts)| event.line(ts, &self.source, self.pid)));
+            lines.extend(
+                taken.drain(..).map(|(event, ts)| event.render(ts, &self.source, self.pid)),
+            );
             if let Err(err) = self.write_batch(&lines)
                 && !self.warned.swap(true, Ordering::Relaxed)
             {

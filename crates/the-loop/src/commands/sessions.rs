@@ -17,13 +17,14 @@ use loop_core::config::Config;
 use loop_core::control::Command;
 use loop_core::explain::{ItemState, describe_item};
 use loop_core::guards::mark_self_authored;
+use loop_core::log::Line;
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
 use loop_sessions::Liveness;
 use loop_store::index::PortableIndex;
-use loop_store::{Event as Line, EventLog, StateLayout, StateStore};
+use loop_store::{EventLog, StateLayout, StateStore};
 use serde_json::json;
 
 use super::service;

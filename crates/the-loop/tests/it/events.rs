@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use jiff::Timestamp;
-use loop_store::event_log::{Event, EventLog, Rotation};
+use loop_core::log::Line;
+use loop_store::event_log::{EventLog, Rotation};
 
 use crate::common::Cli;
 
@@ -26,8 +27,7 @@ fn fill(path: &Path, count: u64) {
         let event = if n % 2 == 0 { "session.spawned" } else { "poll.item_error" };
         let item = if n % 2 == 0 { "github:octo/app#1" } else { "github:octo/app#2" };
         let minute = format!("2026-11-29T10:{:02}:00Z", n);
-        log.append(&Event::info(event).field("work_item", item).field("n", n), at(&minute))
-            .unwrap();
+        log.append(&Line::info(event).field("work_item", item).field("n", n), at(&minute)).unwrap();
     }
 }
 
@@ -111,7 +111,7 @@ fn follow_prints_appends_and_exits_0_on_ctrl_c() {
     let cli = Cli::new();
     let path = default_log(&cli);
     let log = EventLog::new(&path, "poll");
-    log.append(&Event::info("first").field("n", 0), at("2026-11-29T10:00:00Z")).unwrap();
+    log.append(&Line::info("first").field("n", 0), at("2026-11-29T10:00:00Z")).unwrap();
 
     let mut command = Command::new(env!("CARGO_BIN_EXE_the-loop"));
     command
@@ -129,7 +129,7 @@ fn follow_prints_appends_and_exits_0_on_ctrl_c() {
     stdout.read_line(&mut line).unwrap();
     assert_eq!(serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"], "first");
 
-    log.append(&Event::info("second").field("n", 1), at("2026-11-29T10:01:00Z")).unwrap();
+    log.append(&Line::info("second").field("n", 1), at("2026-11-29T10:01:00Z")).unwrap();
     line.clear();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"], "second");

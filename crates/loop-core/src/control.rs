@@ -125,6 +125,16 @@ pub enum Parsed {
     Ambiguous { commands: Vec<Command> },
 }
 
+impl Parsed {
+    /// The one command it carries, if it carries exactly one.
+    pub fn command(&self) -> Option<Command> {
+        match self {
+            Self::Command { command, .. } => Some(*command),
+            Self::Plain | Self::Ambiguous { .. } => None,
+        }
+    }
+}
+
 /// The enabled keywords. `control.enabled: false` makes an empty vocabulary (everything
 /// is plain input), and a keyword set to `""` disables that one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -500,7 +510,7 @@ impl RosterEffect {
 }
 
 /// Who made a grant, when, through which surface, and the comment's URL.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grantor {
     pub by: Login,
     pub at: Timestamp,

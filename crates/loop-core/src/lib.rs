@@ -23,6 +23,8 @@
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
+//! - [`plan`]: the whole decision about one event — judged at the front door, planned
+//!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
 
 pub mod config;
@@ -34,6 +36,7 @@ pub mod guards;
 pub mod linkage;
 pub mod log;
 pub mod login;
+pub mod plan;
 pub mod poll;
 pub mod prompt;
 pub mod record;

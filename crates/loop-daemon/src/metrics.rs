@@ -30,7 +30,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use loop_github::GithubClient;
 
-use crate::dispatcher::decision::{Decision, LedgerEffect};
+use loop_core::plan::{Decision, LedgerEffect};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -27,9 +27,9 @@ use loop_core::login::Login;
 use loop_core::record::{Control, ControlSource, PollLedger};
 use serde_json::json;
 
-use crate::dispatcher::decision::Context;
-use crate::dispatcher::records::session_state;
 use crate::dispatcher::{Dispatcher, RosterOutcome, blocking};
+use loop_core::plan::Context;
+use loop_core::plan::session_state;
 
 /// What a command issued from the CLI came to.
 #[derive(Debug, Clone, PartialEq, Eq)]

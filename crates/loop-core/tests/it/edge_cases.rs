@@ -12,7 +12,7 @@ use loop_core::guards::mark_self_authored;
 use loop_core::route::{Existence, KnownExistence, route};
 use serde_json::{Value, json};
 
-use crate::pipeline::{Front, Outcome, judge, login};
+use crate::front::{Front, Outcome, judge, login};
 
 const LABEL: &str = "the-loop: auto-execute";
 

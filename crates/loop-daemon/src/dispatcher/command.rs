@@ -21,7 +21,6 @@ use loop_sessions::cleanup::{self, Cleaned, Removed};
 use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
 use loop_sessions::{CloseSettings, Settled, Termination, session};
 
-use super::records::Snapshot;
 use super::{Dispatcher, blocking};
 
 /// What a roster command did.
@@ -37,7 +36,7 @@ pub(crate) enum RosterOutcome {
 impl Dispatcher {
     /// Records `command` as `target`'s last control command (portable `control`), with
     /// the dedup key of the delivery that carried it in the same write: the commit point
-    /// that makes a replay of that delivery recognisable ([`Self::replays_command`]).
+    /// that makes a replay of that delivery recognisable (`loop_core::plan`).
     pub(crate) async fn record_command(
         &self,
         target: &WorkItemRef,
@@ -64,55 +63,6 @@ impl Dispatcher {
                     .field("error", err.to_string()),
             );
         }
-    }
-
-    /// Whether delivery `key` is the one whose command is `target`'s last recorded: a
-    /// process recorded it and died before the delivery ledger settled the key, which
-    /// was then released at start and delivered again. An unreadable record is no replay.
-    pub(crate) async fn replays_command(&self, target: &WorkItemRef, key: &str) -> bool {
-        let (store, item) = (self.store().clone(), target.clone());
-        blocking(move || store.read_section::<Control>(&item))
-            .await
-            .ok()
-            .and_then(|slot| slot.into_value())
-            .and_then(|control| control.delivery_id)
-            .is_some_and(|recorded| recorded == key)
-    }
-
-    /// Whether a replayed command's effect is still to be carried out — the judged
-    /// decision and the state show it never (fully) took place. A spawn, pause, resume or
-    /// stop decided again is one that never happened (a start over a live session decides
-    /// `Noop`, a stop over none decides `Noop`). A cleanup is decided whatever the state,
-    /// so the state itself is asked: it removes the session record last, so a record
-    /// still there — or, with no record, the work item's own checkout — means it was cut
-    /// short, and running it again (it is idempotent) completes it.
-    pub(crate) async fn completes_on_replay(
-        &self,
-        effect: Effect,
-        target: &WorkItemRef,
-        registry: &Snapshot,
-    ) -> bool {
-        match effect {
-            Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop => true,
-            Effect::Noop => false,
-            Effect::Cleanup if registry.record(target).is_some() => true,
-            Effect::Cleanup => {
-                let Some(workspaces) = workspaces(&self.config()) else { return false };
-                let item = target.clone();
-                blocking(move || workspaces.checkout_path(&item).is_ok_and(|path| path.exists()))
-                    .await
-            }
-        }
-    }
-
-    /// The target's last recorded command.
-    pub(crate) async fn last_command(&self, target: &WorkItemRef) -> Option<Command> {
-        let (store, item) = (self.store().clone(), target.clone());
-        blocking(move || store.read_section::<Control>(&item))
-            .await
-            .ok()
-            .and_then(|slot| slot.into_value())
-            .map(|control| control.command)
     }
 
     /// Carries out a command's effect on the target's session; returns the effect's name

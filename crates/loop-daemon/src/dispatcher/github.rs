@@ -14,8 +14,8 @@ use loop_github::{Reaction, ReactionTarget};
 use tokio::sync::oneshot;
 
 use super::Dispatcher;
-use super::decision::Context;
 use super::queue::Busy;
+use loop_core::plan::Context;
 
 impl Dispatcher {
     /// The existence answers for `items`, asking GitHub about those not yet known.

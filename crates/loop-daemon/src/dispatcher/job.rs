@@ -21,9 +21,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::SessionState;
 use loop_core::event::Event;
 use loop_core::log::Line;
+use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
 use loop_sessions::registry::EndpointHandles;
@@ -32,9 +32,7 @@ use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
 };
 
-use super::decision::Decision;
 use super::queue::Job;
-use super::records::{endpoint_for, session_state, wants_own_session};
 use super::{Dispatcher, blocking};
 
 /// Which prompt template to render.
@@ -57,51 +55,59 @@ impl Dispatcher {
                 None
             }
         };
-        match owner {
-            None if job.spawn => self.spawn(job).await,
-            None => Decision::SessionVanished { item: job.target.clone() },
-            Some(record) if session_state(Some(&record)) == SessionState::Paused => {
-                Decision::SessionPaused { item: record.work_item }
+        let config = self.config();
+        match plan::route_job(&job.target, owner, job.spawn, &job.event, &config) {
+            JobRoute::Spawn => self.spawn(job).await,
+            JobRoute::Vanished { item } => Decision::SessionVanished { item },
+            JobRoute::Paused { item } => Decision::SessionPaused { item },
+            JobRoute::Deliver { record, pr_session, endpoint } => {
+                self.deliver(job, *record, pr_session, endpoint).await
             }
-            Some(record) => self.deliver(job, record).await,
         }
     }
 
-    async fn deliver(&self, job: &Job, record: LocalRecord) -> Decision {
+    /// Delivers into `record`'s session as [`plan::route_job`] routed it: into a pull
+    /// request's own new endpoint, else into `endpoint`.
+    async fn deliver(
+        &self,
+        job: &Job,
+        record: LocalRecord,
+        pr_session: Option<PrSession>,
+        endpoint: Option<WorkItemRef>,
+    ) -> Decision {
         let config = self.config();
-        let mode = config.routing.tmux.session_per_pr;
-        let pull_request = job.event.pull_request();
-        if let Some(pr) = &pull_request
-            && pr != &record.work_item
-            && wants_own_session(mode, &record.work_item, pr)
-            && record.endpoints.get(pr).is_none_or(|e| e.is_live() && e.tmux_target.is_empty())
-        {
-            // A PR endpoint of its own (never for a PR whose endpoint was closed) is
-            // spawned only in a checkout of its own; without a workspace root there is
-            // none, and the event goes to the work item.
-            if config.routing.workspace.root.is_none() {
-                self.events().emit(
-                    Line::info("session.pr_session_declined")
-                        .work_item(&record.work_item)
-                        .field("pull_request", pr.to_string())
-                        .field("reason", "no-separate-checkout")
-                        .field("delivery_id", &job.cx.delivery_id),
-                );
-            } else if let Err(decline) = self.spawn_endpoint(job, &record, pr).await {
-                self.events().emit(decline);
-            } else {
-                return Decision::Delivered {
-                    item: record.work_item.clone(),
-                    endpoint: pr.clone(),
-                    harness: record.own_endpoint().map(|e| e.harness.clone()).unwrap_or_default(),
-                    already: false,
-                };
+        match pr_session {
+            None => {}
+            Some(PrSession::Declined { pull_request, reason }) => self.events().emit(
+                Line::info("session.pr_session_declined")
+                    .work_item(&record.work_item)
+                    .field("pull_request", pull_request.to_string())
+                    .field("reason", reason)
+                    .field("delivery_id", &job.cx.delivery_id),
+            ),
+            Some(PrSession::Spawn { pull_request }) => {
+                match self.spawn_endpoint(job, &record, &pull_request).await {
+                    Err(decline) => self.events().emit(decline),
+                    Ok(()) => {
+                        return Decision::Delivered {
+                            item: record.work_item.clone(),
+                            endpoint: pull_request,
+                            harness: record
+                                .own_endpoint()
+                                .map(|e| e.harness.clone())
+                                .unwrap_or_default(),
+                            already: false,
+                        };
+                    }
+                }
             }
         }
-        let (endpoint_ref, endpoint) = endpoint_for(&record, pull_request.as_ref(), mode);
-        let Some(endpoint) = endpoint.cloned() else {
+        let Some((endpoint_ref, endpoint)) =
+            endpoint.and_then(|served| record.endpoints.get_key_value(&served))
+        else {
             return Decision::SessionVanished { item: record.work_item.clone() };
         };
+        let endpoint = endpoint.clone();
         let endpoint_ref = endpoint_ref.clone();
         let item = record.work_item.clone();
         let key = job.cx.delivery_id.clone();

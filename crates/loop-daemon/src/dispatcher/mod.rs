@@ -13,9 +13,7 @@
 //! config through [`Dispatcher::set_config`]).
 //!
 //! Layout:
-//! - [`decision`]: decisions as values, their event-log line and ledger effect.
 //! - `bound`: the concurrency bound, resized when a reload changes it.
-//! - `records`: questions about the session registry snapshot.
 //! - `queue`: per-work-item workers, concurrency bound, timeout, shutdown.
 //! - `job`: delivering into a session, spawning one, respawning a dead one.
 //! - `command`: executing control commands (record, pause, resume, stop, cleanup, roster).
@@ -25,11 +23,9 @@
 mod bound;
 pub(crate) mod closure;
 mod command;
-pub mod decision;
 mod github;
 mod job;
 mod queue;
-pub(crate) mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -49,9 +45,8 @@ use loop_store::delivery::DeliveryLog;
 use loop_store::{EventLog, Mark, StateStore, StoreError};
 use tokio::sync::watch;
 
-pub(crate) use self::command::RosterOutcome;
-use self::decision::{Context, Decision, LedgerEffect};
-pub use self::records::Snapshot;
+pub(crate) use self::command::{RosterOutcome, workspaces};
+use loop_core::plan::{Context, Decision, LedgerEffect, Snapshot, endpoint_for};
 
 /// Why the dispatcher could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +214,7 @@ impl Dispatcher {
         let done = refs.iter().any(|item| {
             registry.matches(std::slice::from_ref(item)).into_iter().any(|record| {
                 let mode = config.routing.tmux.session_per_pr;
-                let (_, endpoint) = records::endpoint_for(record, Some(item), mode);
+                let (_, endpoint) = endpoint_for(record, Some(item), mode);
                 endpoint.is_some_and(|e| e.has_delivered(key))
             })
         });
@@ -257,8 +252,13 @@ impl Dispatcher {
     /// Every session record, read on a blocking thread; an unreadable registry reads as
     /// empty (logged), never as an error into a dispatch.
     pub(crate) async fn snapshot(&self) -> Snapshot {
-        let store = self.inner.store.clone();
-        match blocking(move || store.list_local_records()).await {
+        let this = self.clone();
+        blocking(move || this.snapshot_now()).await
+    }
+
+    /// [`Dispatcher::snapshot`] on the calling thread (file IO: a blocking thread's).
+    pub(crate) fn snapshot_now(&self) -> Snapshot {
+        match self.inner.store.list_local_records() {
             Ok(records) => Snapshot { records },
             Err(err) => {
                 self.events()

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Dispatcher;
-use super::decision::{Context, Decision};
+use loop_core::plan::{Context, Decision};
 
 /// One delivery or spawn waiting for its work item's worker.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
 //! Judging one journalled delivery, after its 202 was sent: normalize → event filter →
-//! the judging both ingresses share ([`crate::pipeline::judge`]: route → self-marker →
+//! the judging both ingresses share ([`loop_core::plan::judge`]: route → self-marker →
 //! repository bound → actor guard → existence check → control parse, instance scope and
 //! control decision) — then hand the judged event to a [`Dispatch`].
 //!
@@ -15,14 +15,14 @@
 
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use loop_core::Login;
-use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::{ControlDecision, Parsed};
+use loop_core::control::ControlDecision;
 use loop_core::event::{DedupKey, Event};
-use loop_core::guards::{ActorPass, ScopePass, ScopeRefusal};
+use loop_core::guards::ScopeRefusal;
 use loop_core::log::Line;
+use loop_core::plan::delivery_fields;
+pub use loop_core::plan::{Delivery, Judged};
 use loop_core::route::IssueExistence;
 use loop_store::inbox::Journalled;
 use loop_store::{EventLog, StateStore};
@@ -30,48 +30,7 @@ use serde_json::Value;
 
 use crate::config_source::{ConfigSource, Reload};
 use crate::metrics::{Metrics, Outcome};
-use crate::pipeline::{Report, delivery_fields, judge};
-
-/// The delivery a judged event came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// The inbox journal's sequence number.
-    pub seq: u64,
-    /// `X-GitHub-Delivery`; `None` when the request had none (no id-dedup then).
-    pub delivery_id: Option<String>,
-    /// `X-GitHub-Event`.
-    pub gh_event: String,
-    /// Whether its signature was checked.
-    pub verified: bool,
-    pub received_at: Timestamp,
-}
-
-/// An event that passed the router's guards, with every decision the rules made about it.
-#[derive(Debug, Clone)]
-pub struct Judged {
-    pub delivery: Delivery,
-    pub event: Event,
-    /// The GitHub object the event is about, shared with the poll ingress.
-    pub dedup_key: Option<DedupKey>,
-    /// The work items it routes to, in order, after the repository bound and the
-    /// existence check.
-    pub refs: Vec<WorkItemRef>,
-    /// How the actor guard let it in.
-    pub actor: ActorPass,
-    /// It carries `routing.autoExecuteLabel`.
-    pub labeled: bool,
-    /// The control target (reference §5.3): the first live record owning a ref, else the
-    /// first ref.
-    pub target: Option<WorkItemRef>,
-    /// What the comment says to the-loop.
-    pub parsed: Parsed,
-    /// Instance scope; a refusal is settled by the dispatcher.
-    pub scope: Result<ScopePass, ScopeRefusal>,
-    /// The control decision for the target as it is now.
-    pub decision: ControlDecision,
-    /// The config the event was judged under.
-    pub config: Arc<Config>,
-}
+use crate::pipeline::{Report, judge};
 
 /// Executes judged events: the dispatcher issue's seam. Called from a blocking thread,
 /// one event at a time, in journal order; the call returning means the delivery is
@@ -225,7 +184,7 @@ impl Intake {
         let gh = &config.webhooks.gh_webhook;
         if !gh.events.contains(&delivery.gh_event) {
             let line = line(Line::debug("routing.dropped")).field("reason", "disabled-event");
-            report.drop(line, "disabled-event");
+            report.refuse(line, "disabled-event");
             return;
         }
         if let Ok(judged) =

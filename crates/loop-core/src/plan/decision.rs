@@ -3,14 +3,12 @@
 //! ([`Decision::ledger`]). The pipeline and the workers build decisions and hand them to
 //! one function that writes the line and applies the ledger effect, so the log can never
 //! say one thing while the ledger does another.
-//!
-//! This module performs no IO.
 
-use loop_core::WorkItemRef;
-use loop_core::control::{Command, Rejection, SpawnRefusal};
-use loop_core::guards::ScopeRefusal;
-use loop_core::log::Line;
-use loop_core::login::Login;
+use crate::WorkItemRef;
+use crate::control::{Command, Disposition, Rejection, SpawnRefusal};
+use crate::guards::ScopeRefusal;
+use crate::log::Line;
+use crate::login::Login;
 
 /// What becomes of a delivery's dedup key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +24,7 @@ pub enum LedgerEffect {
 }
 
 /// The facts of the delivery every line carries.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Context {
     /// `X-GitHub-Event` (or the poller's equivalent).
     pub gh_event: String,
@@ -44,7 +42,7 @@ pub struct Context {
 
 impl Context {
     /// Marks a line as part of this delivery's trail (what `explain` groups by).
-    pub(crate) fn stamp(&self, event: Line) -> Line {
+    pub fn stamp(&self, event: Line) -> Line {
         event.field("gh_event", &self.gh_event).field("delivery_id", &self.delivery_id).field(
             "gh_delivery",
             self.gh_delivery.as_ref().filter(|d| Some(*d) != self.delivery_id.as_ref()),
@@ -192,9 +190,9 @@ impl Decision {
             }
             Self::ControlConsumed { .. } => LedgerEffect::Settle("control-consumed"),
             Self::SpawnRefused { refusal } => match refusal.disposition() {
-                loop_core::control::Disposition::Release => LedgerEffect::Release,
-                loop_core::control::Disposition::Settle => LedgerEffect::Settle(refusal.reason()),
-                loop_core::control::Disposition::Keep => LedgerEffect::Keep,
+                Disposition::Release => LedgerEffect::Release,
+                Disposition::Settle => LedgerEffect::Settle(refusal.reason()),
+                Disposition::Keep => LedgerEffect::Keep,
             },
             Self::SessionPaused { .. } => LedgerEffect::Settle("session-paused"),
             Self::SpawnFailed { .. }

@@ -2,14 +2,14 @@
 //! the registry: which live record owns a ref, what state its session is in, and which
 //! endpoint an event goes to (reference §5.3, §5.7).
 //!
-//! Pure over the snapshot: listing the registry (file IO) is the caller's, on a blocking
-//! thread.
+//! Pure over the snapshot: listing the registry is the caller's.
 
-use loop_core::WorkItemRef;
-use loop_core::config::SessionPerPr;
-use loop_core::control::SessionState;
-use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
-use loop_sessions::registry::rules;
+use std::collections::HashMap;
+
+use crate::WorkItemRef;
+use crate::config::SessionPerPr;
+use crate::control::SessionState;
+use crate::record::{Endpoint, EndpointStatus, LocalRecord};
 
 /// The session records of this machine, as read once for one decision.
 #[derive(Debug, Clone, Default)]
@@ -20,7 +20,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// The records whose own session is live (active or paused).
     pub fn live(&self) -> impl Iterator<Item = &LocalRecord> {
-        self.records.iter().filter(|r| rules::is_live(r))
+        self.records.iter().filter(|r| r.own_endpoint().is_some_and(Endpoint::is_live))
     }
 
     /// The live record owning `item`: its own record, else one holding it as a pull
@@ -52,6 +52,23 @@ impl Snapshot {
     /// Whether a live record owns any of `items` (the existence check is then skipped).
     pub fn owns_any(&self, items: &[WorkItemRef]) -> bool {
         items.iter().any(|item| self.owner(item).is_some())
+    }
+
+    /// Every ref a live endpoint serves (active or paused), with the work item whose
+    /// record holds it and that endpoint's state.
+    pub fn serving(&self) -> HashMap<WorkItemRef, (WorkItemRef, SessionState)> {
+        let mut serving = HashMap::new();
+        for record in &self.records {
+            for (served, endpoint) in &record.endpoints {
+                let state = match endpoint.status {
+                    EndpointStatus::Active => SessionState::Active,
+                    EndpointStatus::Paused => SessionState::Paused,
+                    EndpointStatus::Closed => continue,
+                };
+                serving.insert(served.clone(), (record.work_item.clone(), state));
+            }
+        }
+        serving
     }
 
     /// The record (of any status) whose work item is `item`.

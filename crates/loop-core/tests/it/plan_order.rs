@@ -1,0 +1,193 @@
+//! The order of a plan's steps, pinned for the paths whose order is the contract: a
+//! command is recorded before its effect, a close ends the session before the stamp and
+//! cleans up only after it, a pull request is bound before the event is queued, and a
+//! dequeued job for a pull request is routed to the endpoint its mode gives it.
+
+use loop_core::WorkItemRef;
+use loop_core::config::SessionPerPr;
+use loop_core::control::{Command, Effect, SessionState};
+use loop_core::event::Event;
+use loop_core::plan::{self, Decision, JobRoute, PrSession, Step};
+use loop_core::record::LocalRecord;
+use serde_json::{Value, json};
+
+use crate::front::{Front, WORK_ITEM};
+
+const LABEL: &str = "the-loop: auto-execute";
+
+fn item(s: &str) -> WorkItemRef {
+    s.parse().expect("test refs are well-formed")
+}
+
+fn comment(body: &str) -> Value {
+    json!({
+        "action": "created",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": [{"name": LABEL}]},
+        "comment": {"id": 1, "node_id": "IC_1", "body": body, "user": {"login": "ann"},
+                    "html_url": "https://github.com/octo/app/issues/15#issuecomment-1"},
+        "sender": {"login": "ann"},
+    })
+}
+
+fn pull_request(action: &str, repo: &str, merged: bool) -> Value {
+    json!({
+        "action": action,
+        "repository": {"full_name": repo},
+        "pull_request": {"number": 16, "head": {"ref": "feature"}, "merged": merged,
+                         "body": "Closes octo/app#15", "node_id": "PR_16"},
+        "sender": {"login": "ann"},
+    })
+}
+
+/// The steps' kinds, in order, with the decision a `Record` step records.
+fn kinds(steps: &[Step]) -> Vec<String> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Record(decision) => format!("Record({})", decision_name(decision)),
+            Step::StampEnded { then, .. } => format!("StampEnded(then: {:?})", kinds(then)),
+            other => format!("{other:?}").split([' ', '{', '(']).next().unwrap_or("").to_owned(),
+        })
+        .collect()
+}
+
+fn decision_name(decision: &Decision) -> String {
+    format!("{decision:?}").split([' ', '{', '(']).next().unwrap_or("").to_owned()
+}
+
+#[test]
+fn a_start_is_recorded_before_its_spawn_is_queued() {
+    let plan = Front::new().plan("issue_comment", &comment("the-loop start")).expect("admitted");
+    assert_eq!(plan.claim.as_deref(), Some("issue_comment:IC_1:created"));
+    assert_eq!(kinds(&plan.steps), ["RecordCommand", "Enqueue"]);
+    assert!(matches!(&plan.steps[0], Step::RecordCommand { command: Command::Start, .. }));
+    assert!(matches!(&plan.steps[1], Step::Enqueue { spawn: true, .. }));
+}
+
+#[test]
+fn a_pause_is_recorded_before_it_is_executed_against_the_live_session() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let plan = front.plan("issue_comment", &comment("the-loop pause")).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["RecordCommand", "Execute"]);
+    let Step::Execute { effect, session, .. } = &plan.steps[1] else { unreachable!() };
+    assert_eq!(*effect, Effect::Pause);
+    assert_eq!(session.as_ref().map(|s| s.work_item.to_string()).as_deref(), Some(WORK_ITEM));
+}
+
+#[test]
+fn a_close_ends_the_session_then_stamps_and_only_then_cleans_up() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let closed = json!({
+        "action": "closed",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": []},
+        "sender": {"login": "ann"},
+    });
+    let plan = front.plan("issues", &closed).expect("admitted");
+    assert_eq!(
+        kinds(&plan.steps),
+        ["CloseSession", "Record(AutoClosed)", "StampEnded(then: [\"Cleanup\"])", "Record(Closed)",]
+    );
+}
+
+#[test]
+fn a_close_by_someone_not_authorized_defers_the_cleanup() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let closed = json!({
+        "action": "closed",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": []},
+        "sender": {"login": "mallory"},
+    });
+    let plan = front.plan("issues", &closed).expect("admitted");
+    let Some(Step::StampEnded { then, .. }) = plan.steps.get(2) else {
+        panic!("no stamp as the third step: {:#?}", plan.steps)
+    };
+    assert_eq!(kinds(then), ["Record(CleanupDeferred)"]);
+}
+
+#[test]
+fn a_pull_request_is_bound_to_the_session_before_its_event_is_queued() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let opened = pull_request("opened", "octo/app", false);
+    let plan = front.plan("pull_request", &opened).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["BindPullRequest", "Enqueue"]);
+}
+
+#[test]
+fn a_paused_session_drops_the_event_after_every_other_step() {
+    let mut front = Front::new();
+    front.session = SessionState::Paused;
+    let plan = front.plan("issue_comment", &comment("try again")).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["Paused"]);
+}
+
+#[test]
+fn a_reopen_clears_the_stamp_before_the_event_is_matched() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let reopened = json!({
+        "action": "reopened",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": [{"name": LABEL}]},
+        "sender": {"login": "ann"},
+    });
+    let plan = front.plan("issues", &reopened).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["Reopen", "Enqueue"]);
+}
+
+#[test]
+fn a_routing_switch_turned_off_plans_nothing_and_claims_nothing() {
+    let mut front = Front::new();
+    front.config.routing.enabled = false;
+    let plan = front.plan("issue_comment", &comment("the-loop start")).expect("admitted");
+    assert_eq!((plan.claim, plan.steps), (None, Vec::new()));
+}
+
+fn live_record() -> LocalRecord {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    front.sessions().records.remove(0)
+}
+
+#[test]
+fn a_dequeued_cross_repository_pull_request_gets_its_own_session_only_with_a_checkout_root() {
+    let event = Event::from_webhook("pull_request", &pull_request("opened", "other/lib", false));
+    let mut front = Front::new();
+    front.config.routing.tmux.session_per_pr = SessionPerPr::CrossRepository;
+    let target = item(WORK_ITEM);
+    let routed = plan::route_job(&target, Some(live_record()), false, &event, &front.config);
+    let JobRoute::Deliver { pr_session, endpoint, .. } = routed else { panic!("{routed:?}") };
+    assert_eq!(
+        pr_session,
+        Some(PrSession::Declined {
+            pull_request: item("github:other/lib#16"),
+            reason: "no-separate-checkout"
+        })
+    );
+    assert_eq!(endpoint, Some(target.clone()));
+
+    front.config.routing.workspace.root = Some("/w".into());
+    let routed = plan::route_job(&target, Some(live_record()), false, &event, &front.config);
+    let JobRoute::Deliver { pr_session, .. } = routed else { panic!("{routed:?}") };
+    assert_eq!(pr_session, Some(PrSession::Spawn { pull_request: item("github:other/lib#16") }));
+}
+
+#[test]
+fn a_dequeued_job_spawns_only_when_queued_to_and_no_session_exists() {
+    let event = Event::from_webhook("issue_comment", &comment("hello"));
+    let config = Front::new().config;
+    let target = item(WORK_ITEM);
+    assert_eq!(plan::route_job(&target, None, true, &event, &config), JobRoute::Spawn);
+    assert_eq!(
+        plan::route_job(&target, None, false, &event, &config),
+        JobRoute::Vanished { item: target.clone() }
+    );
+    let routed = plan::route_job(&target, Some(live_record()), true, &event, &config);
+    assert!(matches!(routed, JobRoute::Deliver { pr_session: None, .. }), "{routed:?}");
+}

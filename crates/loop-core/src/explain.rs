@@ -164,8 +164,13 @@ pub fn item_trail(records: &[Record], item: &WorkItemRef, limit: usize) -> Vec<D
     order.into_iter().zip(groups).skip(skip).map(|(key, lines)| trail(key, &lines)).collect()
 }
 
+/// A delivery's steps in the order they happened: by timestamp, and in file order within
+/// one millisecond. A process that writes its routine lines behind its emitters (the
+/// service) writes a line recording an effect at once, so the file can hold an effect
+/// before the routing lines that led to it.
 fn trail(delivery: Option<String>, lines: &[&Record]) -> DeliveryTrail {
-    let steps: Vec<Step> = lines.iter().map(|r| step(r)).collect();
+    let mut steps: Vec<Step> = lines.iter().map(|r| step(r)).collect();
+    steps.sort_by(|a, b| a.ts.cmp(&b.ts));
     let verdict = delivery.as_ref().map(|_| verdict(&steps));
     DeliveryTrail { delivery, steps, verdict }
 }
@@ -290,6 +295,9 @@ pub fn reason_text(reason: &str, record: &Record) -> String {
         "invalid-payload" => "the body is not a JSON object".to_owned(),
         "payload-too-large" => "the body is larger than the receiver accepts".to_owned(),
         "not-found" => "GitHub says it does not exist".to_owned(),
+        "issue-closed" => "the issue was closed".to_owned(),
+        "pr-merged" => "the pull request was merged".to_owned(),
+        "pr-closed" => "the pull request was closed without merging".to_owned(),
         "control-consumed" => "the comment's command was already carried out (this is a replay after a restart): it is not executed twice".to_owned(),
         "control-executed" => "the comment carried a command, which was executed; commands are never pasted into the session".to_owned(),
         "control-rejected" => "the comment's command would not act, so it was neither executed nor remembered".to_owned(),
@@ -539,6 +547,57 @@ pub fn step(record: &Record) -> Step {
         ),
         "session.reset" => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
         "work_item.ended" => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
+        "session.autoclosed" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!(
+                "ended {}'s session because the work item closed ({})",
+                items(record),
+                reason_text(text(record, "reason").unwrap_or_default(), record)
+            ),
+        ),
+        "work_item.pull_request_ended" => (
+            Stage::Effect,
+            Mark::Passed,
+            format!(
+                "ended pull request {}'s endpoint on {} ({})",
+                field(record, "pull_request"),
+                items(record),
+                field(record, "state")
+            ),
+        ),
+        "session.kept_open" => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "kept {}'s own session open: only the pull request {} closed",
+                items(record),
+                field(record, "closed_ref")
+            ),
+        ),
+        "work_item.stamp_failed" => (
+            Stage::Outcome,
+            Mark::Failed,
+            format!(
+                "could not write or clear {}'s `ended` stamp: {}",
+                items(record),
+                field(record, "error")
+            ),
+        ),
+        "cleanup.deferred" => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "closed {}'s session but kept its checkout and tmux session: {} — \
+                 `the-loop sessions cleanup` removes them",
+                items(record),
+                match text(record, "actor") {
+                    Some(actor) =>
+                        format!("{actor} who closed it is not in `routing.authorizedUsers`"),
+                    None => "the close names no actor".to_owned(),
+                }
+            ),
+        ),
         "work_item.reopened" => {
             (Stage::Effect, Mark::Passed, format!("{} was reopened", items(record)))
         }
@@ -733,6 +792,42 @@ mod tests {
         assert_eq!(trail[1].delivery, None);
         assert!(trail[1].steps[0].text.contains("executed `pause`"), "{:?}", trail[1].steps);
         assert_eq!(item_trail(&records, &item, 1).len(), 1, "the limit keeps the last entries");
+    }
+
+    #[test]
+    fn every_line_a_closure_writes_has_its_own_wording() {
+        for event in [
+            "session.autoclosed",
+            "session.kept_open",
+            "work_item.pull_request_ended",
+            "work_item.stamp_failed",
+            "cleanup.deferred",
+        ] {
+            let line = record(json!({"ts": "t", "event": event, "work_item": "github:o/r#1",
+                "reason": "pr-merged", "pull_request": "github:o/r#2", "state": "merged",
+                "closed_ref": "github:o/r#2", "error": "disk full", "actor": "mallory"}));
+            let text = step(&line).text;
+            assert!(!text.starts_with(&format!("{event}:")), "{event} has no wording: {text}");
+        }
+    }
+
+    #[test]
+    fn a_trail_lists_its_steps_in_the_order_they_happened_not_the_order_written() {
+        // The service writes an effect's line at once and routine lines behind it.
+        let records = vec![
+            record(json!({"ts": "2026-12-01T10:00:00.005Z", "event": "session.spawned",
+                "delivery_id": "d", "work_item": "github:o/r#1", "harness": "claude",
+                "tmux_target": "t"})),
+            record(json!({"ts": "2026-12-01T10:00:00.001Z", "event": "webhook.received",
+                "delivery_id": "d", "gh_event": "issue_comment", "verified": true})),
+            record(json!({"ts": "2026-12-01T10:00:00.001Z", "event": "routing.routed",
+                "delivery_id": "d", "actor": "ann", "pass": "authorized",
+                "work_items": ["github:o/r#1"]})),
+        ];
+        let trail = delivery_trail(&records, "d");
+        let events: Vec<&str> = trail.steps.iter().map(|s| s.event.as_str()).collect();
+        assert_eq!(events, ["webhook.received", "routing.routed", "session.spawned"]);
+        assert!(matches!(trail.verdict, Some(Verdict::Acted(_))), "{:?}", trail.verdict);
     }
 
     #[test]

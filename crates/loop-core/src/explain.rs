@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::WorkItemRef;
+use crate::log::Kind;
 use crate::record::{
     Collaborators, Control, ControlSource, Ended, EndpointStatus, LocalRecord, PollLedger,
 };
@@ -312,11 +313,27 @@ pub fn reason_text(reason: &str, record: &Record) -> String {
 /// One line in words.
 pub fn step(record: &Record) -> Step {
     let event = text(record, "event").unwrap_or("?").to_owned();
+    let (stage, mark, sentence) = match Kind::from_name(&event) {
+        Some(kind) => wording(kind, record),
+        // Another version's line, or a hand-written one: shown with its fields.
+        None => (Stage::Outcome, Mark::Noted, format!("{event}: {}", details(record))),
+    };
+    let ts = text(record, "ts").unwrap_or_default().to_owned();
+    Step { ts, event, stage, mark, text: sentence }
+}
+
+/// Where a line of `kind` sits, whether it let the event through, and what it says. One
+/// arm per kind: a new kind does not compile until it has its sentence.
+fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
     let reason = || reason_text(text(record, "reason").unwrap_or("?"), record);
     let action = text(record, "action").map(|a| format!(" {a}")).unwrap_or_default();
     let gh_event = field(record, "gh_event");
-    let (stage, mark, sentence) = match event.as_str() {
-        "webhook.received" => (
+    let error = || field(record, "error");
+    let noted = |stage: Stage, text: String| (stage, Mark::Noted, text);
+    let failed = |stage: Stage, text: String| (stage, Mark::Failed, text);
+    let done = |text: String| (Stage::Effect, Mark::Passed, text);
+    match kind {
+        Kind::WebhookReceived => (
             Stage::Arrived,
             Mark::Noted,
             format!(
@@ -328,10 +345,10 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
-        "webhook.rejected" => {
+        Kind::WebhookRejected => {
             (Stage::Guard, Mark::Failed, format!("refused at the door: {}", reason()))
         }
-        "poll.comment_forwarded" => (
+        Kind::PollCommentForwarded => (
             Stage::Arrived,
             Mark::Noted,
             format!(
@@ -341,7 +358,7 @@ pub fn step(record: &Record) -> Step {
                 items(record)
             ),
         ),
-        "poll.comment_settled" => (
+        Kind::PollCommentSettled => (
             Stage::Outcome,
             Mark::Noted,
             format!(
@@ -350,7 +367,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "outcome")
             ),
         ),
-        "poll.unauthorized" => (
+        Kind::PollUnauthorized => (
             Stage::Guard,
             Mark::Failed,
             format!(
@@ -359,12 +376,12 @@ pub fn step(record: &Record) -> Step {
                 items(record)
             ),
         ),
-        "routing.dropped" | "dispatch.dropped" => {
+        Kind::RoutingDropped | Kind::DispatchDropped => {
             let reason_code = text(record, "reason").unwrap_or("?");
             let mark = if reason_code == "duplicate-delivery" { Mark::Noted } else { Mark::Failed };
             (Stage::Guard, mark, format!("dropped: {}", reason()))
         }
-        "routing.routed" => (
+        Kind::RoutingRouted => (
             Stage::Guard,
             Mark::Passed,
             format!(
@@ -378,7 +395,7 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
-        "routing.collaborator" => (
+        Kind::RoutingCollaborator => (
             Stage::Guard,
             Mark::Passed,
             format!(
@@ -387,10 +404,10 @@ pub fn step(record: &Record) -> Step {
                 items(record)
             ),
         ),
-        "routing.linkage_dropped" => {
+        Kind::RoutingLinkageDropped => {
             (Stage::Guard, Mark::Noted, format!("{} was left out: {}", items(record), reason()))
         }
-        "dispatch.decided" => (
+        Kind::DispatchDecided => (
             Stage::Decision,
             Mark::Noted,
             format!(
@@ -401,7 +418,7 @@ pub fn step(record: &Record) -> Step {
                 text(record, "target").map_or_else(|| items(record), str::to_owned)
             ),
         ),
-        "control.rejected" => (
+        Kind::ControlRejected => (
             Stage::Guard,
             Mark::Failed,
             format!(
@@ -411,7 +428,7 @@ pub fn step(record: &Record) -> Step {
                 reason()
             ),
         ),
-        "control.ambiguous" => (
+        Kind::ControlAmbiguous => (
             Stage::Guard,
             Mark::Failed,
             format!(
@@ -419,7 +436,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "commands")
             ),
         ),
-        "control.command" => {
+        Kind::ControlCommand => {
             let collaborator =
                 text(record, "collaborator").map(|c| format!(" @{c}")).unwrap_or_default();
             (
@@ -435,7 +452,7 @@ pub fn step(record: &Record) -> Step {
                 ),
             )
         }
-        "dispatch.queued" => (
+        Kind::DispatchQueued => (
             Stage::Decision,
             Mark::Noted,
             if record.get("spawn") == Some(&Value::Bool(true)) {
@@ -444,7 +461,7 @@ pub fn step(record: &Record) -> Step {
                 format!("queued for delivery into {}'s session", items(record))
             },
         ),
-        "dispatch.succeeded" => (
+        Kind::DispatchSucceeded => (
             Stage::Effect,
             Mark::Passed,
             if record.get("already_delivered") == Some(&Value::Bool(true)) {
@@ -453,12 +470,12 @@ pub fn step(record: &Record) -> Step {
                 format!("pasted into {}'s {} session", items(record), field(record, "harness"))
             },
         ),
-        "dispatch.failed" | "session.spawn_failed" | "dispatch.error" => (
+        Kind::DispatchFailed | Kind::SessionSpawnFailed | Kind::DispatchError => (
             Stage::Outcome,
             Mark::Failed,
             format!(
                 "{} for {} failed: {}{}",
-                if event == "session.spawn_failed" { "spawning a session" } else { "delivery" },
+                if kind == Kind::SessionSpawnFailed { "spawning a session" } else { "delivery" },
                 items(record),
                 field(record, "error"),
                 if record.get("will_retry") == Some(&Value::Bool(true)) {
@@ -468,12 +485,12 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
-        "dispatch.abandoned" => (
+        Kind::DispatchAbandoned => (
             Stage::Outcome,
             Mark::Failed,
             "abandoned when the service stopped; it is retried after the next start".to_owned(),
         ),
-        "session.spawned" => (
+        Kind::SessionSpawned => (
             Stage::Effect,
             Mark::Passed,
             format!(
@@ -483,7 +500,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "tmux_target")
             ),
         ),
-        "session.respawned" => (
+        Kind::SessionRespawned => (
             Stage::Effect,
             Mark::Passed,
             format!(
@@ -492,10 +509,10 @@ pub fn step(record: &Record) -> Step {
                 field(record, "tmux_target")
             ),
         ),
-        "session.announced" => {
+        Kind::SessionAnnounced => {
             (Stage::Outcome, Mark::Passed, format!("announced the session on {}", items(record)))
         }
-        "session.announce_failed" => (
+        Kind::SessionAnnounceFailed => (
             Stage::Outcome,
             Mark::Noted,
             format!(
@@ -504,16 +521,16 @@ pub fn step(record: &Record) -> Step {
                 field(record, "error")
             ),
         ),
-        "session.closed" => {
+        Kind::SessionClosed => {
             (Stage::Effect, Mark::Passed, format!("closed {}'s session", items(record)))
         }
-        "session.paused" => {
+        Kind::SessionPaused => {
             (Stage::Effect, Mark::Passed, format!("paused {}'s session", items(record)))
         }
-        "session.resumed" => {
+        Kind::SessionResumed => {
             (Stage::Effect, Mark::Passed, format!("resumed {}'s session", items(record)))
         }
-        "session.cleaned" => (
+        Kind::SessionCleaned => (
             Stage::Effect,
             Mark::Passed,
             format!(
@@ -526,12 +543,12 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
-        "control.announced" => (
+        Kind::ControlAnnounced => (
             Stage::Outcome,
             Mark::Passed,
             format!("posted the command back on {} (self-marked)", items(record)),
         ),
-        "control.announce_failed" => (
+        Kind::ControlAnnounceFailed => (
             Stage::Outcome,
             Mark::Noted,
             format!(
@@ -540,14 +557,14 @@ pub fn step(record: &Record) -> Step {
                 field(record, "error")
             ),
         ),
-        "session.pr_linked" => (
+        Kind::SessionPrLinked => (
             Stage::Effect,
             Mark::Passed,
             format!("linked {} to {}'s session", field(record, "pull_request"), items(record)),
         ),
-        "session.reset" => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
-        "work_item.ended" => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
-        "session.autoclosed" => (
+        Kind::SessionReset => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
+        Kind::WorkItemEnded => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
+        Kind::SessionAutoclosed => (
             Stage::Effect,
             Mark::Passed,
             format!(
@@ -556,7 +573,7 @@ pub fn step(record: &Record) -> Step {
                 reason_text(text(record, "reason").unwrap_or_default(), record)
             ),
         ),
-        "work_item.pull_request_ended" => (
+        Kind::WorkItemPullRequestEnded => (
             Stage::Effect,
             Mark::Passed,
             format!(
@@ -566,7 +583,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "state")
             ),
         ),
-        "session.kept_open" => (
+        Kind::SessionKeptOpen => (
             Stage::Decision,
             Mark::Noted,
             format!(
@@ -575,7 +592,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "closed_ref")
             ),
         ),
-        "work_item.stamp_failed" => (
+        Kind::WorkItemStampFailed => (
             Stage::Outcome,
             Mark::Failed,
             format!(
@@ -584,7 +601,7 @@ pub fn step(record: &Record) -> Step {
                 field(record, "error")
             ),
         ),
-        "cleanup.deferred" => (
+        Kind::CleanupDeferred => (
             Stage::Decision,
             Mark::Noted,
             format!(
@@ -598,21 +615,314 @@ pub fn step(record: &Record) -> Step {
                 }
             ),
         ),
-        "work_item.reopened" => {
+        Kind::WorkItemReopened => {
             (Stage::Effect, Mark::Passed, format!("{} was reopened", items(record)))
         }
-        "reaction.added" => (
+        Kind::ReactionAdded => (
             Stage::Outcome,
             Mark::Noted,
             format!("reacted `{}` ({})", field(record, "content"), field(record, "state")),
         ),
-        "reaction.failed" => {
+        Kind::ReactionFailed => {
             (Stage::Outcome, Mark::Noted, format!("could not react: {}", field(record, "error")))
         }
-        _ => (Stage::Outcome, Mark::Noted, format!("{event}: {}", details(record))),
-    };
-    let ts = text(record, "ts").unwrap_or_default().to_owned();
-    Step { ts, event, stage, mark, text: sentence }
+        Kind::ConfigReloaded => noted(
+            Stage::Outcome,
+            match text(record, "detail") {
+                Some(detail) => format!("the config file changed and was reloaded: {detail}"),
+                None => "the config file changed and was reloaded".to_owned(),
+            },
+        ),
+        Kind::ConfigReloadFailed => failed(
+            Stage::Outcome,
+            format!(
+                "the changed config file `{}` was refused, the previous one stays in force: {}",
+                field(record, "path"),
+                error()
+            ),
+        ),
+        Kind::ControlRecordFailed => failed(
+            Stage::Outcome,
+            format!("could not record the command on {}: {}", items(record), error()),
+        ),
+        Kind::DispatchInDoubt => noted(
+            Stage::Decision,
+            "the previous process stopped while this delivery was in flight and its harness \
+             cannot say it arrived: delivered again (at least once)"
+                .to_owned(),
+        ),
+        Kind::DispatchRecovered => noted(
+            Stage::Decision,
+            "the previous process stopped while this delivery was in flight; the session's \
+             own transcript shows it arrived, so it is not pasted twice"
+                .to_owned(),
+        ),
+        Kind::DispatchLedgerWriteFailed => {
+            failed(Stage::Outcome, format!("could not append to the delivery ledger: {}", error()))
+        }
+        Kind::InboxReplaying => noted(
+            Stage::Arrived,
+            format!(
+                "replaying {} webhook deliveries journalled before the last stop",
+                field(record, "count")
+            ),
+        ),
+        Kind::InboxSyncFailed => failed(
+            Stage::Outcome,
+            format!("could not sync the webhook journal to disk: {}", error()),
+        ),
+        Kind::InboxWriteFailed => failed(
+            Stage::Outcome,
+            format!("could not write the delivery to the webhook journal: {}", error()),
+        ),
+        Kind::InboxTornTail => noted(
+            Stage::Outcome,
+            format!(
+                "the webhook journal `{}` ended in a partly written entry ({} bytes at {}), \
+                 which was dropped: GitHub never got a 202 for it",
+                field(record, "path"),
+                field(record, "bytes"),
+                field(record, "offset")
+            ),
+        ),
+        Kind::PollAttemptsReleased => noted(
+            Stage::Outcome,
+            format!("the retry budget of {} comments was given back", field(record, "released")),
+        ),
+        Kind::PollClosureDetected => noted(
+            Stage::Arrived,
+            format!(
+                "polling found {} {} ({})",
+                items(record),
+                field(record, "state"),
+                field(record, "kind")
+            ),
+        ),
+        Kind::PollCommentFailed => failed(
+            Stage::Outcome,
+            format!(
+                "comment {} could not be delivered (try {}{})",
+                field(record, "comment_id"),
+                field(record, "attempts"),
+                if record.get("will_retry") == Some(&Value::Bool(true)) {
+                    ", retried next cycle"
+                } else {
+                    ", no more retries"
+                }
+            ),
+        ),
+        Kind::PollCycle => noted(
+            Stage::Outcome,
+            format!(
+                "a poll cycle: {} items seen, {} comments forwarded, {} spawns, {} requests \
+                 ({} not modified)",
+                field(record, "items_seen"),
+                field(record, "comments_forwarded"),
+                field(record, "spawns"),
+                field(record, "requests"),
+                field(record, "not_modified")
+            ),
+        ),
+        Kind::PollGiveupReported => noted(
+            Stage::Outcome,
+            format!(
+                "gave up on comment {} after {} tries and said so on {}",
+                field(record, "comment_id"),
+                field(record, "attempts"),
+                items(record)
+            ),
+        ),
+        Kind::PollGiveupReportFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not post the give-up note for comment {}: {}",
+                field(record, "comment_id"),
+                error()
+            ),
+        ),
+        Kind::PollItemError => failed(
+            Stage::Outcome,
+            match record.get("error") {
+                Some(_) => format!("polling {} failed: {}", items(record), error()),
+                None => format!("polling {} skipped it: {}", items(record), reason()),
+            },
+        ),
+        Kind::PollProviderError => failed(
+            Stage::Outcome,
+            format!("the {} provider failed: {}", field(record, "provider"), error()),
+        ),
+        Kind::PollRearmed => noted(
+            Stage::Outcome,
+            format!(
+                "{} comments were given a fresh retry budget (ledger version {})",
+                field(record, "comments"),
+                field(record, "version")
+            ),
+        ),
+        Kind::PollScopeDegraded => failed(
+            Stage::Outcome,
+            format!(
+                "polling {} degraded ({}); retried in {} cycles, and no closure is concluded \
+                 from it meanwhile",
+                field(record, "scope"),
+                error(),
+                field(record, "retry_after_cycles")
+            ),
+        ),
+        Kind::PollScopeError => failed(
+            Stage::Outcome,
+            format!("listing {} failed: {}", field(record, "scope"), error()),
+        ),
+        Kind::PollScopeRecovered => {
+            noted(Stage::Outcome, format!("listing {} works again", field(record, "scope")))
+        }
+        Kind::PollSpawnFailed => failed(
+            Stage::Outcome,
+            format!(
+                "the spawn for {} failed (try {}{})",
+                items(record),
+                field(record, "attempts"),
+                if record.get("will_retry") == Some(&Value::Bool(true)) {
+                    ", retried next cycle"
+                } else {
+                    ", no more retries until new activity"
+                }
+            ),
+        ),
+        Kind::PollerStarted => noted(
+            Stage::Outcome,
+            format!("the poller started (every {} s)", field(record, "interval_seconds")),
+        ),
+        Kind::PollerStopped => noted(Stage::Outcome, "the poller stopped".to_owned()),
+        Kind::PollerBlocked => failed(
+            Stage::Outcome,
+            format!(
+                "another poller holds `{}` ({}): this one did not start",
+                field(record, "pidfile"),
+                field(record, "holder")
+            ),
+        ),
+        Kind::ServerStarted => noted(
+            Stage::Outcome,
+            format!(
+                "the webhook receiver started on {}:{}{}",
+                field(record, "host"),
+                field(record, "port"),
+                field(record, "path")
+            ),
+        ),
+        Kind::ServerStopped => noted(Stage::Outcome, "the webhook receiver stopped".to_owned()),
+        Kind::RegistryUnreadable => failed(
+            Stage::Outcome,
+            format!("the session records could not be listed (read as none): {}", error()),
+        ),
+        Kind::SessionHarnessTerminated => done(format!("ended {}'s agent", items(record))),
+        Kind::SessionTmuxKilled => done(format!("killed {}'s tmux session", items(record))),
+        Kind::SessionRetained => noted(
+            Stage::Effect,
+            format!("kept {}'s tmux session to look at (`routing.tmux` retention)", items(record)),
+        ),
+        Kind::SessionLinkFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not record {} on {}'s session: {}",
+                field(record, "linked_ref"),
+                items(record),
+                error()
+            ),
+        ),
+        Kind::SessionPrClosed => {
+            done(format!("ended pull request {}'s own session", field(record, "pull_request")))
+        }
+        Kind::SessionPrSessionDeclined => noted(
+            Stage::Decision,
+            format!(
+                "pull request {} did not get a session of its own ({}): the event went to {}",
+                field(record, "pull_request"),
+                field(record, "reason"),
+                items(record)
+            ),
+        ),
+        Kind::SessionPrSpawned => done(format!(
+            "spawned a {} session for pull request {} in tmux `{}`",
+            field(record, "harness"),
+            field(record, "pull_request"),
+            field(record, "tmux_target")
+        )),
+        Kind::SessionRespawnAverted => noted(
+            Stage::Effect,
+            format!(
+                "a live agent already held tmux `{}` when the respawn came: pasted there",
+                field(record, "tmux_target")
+            ),
+        ),
+        Kind::SessionResumeFailed => noted(
+            Stage::Outcome,
+            format!(
+                "could not resume conversation {}; a new one was started: {}",
+                field(record, "harness_session_id"),
+                error()
+            ),
+        ),
+        Kind::SessionSpawnMarkerLeft => failed(
+            Stage::Outcome,
+            format!("could not remove {}'s spawn marker: {}", items(record), error()),
+        ),
+        Kind::SessionSpawnRecovered => noted(
+            Stage::Effect,
+            format!(
+                "a spawn cut short by a stop had left tmux `{}`: replaced",
+                field(record, "tmux_target")
+            ),
+        ),
+        Kind::SessionTouchFailed => failed(
+            Stage::Outcome,
+            format!("could not note the delivery on {}'s record: {}", items(record), error()),
+        ),
+        Kind::SessionUpdateFailed => failed(
+            Stage::Outcome,
+            format!("could not update {}'s session record: {}", items(record), error()),
+        ),
+        Kind::SessionWorkItemMissing => failed(
+            Stage::Outcome,
+            format!("GitHub says {} no longer exists: {}", items(record), error()),
+        ),
+        Kind::StateLegacyAdopted => noted(
+            Stage::Outcome,
+            format!(
+                "read {}'s `{}` forward from the reference's layout",
+                items(record),
+                field(record, "section")
+            ),
+        ),
+        Kind::StateQuarantined => failed(
+            Stage::Outcome,
+            format!(
+                "`{}` did not parse and was moved aside to `{}`: {}",
+                field(record, "path"),
+                field(record, "moved_to"),
+                error()
+            ),
+        ),
+        Kind::WorkspacePrepared => done(format!(
+            "prepared {}'s checkout `{}` ({})",
+            items(record),
+            field(record, "checkout"),
+            field(record, "strategy")
+        )),
+        Kind::WorkspaceCleaned => done(format!("removed {}'s checkout", items(record))),
+        Kind::WorkspaceCleanFailed => failed(
+            Stage::Outcome,
+            format!("could not remove {}'s checkout: {}", items(record), error()),
+        ),
+        Kind::WorkspaceTrusted => {
+            done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))
+        }
+        Kind::WorkspaceTrustFailed => failed(
+            Stage::Outcome,
+            format!("could not pre-seed the harness's trust for {}: {}", items(record), error()),
+        ),
+    }
 }
 
 /// A work item's records in words: arming, session, ledger, collaborators, ended.
@@ -795,19 +1105,14 @@ mod tests {
     }
 
     #[test]
-    fn every_line_a_closure_writes_has_its_own_wording() {
-        for event in [
-            "session.autoclosed",
-            "session.kept_open",
-            "work_item.pull_request_ended",
-            "work_item.stamp_failed",
-            "cleanup.deferred",
-        ] {
-            let line = record(json!({"ts": "t", "event": event, "work_item": "github:o/r#1",
+    fn every_kind_of_line_has_a_sentence_of_its_own() {
+        for kind in Kind::ALL {
+            let line = record(json!({"ts": "t", "event": kind.name(), "work_item": "github:o/r#1",
                 "reason": "pr-merged", "pull_request": "github:o/r#2", "state": "merged",
                 "closed_ref": "github:o/r#2", "error": "disk full", "actor": "mallory"}));
             let text = step(&line).text;
-            assert!(!text.starts_with(&format!("{event}:")), "{event} has no wording: {text}");
+            assert!(!text.starts_with(&format!("{kind}:")), "{kind} has no wording: {text}");
+            assert!(!text.is_empty(), "{kind}");
         }
     }
 

@@ -22,7 +22,7 @@ use loop_core::control::{
     self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEffect, SpawnRefusal,
 };
 use loop_core::event::{Actor, Event};
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Control, ControlSource, PollLedger};
 use serde_json::json;
@@ -88,7 +88,7 @@ impl Dispatcher {
                     _ => "spawn-failed",
                 };
                 self.events().emit(
-                    Line::info("control.command")
+                    Line::info(Kind::ControlCommand)
                         .work_item(&owner)
                         .field("command", command.name())
                         .field("source", "cli")
@@ -99,7 +99,7 @@ impl Dispatcher {
             }
             ControlDecision::Rejected { command, rejection } => {
                 self.events().emit(
-                    Line::warning("control.rejected")
+                    Line::warning(Kind::ControlRejected)
                         .work_item(&owner)
                         .field("command", command.name())
                         .field("source", "cli")
@@ -122,7 +122,7 @@ impl Dispatcher {
                 };
                 for (collaborator, effect) in &effects {
                     self.events().emit(
-                        Line::info("control.command")
+                        Line::info(Kind::ControlCommand)
                             .work_item(&owner)
                             .field("command", command.name())
                             .field("source", "cli")
@@ -169,8 +169,8 @@ impl Dispatcher {
         .await
         .map_err(|err| err.to_string());
         let line = match &cleared {
-            Ok(_) => Line::info("session.reset"),
-            Err(error) => Line::error("session.reset").field("error", error),
+            Ok(_) => Line::info(Kind::SessionReset),
+            Err(error) => Line::error(Kind::SessionReset).field("error", error),
         };
         self.events()
             .emit(line.work_item(item).field("source", "cli").field("ended_session", ended));
@@ -203,7 +203,7 @@ impl Dispatcher {
         let (store, target) = (self.store().clone(), item.clone());
         if let Err(err) = blocking(move || store.write_section(&target, control.as_ref())).await {
             self.events().emit(
-                Line::error("control.record_failed")
+                Line::error(Kind::ControlRecordFailed)
                     .work_item(item)
                     .field("source", "cli")
                     .field("error", err.to_string()),

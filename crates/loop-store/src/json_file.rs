@@ -34,7 +34,7 @@ use serde::Serialize;
 use crate::error::StoreError;
 use crate::event_log::EventLog;
 use crate::lock::LockGuard;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 
 /// Who may read a file this store creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +234,7 @@ pub(crate) fn quarantine(
     fs::rename(path, &aside).map_err(StoreError::io("quarantine", path))?;
     tracing::error!(path = %path.display(), moved_to = %aside.display(), error, "quarantined an unreadable state file");
     events.emit(
-        Line::error("state.quarantined")
+        Line::error(Kind::StateQuarantined)
             .field("path", path.display().to_string())
             .field("moved_to", aside.display().to_string())
             .field("error", error),

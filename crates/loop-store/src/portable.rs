@@ -30,7 +30,7 @@ use crate::StateStore;
 use crate::error::StoreError;
 use crate::json_file::{self, FileMode, JsonFile, Written};
 use crate::lock::LockGuard;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 
 /// The identity keys of a portable record; every other top-level key is a section.
 pub const IDENTITY_KEYS: [&str; 2] = ["ref", "url"];
@@ -169,7 +169,7 @@ impl StateStore {
             return Ok(section_of::<S>(record.as_ref()).unwrap_or(Slot::Absent));
         }
         self.events
-            .emit(Line::info("state.legacy_adopted").work_item(item).field("section", S::KEY));
+            .emit(Line::info(Kind::StateLegacyAdopted).work_item(item).field("section", S::KEY));
         Ok(Slot::Present(value))
     }
 

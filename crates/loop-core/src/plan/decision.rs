@@ -7,7 +7,7 @@
 use crate::WorkItemRef;
 use crate::control::{Command, Disposition, Rejection, SpawnRefusal};
 use crate::guards::ScopeRefusal;
-use crate::log::Line;
+use crate::log::{Kind, Line};
 use crate::login::Login;
 
 /// What becomes of a delivery's dedup key.
@@ -206,11 +206,11 @@ impl Decision {
     pub fn lines(&self, cx: &Context) -> Vec<Line> {
         let event = match self {
             Self::KeptOpen { owner, pull_request, state, reason } => {
-                let ended = Line::info("work_item.pull_request_ended")
+                let ended = Line::info(Kind::WorkItemPullRequestEnded)
                     .work_item(owner)
                     .field("pull_request", pull_request.to_string())
                     .field("state", state);
-                let kept = Line::info("session.kept_open")
+                let kept = Line::info(Kind::SessionKeptOpen)
                     .work_item(owner)
                     .field("reason", reason)
                     .field("closed_ref", pull_request.to_string());
@@ -223,47 +223,47 @@ impl Decision {
 
     /// The one line of a single-line decision.
     fn line(&self, cx: &Context) -> Option<Line> {
-        let dropped = |level: fn(&str) -> Line, reason: &str| {
-            level("dispatch.dropped").field("reason", reason).field("work_items", cx.items())
+        let dropped = |level: fn(Kind) -> Line, reason: &str| {
+            level(Kind::DispatchDropped).field("reason", reason).field("work_items", cx.items())
         };
         let event = match self {
-            Self::Duplicate => dropped(|n| Line::info(n), "duplicate-delivery"),
-            Self::NoWorkItem { reason } => dropped(|n| Line::warning(n), reason),
+            Self::Duplicate => dropped(Line::info, "duplicate-delivery"),
+            Self::NoWorkItem { reason } => dropped(Line::warning, reason),
             Self::OutOfScope { refusal, instance, command } => {
                 let event = match command {
-                    Some(command) => Line::warning("control.rejected")
+                    Some(command) => Line::warning(Kind::ControlRejected)
                         .field("work_items", cx.items())
                         .field("command", command.name())
                         .field("via", "comment")
                         .field("actor", &cx.actor),
-                    None => dropped(|n| Line::info(n), refusal.reason()),
+                    None => dropped(Line::info, refusal.reason()),
                 };
                 event.field("reason", refusal.reason()).field("instance", instance)
             }
-            Self::Ambiguous { commands } => Line::warning("control.ambiguous")
+            Self::Ambiguous { commands } => Line::warning(Kind::ControlAmbiguous)
                 .field("work_items", cx.items())
                 .field("actor", &cx.actor)
                 .field("commands", commands.iter().map(|c| c.name()).collect::<Vec<_>>()),
-            Self::Rejected { command, rejection, target } => Line::warning("control.rejected")
+            Self::Rejected { command, rejection, target } => Line::warning(Kind::ControlRejected)
                 .field("work_items", cx.items())
                 .field("work_item", target.as_ref().map(ToString::to_string))
                 .field("command", command.name())
                 .field("via", "comment")
                 .field("actor", &cx.actor)
                 .field("reason", rejection.reason()),
-            Self::Executed { command, actor, effect, target } => Line::info("control.command")
+            Self::Executed { command, actor, effect, target } => Line::info(Kind::ControlCommand)
                 .work_item(target)
                 .field("command", command.name())
                 .field("via", "comment")
                 .field("actor", actor.as_str())
                 .field("effect", effect),
             Self::ControlConsumed { command, target } => {
-                dropped(|n| Line::info(n), "control-consumed")
+                dropped(Line::info, "control-consumed")
                     .work_item(target)
                     .field("command", command.name())
             }
             Self::RosterEdited { command, actor, collaborator, effect, target } => {
-                Line::info("control.command")
+                Line::info(Kind::ControlCommand)
                     .work_item(target)
                     .field("command", command.name())
                     .field("via", "comment")
@@ -271,46 +271,46 @@ impl Decision {
                     .field("collaborator", collaborator.as_str())
                     .field("effect", effect)
             }
-            Self::HandedToGraph { actor, target } => Line::info("control.command")
+            Self::HandedToGraph { actor, target } => Line::info(Kind::ControlCommand)
                 .work_item(target)
                 .field("command", Command::Execute.name())
                 .field("via", "comment")
                 .field("actor", actor.as_str())
                 .field("effect", "handed-to-graph"),
-            Self::SpawnRefused { refusal } => dropped(|n| Line::info(n), refusal.reason()),
+            Self::SpawnRefused { refusal } => dropped(Line::info, refusal.reason()),
             Self::SessionPaused { item } => {
-                dropped(|n| Line::info(n), "session-paused").work_item(item)
+                dropped(Line::info, "session-paused").work_item(item)
             }
             Self::AlreadyProcessed { item } => {
-                dropped(|n| Line::info(n), "already-processed").work_item(item)
+                dropped(Line::info, "already-processed").work_item(item)
             }
             Self::Queued { item, spawn } => {
-                Line::info("dispatch.queued").work_item(item).field("spawn", spawn)
+                Line::info(Kind::DispatchQueued).work_item(item).field("spawn", spawn)
             }
             Self::Closed { .. } | Self::KeptOpen { .. } => return None,
-            Self::AutoClosed { item, reason, merged } => Line::info("session.autoclosed")
+            Self::AutoClosed { item, reason, merged } => Line::info(Kind::SessionAutoclosed)
                 .work_item(item)
                 .field("reason", reason)
                 .field("merged", merged),
-            Self::Ended { item, state, kind, ingress, actor } => Line::info("work_item.ended")
+            Self::Ended { item, state, kind, ingress, actor } => Line::info(Kind::WorkItemEnded)
                 .work_item(item)
                 .field("state", state)
                 .field("kind", kind)
                 .field("ingress", ingress)
                 .field("actor", actor.as_ref().map(Login::as_str)),
             Self::StampFailed { item, error } => {
-                Line::error("work_item.stamp_failed").work_item(item).field("error", error)
+                Line::error(Kind::WorkItemStampFailed).work_item(item).field("error", error)
             }
-            Self::CleanupDeferred { item, actor, closed_as } => Line::info("cleanup.deferred")
+            Self::CleanupDeferred { item, actor, closed_as } => Line::info(Kind::CleanupDeferred)
                 .work_item(item)
                 .field("reason", if actor.is_some() { "unauthorized-actor" } else { "no-actor" })
                 .field("actor", actor.as_ref().map(Login::as_str))
                 .field("closed_as", closed_as),
             Self::Reopened { item, ingress } => {
-                Line::info("work_item.reopened").work_item(item).field("ingress", ingress)
+                Line::info(Kind::WorkItemReopened).work_item(item).field("ingress", ingress)
             }
             Self::Delivered { item, endpoint, harness, already } => {
-                Line::info("dispatch.succeeded")
+                Line::info(Kind::DispatchSucceeded)
                     .work_item(item)
                     .field("endpoint", (endpoint != item).then(|| endpoint.to_string()))
                     .field("harness", harness)
@@ -318,7 +318,7 @@ impl Decision {
                     .field("already_delivered", already.then_some(true))
             }
             Self::Respawned { item, harness, session_id, resumed, target } => {
-                Line::info("session.respawned")
+                Line::info(Kind::SessionRespawned)
                     .work_item(item)
                     .field("harness", harness)
                     .field("harness_session_id", session_id)
@@ -327,7 +327,7 @@ impl Decision {
                     .field("tmux_target", target)
             }
             Self::Spawned { item, harness, session_id, target, interaction } => {
-                Line::info("session.spawned")
+                Line::info(Kind::SessionSpawned)
                     .work_item(item)
                     .field("harness", harness)
                     .field("harness_session_id", session_id)
@@ -336,32 +336,32 @@ impl Decision {
                     .field("tmux_target", target)
                     .field("action", &cx.action)
             }
-            Self::SpawnFailed { item, error } => Line::error("session.spawn_failed")
+            Self::SpawnFailed { item, error } => Line::error(Kind::SessionSpawnFailed)
                 .work_item(item)
                 .field("error", error)
                 .field("will_retry", cx.delivery_id.is_some()),
             Self::SessionVanished { item } => {
-                dropped(|n| Line::warning(n), "session-vanished").work_item(item)
+                dropped(Line::warning, "session-vanished").work_item(item)
             }
             Self::SessionOccupied { item, target, error } => {
-                dropped(|n| Line::error(n), "session-occupied")
+                dropped(Line::error, "session-occupied")
                     .work_item(item)
                     .field("tmux_target", target)
                     .field("error", error)
                     .field("will_retry", false)
             }
-            Self::Failed { item, harness, error } => Line::error("dispatch.failed")
+            Self::Failed { item, harness, error } => Line::error(Kind::DispatchFailed)
                 .work_item(item)
                 .field("harness", harness)
                 .field("via", "tmux")
                 .field("error", error)
                 .field("will_retry", cx.delivery_id.is_some()),
-            Self::TimedOut { item, seconds } => Line::error("dispatch.failed")
+            Self::TimedOut { item, seconds } => Line::error(Kind::DispatchFailed)
                 .work_item(item)
                 .field("error", format!("the dispatch did not finish within {seconds} s (routing.dispatchTimeoutSeconds)"))
                 .field("will_retry", cx.delivery_id.is_some()),
             Self::ShuttingDown { item } => {
-                dropped(|n| Line::warning(n), "shutting-down").work_item(item)
+                dropped(Line::warning, "shutting-down").work_item(item)
             }
         };
         Some(cx.stamp(event))

@@ -40,7 +40,7 @@ use crate::control::{
 };
 use crate::event::{Actor, DedupKey, Event, EventKind};
 use crate::guards::{self, ActorPass, RoutingDrop, ScopePass, ScopeRefusal};
-use crate::log::Line;
+use crate::log::{Kind, Line};
 use crate::login::Login;
 use crate::record::{Control, ControlSource, LocalRecord};
 use crate::route::{self, IssueExistence};
@@ -203,12 +203,12 @@ fn judge_into(
     };
     let routed = route::route(event);
     if routed.is_empty() {
-        let line = line(Line::debug("routing.dropped")).field("reason", "no-work-item");
+        let line = line(Line::debug(Kind::RoutingDropped)).field("reason", "no-work-item");
         return Err(drop(line, "no-work-item"));
     }
     let work_items: Vec<WorkItemRef> = routed.items().cloned().collect();
-    let dropped = |drop: &RoutingDrop, level: fn(&'static str) -> Line| {
-        line(level("routing.dropped"))
+    let dropped = |drop: &RoutingDrop, level: fn(Kind) -> Line| {
+        line(level(Kind::RoutingDropped))
             .field("reason", drop.reason())
             .field("actor", event.actor.name())
             .field("work_items", &work_items)
@@ -235,14 +235,14 @@ fn judge_into(
     let work_items: Vec<WorkItemRef> = bounded.routed.items().cloned().collect();
     if pass == ActorPass::Collaborator {
         lines.push(
-            line(Line::info("routing.collaborator"))
+            line(Line::info(Kind::RoutingCollaborator))
                 .field("actor", event.actor.name())
                 .field("work_items", &work_items),
         );
     }
     let labeled = event.carries_label(&config.routing.auto_execute_label);
     lines.push(
-        line(Line::info("routing.routed"))
+        line(Line::info(Kind::RoutingRouted))
             .field("actor", event.actor.name())
             .field("pass", pass.reason())
             .field("work_items", &work_items)
@@ -255,14 +255,14 @@ fn judge_into(
     let verified = bounded.routed.verify(owned, facts);
     for ghost in &verified.dropped {
         lines.push(
-            line(Line::warning("routing.linkage_dropped"))
+            line(Line::warning(Kind::RoutingLinkageDropped))
                 .work_item(ghost)
                 .field("linked_by", "branch")
                 .field("reason", "not-found"),
         );
     }
     if let Some(reason) = verified.drop_reason() {
-        let line = line(Line::warning("dispatch.dropped"))
+        let line = line(Line::warning(Kind::DispatchDropped))
             .field("reason", reason)
             .field("work_items", &verified.dropped);
         lines.push(line);

@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::control::{Command, Effect, Grantor, RosterEdit, RosterEffect};
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, ControlSource, LocalRecord};
 use loop_sessions::cleanup::{self, Cleaned, Removed};
@@ -57,7 +57,7 @@ impl Dispatcher {
         let (store, item) = (self.store().clone(), target.clone());
         if let Err(err) = blocking(move || store.write_section(&item, Some(&control))).await {
             self.events().emit(
-                Line::error("control.record_failed")
+                Line::error(Kind::ControlRecordFailed)
                     .work_item(target)
                     .field("command", command.name())
                     .field("error", err.to_string()),
@@ -123,7 +123,7 @@ impl Dispatcher {
         .await;
         edited.unwrap_or_else(|err| {
             self.events().emit(
-                Line::error("control.record_failed")
+                Line::error(Kind::ControlRecordFailed)
                     .work_item(target)
                     .field("command", "collaborators")
                     .field("error", err.to_string()),
@@ -141,9 +141,9 @@ impl Dispatcher {
                 .await;
         let line = match changed {
             Ok(false) => return,
-            Ok(true) if pause => Line::info("session.paused"),
-            Ok(true) => Line::info("session.resumed"),
-            Err(err) => Line::error("session.update_failed").field("error", err.to_string()),
+            Ok(true) if pause => Line::info(Kind::SessionPaused),
+            Ok(true) => Line::info(Kind::SessionResumed),
+            Err(err) => Line::error(Kind::SessionUpdateFailed).field("error", err.to_string()),
         };
         self.events().emit(line.work_item(item));
     }
@@ -165,14 +165,14 @@ impl Dispatcher {
         .await;
         if let Err(err) = closed {
             self.events().emit(
-                Line::error("session.update_failed")
+                Line::error(Kind::SessionUpdateFailed)
                     .work_item(&item)
                     .field("error", err.to_string()),
             );
         }
         let own = record.own_endpoint();
         self.events().emit(
-            Line::info("session.closed")
+            Line::info(Kind::SessionClosed)
                 .work_item(&item)
                 .field("harness", own.map(|e| e.harness.clone()))
                 .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
@@ -189,13 +189,13 @@ impl Dispatcher {
         let closed = blocking(move || registry.close_endpoint(&owner, &pr_ref)).await;
         if let Err(err) = closed {
             self.events().emit(
-                Line::error("session.update_failed")
+                Line::error(Kind::SessionUpdateFailed)
                     .work_item(&record.work_item)
                     .field("error", err.to_string()),
             );
         }
         self.events().emit(
-            Line::info("session.pr_closed")
+            Line::info(Kind::SessionPrClosed)
                 .work_item(&record.work_item)
                 .field("pull_request", pr.to_string()),
         );
@@ -217,7 +217,7 @@ impl Dispatcher {
             Ok(closed) => closed,
             Err(err) => {
                 return self.events().emit(
-                    Line::warning("session.harness_terminated")
+                    Line::warning(Kind::SessionHarnessTerminated)
                         .work_item(item)
                         .field("tmux_target", &target)
                         .field("ok", false)
@@ -228,11 +228,11 @@ impl Dispatcher {
         let line = match closed.settled {
             Settled::Kept { termination: Some(Termination::SessionMissing) } => None,
             Settled::Kept { termination: Some(_) } => {
-                Some(Line::info("session.harness_terminated").field("ok", true))
+                Some(Line::info(Kind::SessionHarnessTerminated).field("ok", true))
             }
-            Settled::Kept { termination: None } => Some(Line::info("session.retained")),
+            Settled::Kept { termination: None } => Some(Line::info(Kind::SessionRetained)),
             Settled::Killed { existed } => {
-                Some(Line::info("session.tmux_killed").field("existed", existed))
+                Some(Line::info(Kind::SessionTmuxKilled).field("existed", existed))
             }
         };
         if let Some(line) = line {
@@ -240,9 +240,11 @@ impl Dispatcher {
         }
         match closed.checkout {
             None | Some(Ok(false)) => {}
-            Some(Ok(true)) => self.events().emit(Line::info("workspace.cleaned").work_item(served)),
+            Some(Ok(true)) => {
+                self.events().emit(Line::info(Kind::WorkspaceCleaned).work_item(served))
+            }
             Some(Err(err)) => self.events().emit(
-                Line::warning("workspace.clean_failed")
+                Line::warning(Kind::WorkspaceCleanFailed)
                     .work_item(served)
                     .field("error", err.to_string()),
             ),
@@ -284,9 +286,9 @@ impl Dispatcher {
             })
             .collect();
         let line = if cleaned.errors.is_empty() {
-            Line::info("session.cleaned")
+            Line::info(Kind::SessionCleaned)
         } else {
-            Line::warning("session.cleaned").field("error", cleaned.errors.join("; "))
+            Line::warning(Kind::SessionCleaned).field("error", cleaned.errors.join("; "))
         };
         self.events().emit(
             line.work_item(item)

@@ -9,6 +9,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::Reaction as ConfiguredReaction;
 use loop_core::event::{Event, Surface};
 use loop_core::guards::mark_self_authored;
+use loop_core::log::{Kind, Line};
 use loop_core::route::{Existence, KnownExistence};
 use loop_github::{Reaction, ReactionTarget};
 use tokio::sync::oneshot;
@@ -75,11 +76,10 @@ impl Dispatcher {
                 async move {
                     let Some(reaction) = reaction.map(to_github) else { return };
                     let line = match github.add_reaction(&target, reaction).await {
-                        Ok(()) => {
-                            loop_core::log::Line::debug("reaction.added").field("target", kind)
+                        Ok(()) => Line::debug(Kind::ReactionAdded).field("target", kind),
+                        Err(err) => {
+                            Line::warning(Kind::ReactionFailed).field("error", err.to_string())
                         }
-                        Err(err) => loop_core::log::Line::warning("reaction.failed")
-                            .field("error", err.to_string()),
                     };
                     let line =
                         cx.stamp(line.field("state", state).field("content", reaction.as_str()));
@@ -112,19 +112,17 @@ impl Dispatcher {
         let Some(github) = &self.inner.github else { return };
         let body = announcement(item, harness, tmux_target, config.instance.name.as_deref());
         let line = match github.post_comment(item, &body).await {
-            Ok(posted) => loop_core::log::Line::info("session.announced")
-                .field("comment_url", posted.html_url),
+            Ok(posted) => Line::info(Kind::SessionAnnounced).field("comment_url", posted.html_url),
             Err(err) if err.is_not_found() => {
                 self.remember_existence(item, Existence::Missing);
-                loop_core::log::Line::error("session.work_item_missing").field(
+                Line::error(Kind::SessionWorkItemMissing).field(
                     "error",
                     format!(
                         "{err}; GitHub says the work item does not exist for this token — check that the token can see the repository; the session keeps running"
                     ),
                 )
             }
-            Err(err) => loop_core::log::Line::warning("session.announce_failed")
-                .field("error", err.to_string()),
+            Err(err) => Line::warning(Kind::SessionAnnounceFailed).field("error", err.to_string()),
         };
         self.events().emit(line.work_item(item).field("tmux_target", tmux_target));
     }

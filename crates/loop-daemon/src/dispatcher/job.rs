@@ -22,7 +22,7 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::event::Event;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
@@ -51,7 +51,7 @@ impl Dispatcher {
             Err(err) => {
                 // As a snapshot does: an unreadable registry reads as empty, logged.
                 self.events()
-                    .emit(Line::error("registry.unreadable").field("error", err.to_string()));
+                    .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
                 None
             }
         };
@@ -79,7 +79,7 @@ impl Dispatcher {
         match pr_session {
             None => {}
             Some(PrSession::Declined { pull_request, reason }) => self.events().emit(
-                Line::info("session.pr_session_declined")
+                Line::info(Kind::SessionPrSessionDeclined)
                     .work_item(&record.work_item)
                     .field("pull_request", pull_request.to_string())
                     .field("reason", reason)
@@ -159,7 +159,7 @@ impl Dispatcher {
         .await;
         if let Err(err) = noted {
             self.events().emit(
-                Line::warning("session.touch_failed")
+                Line::warning(Kind::SessionTouchFailed)
                     .work_item(&endpoint_ref)
                     .field("error", err.to_string()),
             );
@@ -172,7 +172,7 @@ impl Dispatcher {
             Ok(Delivered::Respawned(respawned)) => {
                 if let Some(why) = &respawned.resume_failure {
                     self.events().emit(
-                        Line::warning("session.resume_failed")
+                        Line::warning(Kind::SessionResumeFailed)
                             .work_item(&item)
                             .field("harness_session_id", &endpoint.harness_session_id)
                             .field("error", why),
@@ -190,7 +190,7 @@ impl Dispatcher {
             Ok(Delivered::RespawnAverted) => {
                 // A live harness held the name by the time of the respawn: pasted there.
                 self.events().emit(
-                    Line::info("session.respawn_averted")
+                    Line::info(Kind::SessionRespawnAverted)
                         .work_item(&item)
                         .field("tmux_target", &site.target),
                 );
@@ -241,14 +241,14 @@ impl Dispatcher {
         .unwrap_or((None, None));
         if let Some(Err(err)) = noted {
             self.events().emit(
-                Line::warning("session.touch_failed")
+                Line::warning(Kind::SessionTouchFailed)
                     .work_item(served)
                     .field("error", err.to_string()),
             );
         }
         let line = match received {
-            Some(true) => Line::info("dispatch.recovered"),
-            _ => Line::info("dispatch.in_doubt").field("received", received),
+            Some(true) => Line::info(Kind::DispatchRecovered),
+            _ => Line::info(Kind::DispatchInDoubt).field("received", received),
         };
         self.events().emit(
             line.work_item(owner)
@@ -303,7 +303,7 @@ impl Dispatcher {
         match saved.map(|(linked, _)| linked) {
             Ok(false) => {}
             Ok(true) => self.events().emit(
-                Line::info("session.pr_linked")
+                Line::info(Kind::SessionPrLinked)
                     .work_item(&item)
                     .field("pull_request", pull_request.as_ref().map(ToString::to_string)),
             ),
@@ -338,7 +338,7 @@ impl Dispatcher {
     ) -> Result<(), Line> {
         let config = self.config();
         let declined = |reason: &str, error: Option<String>| {
-            Line::info("session.pr_session_declined")
+            Line::info(Kind::SessionPrSessionDeclined)
                 .work_item(&record.work_item)
                 .field("pull_request", pr.to_string())
                 .field("reason", reason)
@@ -366,7 +366,7 @@ impl Dispatcher {
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
         let spawn_failed = |error: String| {
-            Line::warning("session.spawn_failed")
+            Line::warning(Kind::SessionSpawnFailed)
                 .work_item(&record.work_item)
                 .field("endpoint", pr.to_string())
                 .field("error", error)
@@ -392,14 +392,14 @@ impl Dispatcher {
         }
         if let Err(err) = saved {
             self.events().emit(
-                Line::warning("session.link_failed")
+                Line::warning(Kind::SessionLinkFailed)
                     .work_item(&record.work_item)
                     .field("linked_ref", pr.to_string())
                     .field("error", err.to_string()),
             );
         }
         self.events().emit(
-            Line::info("session.pr_spawned")
+            Line::info(Kind::SessionPrSpawned)
                 .work_item(&record.work_item)
                 .field("pull_request", pr.to_string())
                 .field("harness", &harness)
@@ -424,8 +424,8 @@ impl Dispatcher {
             blocking(move || registry.link_pull_request(&owner, &pr_ref, Timestamp::now())).await;
         let line = match bound {
             Ok(false) => return,
-            Ok(true) => Line::info("session.pr_linked").field("pull_request", pr.to_string()),
-            Err(err) => Line::warning("session.link_failed")
+            Ok(true) => Line::info(Kind::SessionPrLinked).field("pull_request", pr.to_string()),
+            Err(err) => Line::warning(Kind::SessionLinkFailed)
                 .field("linked_ref", pr.to_string())
                 .field("error", err.to_string()),
         };
@@ -451,7 +451,7 @@ impl Dispatcher {
         .await?;
         if let Some(existed) = recovered {
             self.events().emit(
-                Line::warning("session.spawn_recovered")
+                Line::warning(Kind::SessionSpawnRecovered)
                     .work_item(endpoint)
                     .field("tmux_target", target)
                     .field("session_ended", existed),
@@ -528,7 +528,7 @@ impl Dispatcher {
         .await
         .map_err(|err| format!("workspace: {err}"))?;
         self.events().emit(
-            Line::info("workspace.prepared")
+            Line::info(Kind::WorkspacePrepared)
                 .work_item(endpoint)
                 .field("strategy", workspace.strategy.as_str())
                 .field("checkout", checkout.path.display().to_string())
@@ -558,8 +558,8 @@ impl Dispatcher {
         .await;
         let line = match seeded {
             Ok(notes) if notes.is_empty() => return,
-            Ok(notes) => Line::info("workspace.trusted").field("applied", notes),
-            Err(err) => Line::warning("workspace.trust_failed").field("error", err.to_string()),
+            Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
+            Err(err) => Line::warning(Kind::WorkspaceTrustFailed).field("error", err.to_string()),
         };
         self.events().emit(line.work_item(item).field("cwd", cwd.display().to_string()));
     }
@@ -623,7 +623,7 @@ fn note_delivery(
 /// be removed: the next spawn into the same tmux name (after a close) would take the
 /// kept session for one cut short and end it.
 fn marker_left(endpoint: &WorkItemRef, err: &loop_sessions::registry::RegistryError) -> Line {
-    Line::warning("session.spawn_marker_left").work_item(endpoint).field("error", err.to_string())
+    Line::warning(Kind::SessionSpawnMarkerLeft).work_item(endpoint).field("error", err.to_string())
 }
 
 /// `routing.tmux` as the session lifecycle reads it.

@@ -34,7 +34,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 pub use loop_core::poll::DeliveryStatus;
 use loop_core::route::KnownExistence;
 use loop_github::GithubClient;
@@ -144,7 +144,7 @@ impl Dispatcher {
         };
         if !abandoned.is_empty() {
             dispatcher.events().emit(
-                Line::warning("dispatch.abandoned")
+                Line::warning(Kind::DispatchAbandoned)
                     .field("count", abandoned.len())
                     .field("delivery_ids", &abandoned)
                     .field("reason", "previous-process-ended"),
@@ -262,7 +262,7 @@ impl Dispatcher {
             Ok(records) => Snapshot { records },
             Err(err) => {
                 self.events()
-                    .emit(Line::error("registry.unreadable").field("error", err.to_string()));
+                    .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
                 Snapshot::default()
             }
         }
@@ -327,7 +327,7 @@ impl Dispatcher {
             Ok(value) => Some(value),
             Err(err) => {
                 self.events().emit(
-                    Line::warning("dispatch.ledger_write_failed").field("error", err.to_string()),
+                    Line::warning(Kind::DispatchLedgerWriteFailed).field("error", err.to_string()),
                 );
                 None
             }
@@ -354,7 +354,7 @@ impl Dispatcher {
             })
             .await;
             self.events().emit(
-                Line::warning("dispatch.abandoned")
+                Line::warning(Kind::DispatchAbandoned)
                     .field("count", abandoned.len())
                     .field("delivery_ids", &abandoned),
             );

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::poll::{self, ClosureClass, RecordFacts, Skip};
 use loop_github::{ItemKind, ItemState};
 
@@ -126,7 +126,7 @@ impl<D: Dispatch> Poller<D> {
             Err(error) => {
                 report.errors.push(format!("{item}: {error}"));
                 self.store.events().emit(
-                    Line::warning("poll.item_error")
+                    Line::warning(Kind::PollItemError)
                         .work_item(item)
                         .field("error", &error)
                         .field("will_retry", true),
@@ -143,7 +143,7 @@ impl<D: Dispatch> Poller<D> {
             ItemKind::PullRequest => "pull-request",
         };
         self.store.events().emit(
-            Line::info("poll.closure_detected")
+            Line::info(Kind::PollClosureDetected)
                 .work_item(item)
                 .field("state", state)
                 .field("kind", kind),
@@ -151,7 +151,7 @@ impl<D: Dispatch> Poller<D> {
         if let Err(error) = self.dispatch.close(close_event(&status)).await {
             report.errors.push(format!("{item}: {error}"));
             self.store.events().emit(
-                Line::warning("poll.item_error")
+                Line::warning(Kind::PollItemError)
                     .work_item(item)
                     .field("error", &error)
                     .field("will_retry", true),

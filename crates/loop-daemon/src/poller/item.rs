@@ -11,7 +11,7 @@ use loop_core::config::Config;
 use loop_core::control::{Command, Vocabulary, is_armed, start_required};
 use loop_core::event::Actor;
 use loop_core::guards::is_collaborator;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::poll::{self, CommentStep, SpawnStep, ThreadEntry};
 use loop_core::record::{Collaborators, CommentId, CommentLedger, Control, SpawnLedger};
 use loop_core::{Login, WorkItemRef};
@@ -91,7 +91,7 @@ impl<D: Dispatch> Poller<D> {
     fn item_error(&self, item: &WorkItemRef, error: &str, report: &mut CycleReport) {
         report.errors.push(format!("{item}: {error}"));
         self.store.events().emit(
-            Line::error("poll.item_error")
+            Line::error(Kind::PollItemError)
                 .work_item(item)
                 .field("error", error)
                 .field("will_retry", true),
@@ -131,7 +131,7 @@ impl<D: Dispatch> Poller<D> {
         {
             self.store
                 .events()
-                .emit(Line::warning("poll.unauthorized").work_item(item).field("actor", name));
+                .emit(Line::warning(Kind::PollUnauthorized).work_item(item).field("actor", name));
         }
 
         let actors: Vec<Actor> = thread.iter().map(|c| actor(&c.author)).collect();
@@ -238,7 +238,7 @@ impl<D: Dispatch> Poller<D> {
         let rearmed = poll::rearm(comments, &self.version);
         if !rearmed.is_empty() {
             self.store.events().emit(
-                Line::info("poll.rearmed")
+                Line::info(Kind::PollRearmed)
                     .work_item(item)
                     .field("comments", &rearmed)
                     .field("version", &self.version),
@@ -294,7 +294,7 @@ impl<D: Dispatch> Poller<D> {
                 spawn.gave_up = true;
                 report.failures += 1;
                 self.store.events().emit(
-                    Line::error("poll.spawn_failed")
+                    Line::error(Kind::PollSpawnFailed)
                         .work_item(item)
                         .field("attempts", attempts)
                         .field("will_retry", false),
@@ -357,7 +357,7 @@ impl<D: Dispatch> Poller<D> {
             CommentStep::GiveUp { attempts } => {
                 self.memory.attempted.remove(&key);
                 self.store.events().emit(
-                    Line::error("poll.comment_failed")
+                    Line::error(Kind::PollCommentFailed)
                         .work_item(item)
                         .field("comment_id", comment.id)
                         .field("actor", author)
@@ -381,7 +381,7 @@ impl<D: Dispatch> Poller<D> {
                     );
                     report.comments_forwarded += 1;
                     self.store.events().emit(
-                        Line::info("poll.comment_forwarded")
+                        Line::info(Kind::PollCommentForwarded)
                             .work_item(item)
                             .field("comment_id", comment.id)
                             .field("actor", author)
@@ -399,7 +399,7 @@ impl<D: Dispatch> Poller<D> {
 
     fn settled(&self, item: &WorkItemRef, comment: &ThreadComment, outcome: &str) {
         self.store.events().emit(
-            Line::info("poll.comment_settled")
+            Line::info(Kind::PollCommentSettled)
                 .work_item(item)
                 .field("comment_id", comment.id)
                 .field("actor", comment.author.as_str())
@@ -420,13 +420,13 @@ impl<D: Dispatch> Poller<D> {
         };
         match answer {
             Ok(_) => self.store.events().emit(
-                Line::info("poll.giveup_reported")
+                Line::info(Kind::PollGiveupReported)
                     .work_item(item)
                     .field("comment_id", notice.id)
                     .field("attempts", notice.attempts),
             ),
             Err(error) => self.store.events().emit(
-                Line::warning("poll.giveup_report_failed")
+                Line::warning(Kind::PollGiveupReportFailed)
                     .work_item(item)
                     .field("comment_id", notice.id)
                     .field("error", error),

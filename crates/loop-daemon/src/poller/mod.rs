@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::config::Config;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::record::CommentId;
 use loop_core::{RepoRef, WorkItemRef};
 use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment, Validator};
@@ -355,7 +355,7 @@ impl<D: Dispatch> Poller<D> {
             Ok(lock) => Ok(lock),
             Err(StoreError::PidfileHeld { path, pid }) => {
                 self.store.events().emit(
-                    Line::error("poller.blocked")
+                    Line::error(Kind::PollerBlocked)
                         .field("pidfile", path.display().to_string())
                         .field("holder", pid),
                 );
@@ -369,7 +369,7 @@ impl<D: Dispatch> Poller<D> {
     pub fn announce_start(&self, config: &Config, once: bool) {
         let sources: Vec<String> = scope::scopes(config).iter().map(Scope::name).collect();
         self.store.events().emit(
-            Line::info("poller.started")
+            Line::info(Kind::PollerStarted)
                 .field("interval_seconds", config.polling.interval_seconds)
                 .field("sources", sources)
                 .field("once", once),
@@ -384,7 +384,7 @@ impl<D: Dispatch> Poller<D> {
 
     /// Says the poller stopped (`poller.stopped`).
     pub fn announce_stop(&self) {
-        self.store.events().emit(Line::info("poller.stopped"));
+        self.store.events().emit(Line::info(Kind::PollerStopped));
     }
 
     /// One poll cycle. `stop` is checked before each scope and each item: the item in
@@ -445,7 +445,7 @@ impl<D: Dispatch> Poller<D> {
             Err(err) => {
                 report.errors.push(format!("state: {err}"));
                 self.store.events().emit(
-                    Line::error("poll.provider_error")
+                    Line::error(Kind::PollProviderError)
                         .field("provider", "state")
                         .field("error", err.to_string())
                         .field("will_retry", true),
@@ -537,7 +537,7 @@ impl<D: Dispatch> Poller<D> {
                     let was_failing = self.memory.failing_scopes.remove(&name);
                     if self.memory.quarantine.remove(&name).is_some() || was_failing {
                         self.store.events().emit(
-                            Line::info("poll.scope_recovered")
+                            Line::info(Kind::PollScopeRecovered)
                                 .field("provider", "github")
                                 .field("scope", &name),
                         );
@@ -551,7 +551,7 @@ impl<D: Dispatch> Poller<D> {
                         self.memory.quarantine.insert(name.clone(), cycle + REPROBE_EVERY_CYCLES);
                     if renewed.is_none() {
                         self.store.events().emit(
-                            Line::warning("poll.scope_degraded")
+                            Line::warning(Kind::PollScopeDegraded)
                                 .field("provider", "github")
                                 .field("scope", &name)
                                 .field("error", err.to_string())
@@ -598,7 +598,7 @@ impl<D: Dispatch> Poller<D> {
         });
         self.memory.failing_scopes.insert(name.to_owned());
         self.store.events().emit(
-            Line::error("poll.scope_error")
+            Line::error(Kind::PollScopeError)
                 .field("provider", "github")
                 .field("scope", name)
                 .field("error", error)
@@ -656,7 +656,7 @@ impl<D: Dispatch> Poller<D> {
                 Err(err) => {
                     report.errors.push(format!("github: {err}"));
                     self.store.events().emit(
-                        Line::error("poll.provider_error")
+                        Line::error(Kind::PollProviderError)
                             .field("provider", "github")
                             .field("error", err.to_string())
                             .field("will_retry", true),
@@ -867,14 +867,14 @@ impl<D: Dispatch> Poller<D> {
         if released > 0 {
             self.store
                 .events()
-                .emit(Line::info("poll.attempts_released").field("released", released));
+                .emit(Line::info(Kind::PollAttemptsReleased).field("released", released));
         }
         Ok(released)
     }
 
     /// The `poll.cycle` event, a log line and the heartbeat.
     fn summarize(&self, config: &Config, report: &CycleReport) {
-        let mut event = Line::info("poll.cycle")
+        let mut event = Line::info(Kind::PollCycle)
             .field("items_seen", report.items_seen)
             .field("spawns", report.spawns)
             .field("comments_forwarded", report.comments_forwarded)
@@ -959,7 +959,7 @@ pub async fn run<D: Dispatch>(
         }
         if config.has_changed().unwrap_or(false) {
             current = config.borrow_and_update().clone();
-            poller.store.events().emit(Line::info("config.reloaded").field(
+            poller.store.events().emit(Line::info(Kind::ConfigReloaded).field(
                 "detail",
                 format!(
                     "polling: {} scope(s), interval={}s",

@@ -20,7 +20,7 @@ use loop_core::config::Config;
 use loop_core::control::ControlDecision;
 use loop_core::event::{DedupKey, Event};
 use loop_core::guards::ScopeRefusal;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::plan::delivery_fields;
 pub use loop_core::plan::{Delivery, Judged};
 use loop_core::route::IssueExistence;
@@ -64,16 +64,17 @@ impl RecordDecision {
 impl Dispatch for RecordDecision {
     fn dispatch(&self, judged: Judged) {
         let (decision, command, detail) = describe(&judged.decision);
-        let line = delivery_fields(Line::info("dispatch.decided"), &judged.delivery, &judged.event)
-            .field("actor", judged.event.actor.name())
-            .field("work_items", &judged.refs)
-            .field("target", &judged.target)
-            .field("labeled", judged.labeled)
-            .field("dedup_key", judged.dedup_key.as_ref().map(DedupKey::as_str))
-            .field("decision", decision)
-            .field("command", command)
-            .field("detail", detail)
-            .field("scope", judged.scope.as_ref().err().map(ScopeRefusal::reason));
+        let line =
+            delivery_fields(Line::info(Kind::DispatchDecided), &judged.delivery, &judged.event)
+                .field("actor", judged.event.actor.name())
+                .field("work_items", &judged.refs)
+                .field("target", &judged.target)
+                .field("labeled", judged.labeled)
+                .field("dedup_key", judged.dedup_key.as_ref().map(DedupKey::as_str))
+                .field("decision", decision)
+                .field("command", command)
+                .field("detail", detail)
+                .field("scope", judged.scope.as_ref().err().map(ScopeRefusal::reason));
         self.events.emit(line);
     }
 }
@@ -164,7 +165,7 @@ impl Intake {
             // The receiver refuses such bodies; a journal written by hand may still hold one.
             _ => {
                 self.events.emit(
-                    Line::error("webhook.rejected")
+                    Line::error(Kind::WebhookRejected)
                         .field("reason", "invalid-payload")
                         .field("gh_event", &delivery.gh_event)
                         .field("delivery_id", &delivery.delivery_id),
@@ -178,12 +179,13 @@ impl Intake {
         let event = Event::from_webhook(&delivery.gh_event, &payload);
         drop(payload);
         let line = |line: Line| delivery_fields(line, &delivery, &event);
-        self.events.emit(line(Line::info("webhook.received")).field("verified", delivery.verified));
+        self.events
+            .emit(line(Line::info(Kind::WebhookReceived)).field("verified", delivery.verified));
 
         let report = Report { events: &self.events, metrics: self.metrics.as_ref() };
         let gh = &config.webhooks.gh_webhook;
         if !gh.events.contains(&delivery.gh_event) {
-            let line = line(Line::debug("routing.dropped")).field("reason", "disabled-event");
+            let line = line(Line::debug(Kind::RoutingDropped)).field("reason", "disabled-event");
             report.refuse(line, "disabled-event");
             return;
         }
@@ -208,12 +210,13 @@ impl Intake {
                 for warning in detail.iter().skip(1) {
                     tracing::warn!("{warning}");
                 }
-                self.events.emit(Line::info("config.reloaded").field("detail", detail.join("; ")));
+                self.events
+                    .emit(Line::info(Kind::ConfigReloaded).field("detail", detail.join("; ")));
             }
             Reload::Failed { error, .. } => {
                 tracing::warn!(error = %error, "the config file changed but cannot be used; keeping the previous config");
                 self.events.emit(
-                    Line::warning("config.reload_failed")
+                    Line::warning(Kind::ConfigReloadFailed)
                         .field("path", self.config.path())
                         .field("error", error.to_string()),
                 );

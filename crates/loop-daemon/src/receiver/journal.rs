@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_store::inbox::{Inbox, Journalled, Receipt, Retired, SegmentSync};
 use loop_store::{EventLog, StoreError};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -93,7 +93,7 @@ pub(crate) fn spawn_writer(
         }
         if let Err(err) = inbox.sync() {
             tracing::error!(error = %err, "cannot sync the inbox journal at shutdown");
-            events.emit(Line::error("inbox.write_failed").field("error", err.to_string()));
+            events.emit(Line::error(Kind::InboxWriteFailed).field("error", err.to_string()));
         }
     })
 }
@@ -139,7 +139,7 @@ fn commit(
         tracing::error!(error = %err, "cannot write the inbox journal; deliveries are refused with 503");
     }
     if let Some(err) = failure.as_ref().or(flushed.as_ref().err()) {
-        events.emit(Line::error("inbox.write_failed").field("error", err.to_string()));
+        events.emit(Line::error(Kind::InboxWriteFailed).field("error", err.to_string()));
     }
     let mut written_to = None;
     let mut not_queued = false;
@@ -242,5 +242,5 @@ fn report_sync_failure(err: &StoreError, failing: &mut bool, events: &EventLog) 
         return;
     }
     tracing::error!(error = %err, "cannot sync the inbox journal; acknowledged deliveries are not safe from a power loss");
-    events.emit(Line::error("inbox.sync_failed").field("error", err.to_string()));
+    events.emit(Line::error(Kind::InboxSyncFailed).field("error", err.to_string()));
 }

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jiff::Timestamp;
 use loop_core::config::Config;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::route::KnownExistence;
 use loop_store::inbox::{Inbox, Receipt};
 use loop_store::{EventLog, StateLayout, StateStore, StoreError};
@@ -178,7 +178,7 @@ impl Receiver {
         let (inbox, contents) = Inbox::open(&layout.inbox_dir()).map_err(ReceiverError::Inbox)?;
         for torn in &contents.ignored {
             events.emit(
-                Line::warning("inbox.torn_tail")
+                Line::warning(Kind::InboxTornTail)
                     .field("path", &torn.path)
                     .field("offset", torn.offset)
                     .field("bytes", torn.bytes),
@@ -343,7 +343,7 @@ impl Receiver {
         let local = listener.local_addr().map_err(ReceiverError::Serve)?;
         let gh = &current.webhooks.gh_webhook;
         events.emit(
-            Line::info("server.started")
+            Line::info(Kind::ServerStarted)
                 .field("host", local.ip().to_string())
                 .field("port", local.port())
                 .field("path", &gh.path)
@@ -391,7 +391,7 @@ impl Receiver {
             tracing::warn!("the processor or the journal writer did not stop in time");
         }
         events.emit(
-            Line::info("server.stopped")
+            Line::info(Kind::ServerStopped)
                 .field("host", local.ip().to_string())
                 .field("port", local.port()),
         );
@@ -544,8 +544,8 @@ async fn deliver(
         delivery: text("x-github-delivery"),
         signature: text(loop_github::signature::SIGNATURE_HEADER),
     };
-    let reject = |reason: &'static str, level: fn(&'static str) -> Line| {
-        let line = level("webhook.rejected")
+    let reject = |reason: &'static str, level: fn(Kind) -> Line| {
+        let line = level(Kind::WebhookRejected)
             .field("reason", reason)
             .field("gh_event", headers.event.unwrap_or("unknown"))
             .field("delivery_id", headers.delivery);

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_store::EventLog;
 use loop_store::inbox::{self, Journalled};
 use tokio::sync::mpsc;
@@ -173,7 +173,7 @@ impl Processor {
         let stop = Arc::new(AtomicBool::new(false));
         let mut backlog = std::mem::take(&mut self.backlog);
         if !backlog.is_empty() {
-            self.events.emit(Line::info("inbox.replaying").field("count", backlog.len()));
+            self.events.emit(Line::info(Kind::InboxReplaying).field("count", backlog.len()));
         }
         while !backlog.is_empty() {
             let rest = backlog.split_off(backlog.len().min(BATCH));
@@ -258,7 +258,7 @@ impl Processor {
             let mut process = |item: &Journalled, processed: &mut Vec<u64>| {
                 if catch_unwind(AssertUnwindSafe(|| pipeline.process(item))).is_err() {
                     events.emit(
-                        Line::error("dispatch.error")
+                        Line::error(Kind::DispatchError)
                             .field("error", "processing panicked")
                             .field("gh_event", &item.receipt.event)
                             .field("delivery_id", &item.receipt.delivery_id)

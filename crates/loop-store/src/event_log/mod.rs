@@ -224,12 +224,14 @@ fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use loop_core::log::Kind;
+
     use super::*;
 
     #[test]
     fn a_disabled_log_writes_nothing() {
         let log = EventLog::disabled();
-        log.append(&Line::info("x"), Timestamp::UNIX_EPOCH).unwrap();
+        log.append(&Line::info(Kind::WebhookReceived), Timestamp::UNIX_EPOCH).unwrap();
         assert_eq!(log.path(), None);
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use loop_core::control::Command as ControlCommand;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::record::PollLedger;
 use loop_store::PidLock;
 
@@ -94,7 +94,7 @@ fn act() {
             let log = store.events().clone().with_rotation(crate::event_log::small_rotation());
             for n in 0..count(2) {
                 log.append(
-                    &Line::info("test.appended").field("writer", args[1]).field("n", n),
+                    &Line::info(Kind::WebhookReceived).field("writer", args[1]).field("n", n),
                     jiff::Timestamp::now(),
                 )
                 .unwrap();
@@ -105,7 +105,7 @@ fn act() {
             let log = store.events().clone().with_rotation(crate::event_log::small_rotation());
             let log = log.with_writer();
             for n in 0..count(2) {
-                log.emit(Line::info("test.appended").field("writer", args[1]).field("n", n));
+                log.emit(Line::info(Kind::WebhookReceived).field("writer", args[1]).field("n", n));
             }
         }
         // Appends one receipt to the inbox journal and writes it without a sync, says

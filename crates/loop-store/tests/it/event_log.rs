@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 
 use jiff::Timestamp;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line, Weight};
 use loop_store::event_log::read::{EventTail, read_all};
 use loop_store::event_log::{EventLog, Rotation};
 
@@ -37,7 +37,7 @@ fn concurrent_threads_lose_no_line_and_rotation_keeps_each_writers_order() {
             scope.spawn(move || {
                 for n in 0..300u64 {
                     log.append(
-                        &Line::info("test.appended").field("writer", writer).field("n", n),
+                        &Line::info(Kind::WebhookReceived).field("writer", writer).field("n", n),
                         Timestamp::now(),
                     )
                     .unwrap();
@@ -90,7 +90,9 @@ fn threads_emitting_through_the_writer_lose_no_line_and_rotation_keeps_each_writ
             let log = log.clone();
             scope.spawn(move || {
                 for n in 0..300u64 {
-                    log.emit(Line::info("test.appended").field("writer", writer).field("n", n));
+                    log.emit(
+                        Line::info(Kind::WebhookReceived).field("writer", writer).field("n", n),
+                    );
                 }
             });
         }
@@ -138,16 +140,19 @@ fn after_another_process_rotates_the_writer_appends_to_the_new_live_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
     let log = EventLog::new(&path, "test").with_writer();
-    log.emit(Line::info("before"));
+    log.emit(Line::info(Kind::WebhookReceived));
     log.flush();
     // What a rotation by another process leaves: the live file renamed away.
     fs::rename(&path, dir.path().join("events.jsonl.1")).unwrap();
-    log.emit(Line::info("after"));
+    log.emit(Line::info(Kind::RoutingRouted));
     log.flush();
     let live = fs::read_to_string(&path).unwrap();
     let rotated = fs::read_to_string(dir.path().join("events.jsonl.1")).unwrap();
-    assert!(live.contains("after") && !live.contains("before"), "{live}");
-    assert!(rotated.contains("before") && !rotated.contains("after"), "{rotated}");
+    assert!(live.contains("routing.routed") && !live.contains("webhook.received"), "{live}");
+    assert!(
+        rotated.contains("webhook.received") && !rotated.contains("routing.routed"),
+        "{rotated}"
+    );
 }
 
 #[test]
@@ -157,7 +162,7 @@ fn dropping_the_last_clone_writes_every_line_emitted_before() {
     let log = EventLog::new(&path, "test").with_writer();
     let clone = log.clone();
     for n in 0..500u64 {
-        clone.emit(Line::info("test.appended").field("writer", "w").field("n", n));
+        clone.emit(Line::info(Kind::WebhookReceived).field("writer", "w").field("n", n));
     }
     drop(clone);
     drop(log);
@@ -181,7 +186,9 @@ fn a_tail_returns_only_new_lines_and_follows_across_a_rotation() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
     let log = EventLog::new(&path, "test").with_rotation(Rotation { max_bytes: 300, keep: 3 });
-    let append = |n: u64| log.append(&Line::info("t").field("n", n), Timestamp::now()).unwrap();
+    let append = |n: u64| {
+        log.append(&Line::info(Kind::WebhookReceived).field("n", n), Timestamp::now()).unwrap()
+    };
     append(0);
     let mut tail = EventTail::from_end(&path).unwrap();
     assert!(tail.poll().unwrap().is_empty());
@@ -222,11 +229,12 @@ fn with_a_writer_a_line_recording_an_effect_is_in_the_file_when_emit_returns() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
     let log = EventLog::new(&path, "test").with_writer();
-    for name in ["control.command", "session.spawned", "work_item.ended", "cleanup.deferred"] {
-        log.emit(Line::info(name));
+    let effects = Kind::ALL.iter().filter(|kind| kind.weight() == Weight::Effect);
+    for kind in effects {
+        log.emit(Line::info(*kind));
         let written = fs::read_to_string(&path).unwrap_or_default();
-        assert!(written.contains(name), "{name} was not written before emit returned: {written}");
+        assert!(written.contains(kind.name()), "{kind} was not written before emit returned");
     }
-    log.emit(Line::warning("anything.failed"));
-    assert!(fs::read_to_string(&path).unwrap().contains("anything.failed"));
+    log.emit(Line::warning(Kind::PollItemError));
+    assert!(fs::read_to_string(&path).unwrap().contains("poll.item_error"));
 }

@@ -17,7 +17,7 @@ use loop_core::config::Config;
 use loop_core::control::Command;
 use loop_core::explain::{ItemState, describe_item};
 use loop_core::guards::mark_self_authored;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
 use loop_daemon::dispatcher::Dispatcher;
@@ -418,12 +418,14 @@ pub fn post_keyword(
         });
     match posted {
         Ok(comment) => site.store.events().emit(
-            Line::info("control.announced").work_item(item).field("comment_url", comment.html_url),
+            Line::info(Kind::ControlAnnounced)
+                .work_item(item)
+                .field("comment_url", comment.html_url),
         ),
         Err(error) => {
             printer.warning(format!("could not post `{keyword}` on {item}: {error}"));
             site.store.events().emit(
-                Line::warning("control.announce_failed").work_item(item).field("error", error),
+                Line::warning(Kind::ControlAnnounceFailed).work_item(item).field("error", error),
             );
         }
     }
@@ -535,7 +537,7 @@ fn link_pr(
     match registry.link_pull_request(item, &pr, jiff::Timestamp::now()) {
         Ok(true) => {
             site.store.events().emit(
-                Line::info("session.pr_linked")
+                Line::info(Kind::SessionPrLinked)
                     .work_item(item)
                     .field("pull_request", pr.to_string()),
             );

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use jiff::Timestamp;
-use loop_core::log::Line;
+use loop_core::log::{Kind, Line};
 use loop_store::event_log::{EventLog, Rotation};
 
 use crate::common::Cli;
@@ -24,7 +24,7 @@ fn at(ts: &str) -> Timestamp {
 fn fill(path: &Path, count: u64) {
     let log = EventLog::new(path, "poll").with_rotation(Rotation { max_bytes: 600, keep: 50 });
     for n in 0..count {
-        let event = if n % 2 == 0 { "session.spawned" } else { "poll.item_error" };
+        let event = if n % 2 == 0 { Kind::SessionSpawned } else { Kind::PollItemError };
         let item = if n % 2 == 0 { "github:octo/app#1" } else { "github:octo/app#2" };
         let minute = format!("2026-11-29T10:{:02}:00Z", n);
         log.append(&Line::info(event).field("work_item", item).field("n", n), at(&minute)).unwrap();
@@ -111,7 +111,8 @@ fn follow_prints_appends_and_exits_0_on_ctrl_c() {
     let cli = Cli::new();
     let path = default_log(&cli);
     let log = EventLog::new(&path, "poll");
-    log.append(&Line::info("first").field("n", 0), at("2026-11-29T10:00:00Z")).unwrap();
+    log.append(&Line::info(Kind::WebhookReceived).field("n", 0), at("2026-11-29T10:00:00Z"))
+        .unwrap();
 
     let mut command = Command::new(env!("CARGO_BIN_EXE_the-loop"));
     command
@@ -127,12 +128,18 @@ fn follow_prints_appends_and_exits_0_on_ctrl_c() {
     // The backlog is printed after the tail is in place: anything appended from here on
     // is followed.
     stdout.read_line(&mut line).unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"], "first");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"],
+        "webhook.received"
+    );
 
-    log.append(&Line::info("second").field("n", 1), at("2026-11-29T10:01:00Z")).unwrap();
+    log.append(&Line::info(Kind::RoutingRouted).field("n", 1), at("2026-11-29T10:01:00Z")).unwrap();
     line.clear();
     stdout.read_line(&mut line).unwrap();
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"], "second");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()["event"],
+        "routing.routed"
+    );
 
     let interrupted =
         Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();

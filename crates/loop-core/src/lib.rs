@@ -18,6 +18,7 @@
 //! - [`event`]: the normalized event both ingresses produce.
 //! - [`linkage`]: which issues a pull request says it delivers.
 //! - [`route`]: event → ordered work-item refs, and the existence-check seam.
+//! - [`hint`]: the operator's next step for an error, apart from its message.
 //! - [`guards`]: self-authored marker, repository bound, actor guard, instance scope.
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
@@ -33,6 +34,7 @@ pub mod event;
 pub mod excerpt;
 pub mod explain;
 pub mod guards;
+pub mod hint;
 pub mod linkage;
 pub mod log;
 pub mod login;
@@ -43,5 +45,6 @@ pub mod record;
 pub mod refs;
 pub mod route;
 
+pub use hint::Hint;
 pub use login::Login;
 pub use refs::{RefError, RepoRef, WorkItemRef};

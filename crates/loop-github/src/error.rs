@@ -14,9 +14,7 @@ pub enum GithubError {
     NotFound { url: String },
 
     /// GitHub refused the token even after it was asked for again.
-    #[error(
-        "GitHub refused the token for `{url}` (401)\nhint: the token in `GH_TOKEN`/`GITHUB_TOKEN` or from `gh auth token` has expired or been revoked"
-    )]
+    #[error("GitHub refused the token for `{url}` (401)")]
     Unauthorized { url: String },
 
     /// The token works but may not do this (403 without a rate-limit reason).
@@ -46,9 +44,7 @@ pub enum GithubError {
     Token(#[from] TokenError),
 
     /// The configured base URL cannot be used.
-    #[error(
-        "`{base_url}` is not a usable GitHub API base URL: {reason}\nhint: set `integrations.github.api.baseUrl` to e.g. `https://ghe.example.com/api/v3`"
-    )]
+    #[error("`{base_url}` is not a usable GitHub API base URL: {reason}")]
     BaseUrl { base_url: String, reason: String },
 
     /// A ref on another host was handed to this host's client.
@@ -58,6 +54,23 @@ pub enum GithubError {
     /// The HTTP client could not be built (TLS set-up).
     #[error("could not set up the HTTP client")]
     Setup(#[source] reqwest::Error),
+}
+
+impl loop_core::Hint for GithubError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::Unauthorized { .. } => Some(
+                "the token in `GH_TOKEN`/`GITHUB_TOKEN` or from `gh auth token` has expired or been revoked"
+                    .to_owned(),
+            ),
+            Self::BaseUrl { .. } => Some(
+                "set `integrations.github.api.baseUrl` to e.g. `https://ghe.example.com/api/v3`"
+                    .to_owned(),
+            ),
+            Self::Token(err) => err.hint(),
+            _ => None,
+        }
+    }
 }
 
 impl GithubError {

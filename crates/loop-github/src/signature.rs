@@ -17,10 +17,17 @@ pub enum SignatureError {
     Missing,
     #[error("`X-Hub-Signature-256` is not `sha256=` followed by 64 hex digits")]
     Malformed,
-    #[error(
-        "`X-Hub-Signature-256` does not match the body\nhint: check that the webhook secret configured on GitHub is the one in `webhooks.ghWebhook.secretEnv`"
-    )]
+    #[error("`X-Hub-Signature-256` does not match the body")]
     Mismatch,
+}
+
+impl loop_core::Hint for SignatureError {
+    fn hint(&self) -> Option<String> {
+        matches!(self, Self::Mismatch).then(|| {
+            "check that the webhook secret configured on GitHub is the one in `webhooks.ghWebhook.secretEnv`"
+                .to_owned()
+        })
+    }
 }
 
 /// Checks `header` (the value of `X-Hub-Signature-256`) against `body` signed with `secret`.

@@ -51,9 +51,8 @@ impl fmt::Display for Token {
 /// No way of finding a token worked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "no GitHub token for `{host}`: none of the environment variables {} is set, and `gh auth token` {gh_outcome}\nhint: export `GH_TOKEN`, run `gh auth login{}`, or name the variable holding your token in `integrations.github.api.tokenEnv`",
+    "no GitHub token for `{host}`: none of the environment variables {} is set, and `gh auth token` {gh_outcome}",
     env_names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-    gh_hostname_hint(host)
 )]
 pub struct TokenError {
     /// The host the token was wanted for.
@@ -62,6 +61,15 @@ pub struct TokenError {
     pub env_names: Vec<String>,
     /// What happened when `gh auth token` was run (never its output).
     pub gh_outcome: String,
+}
+
+impl loop_core::Hint for TokenError {
+    fn hint(&self) -> Option<String> {
+        Some(format!(
+            "export `GH_TOKEN`, run `gh auth login{}`, or name the variable holding your token in `integrations.github.api.tokenEnv`",
+            gh_hostname_hint(&self.host)
+        ))
+    }
 }
 
 fn gh_hostname_hint(host: &str) -> String {
@@ -179,6 +187,8 @@ impl TokenSource {
 
 #[cfg(test)]
 mod tests {
+    use loop_core::Hint as _;
+
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -207,14 +217,14 @@ mod tests {
     async fn no_token_error_names_every_way_to_provide_one() {
         let source = TokenSource::new("ghe.example.com", &[], env(&[("OTHER", "x")]))
             .with_gh_program("/nonexistent/gh");
-        let err = source.token().await.unwrap_err().to_string();
-        for needle in [
-            "`GH_TOKEN`, `GITHUB_TOKEN`",
-            "gh auth login --hostname ghe.example.com",
-            "tokenEnv",
-            "could not be run",
-        ] {
-            assert!(err.contains(needle), "{needle} missing from: {err}");
+        let err = source.token().await.unwrap_err();
+        let (message, hint) = (err.to_string(), err.hint().unwrap_or_default());
+        for needle in ["`GH_TOKEN`, `GITHUB_TOKEN`", "could not be run"] {
+            assert!(message.contains(needle), "{needle} missing from: {message}");
         }
+        for needle in ["gh auth login --hostname ghe.example.com", "tokenEnv"] {
+            assert!(hint.contains(needle), "{needle} missing from the hint: {hint}");
+        }
+        assert!(!message.contains("hint"), "the hint is not part of the message: {message}");
     }
 }

@@ -43,9 +43,7 @@ pub enum HarnessError {
     NoResume { harness: String, why: String },
     #[error("harness `{harness}` has an empty `{template}` command template")]
     EmptyTemplate { harness: String, template: &'static str },
-    #[error(
-        "could not ask `{program}` for a new chat id\nhint: is `{program}` installed and logged in?"
-    )]
+    #[error("could not ask `{program}` for a new chat id")]
     NewChat {
         program: String,
         #[source]
@@ -53,6 +51,17 @@ pub enum HarnessError {
     },
     #[error("`{program} create-chat` failed ({status}): {output}")]
     NewChatFailed { program: String, status: String, output: String },
+}
+
+impl loop_core::Hint for HarnessError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::NewChat { program, .. } => {
+                Some(format!("is `{program}` installed and logged in?"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A harness conversation id: `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, so it can never start

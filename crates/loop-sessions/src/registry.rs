@@ -31,15 +31,11 @@ use loop_store::{StateStore, StoreError};
 /// Why a registry operation was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error(
-        "`{work_item}` already has a live session\nhint: pass force to replace it, or close it first (`the-loop sessions close --work-item {work_item}`)"
-    )]
+    #[error("`{work_item}` already has a live session")]
     AlreadyLive { work_item: WorkItemRef },
     #[error("`{work_item}` does not deliver itself; a PR endpoint must be another ref")]
     SelfLink { work_item: WorkItemRef },
-    #[error(
-        "cannot {action} the spawn marker `{path}`\nhint: check the permissions of the registry directory"
-    )]
+    #[error("cannot {action} the spawn marker `{path}`")]
     SpawnMarker {
         action: &'static str,
         path: std::path::PathBuf,
@@ -48,6 +44,20 @@ pub enum RegistryError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl loop_core::Hint for RegistryError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::AlreadyLive { work_item } => Some(format!(
+                "pass force to replace it, or close it first (`the-loop sessions close --work-item {work_item}`)"
+            )),
+            Self::SpawnMarker { .. } => {
+                Some("check the permissions of the registry directory".to_owned())
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The handles a spawn or respawn produced for one endpoint.

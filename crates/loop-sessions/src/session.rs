@@ -25,9 +25,22 @@ pub enum SessionError {
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
     #[error(
-        "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted\nhint: look at it with `tmux attach -r -t {target}`"
+        "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted"
     )]
     NotReady { target: String, within: Duration },
+}
+
+impl loop_core::Hint for SessionError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::Tmux(err) => err.hint(),
+            Self::Harness(err) => err.hint(),
+            Self::NotReady { target, .. } => {
+                Some(format!("look at it with `tmux attach -r -t {target}`"))
+            }
+            Self::Delivery(_) => None,
+        }
+    }
 }
 
 /// How spawns and respawns behave; from `routing.tmux`.

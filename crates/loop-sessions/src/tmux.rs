@@ -120,9 +120,7 @@ impl Liveness {
 /// Why a tmux operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TmuxError {
-    #[error(
-        "tmux (`{binary}`) is not installed or not on PATH\nhint: install it (`apt install tmux`, `dnf install tmux` or `brew install tmux`)"
-    )]
+    #[error("tmux (`{binary}`) is not installed or not on PATH")]
     NotInstalled { binary: PathBuf },
     #[error("could not run tmux `{verb}`")]
     Io {
@@ -138,13 +136,9 @@ pub enum TmuxError {
         "`{target}` is not a the-loop session name (expected `loop-…` of letters, digits, `_` and `-`); refusing to touch it"
     )]
     ForeignTarget { target: String },
-    #[error(
-        "tmux session `{target}` is already running a harness; not spawning over it\nhint: attach with `tmux attach -r -t {target}`, or end it with `tmux kill-session -t {target}`"
-    )]
+    #[error("tmux session `{target}` is already running a harness; not spawning over it")]
     SessionLive { target: String },
-    #[error(
-        "tmux session `{target}` holds a dead pane that could not be cleared\nhint: `tmux kill-session -t {target}`"
-    )]
+    #[error("tmux session `{target}` holds a dead pane that could not be cleared")]
     SessionOccupied { target: String },
     #[error("harness argument `{arg}` ends with `;`, which tmux would read as a command separator")]
     SeparatorInArgv { arg: String },
@@ -152,6 +146,22 @@ pub enum TmuxError {
     StillRunning { target: String },
     #[error("tmux control client: {0}")]
     Control(#[from] ControlError),
+}
+
+impl loop_core::Hint for TmuxError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::NotInstalled { .. } => Some(
+                "install it (`apt install tmux`, `dnf install tmux` or `brew install tmux`)"
+                    .to_owned(),
+            ),
+            Self::SessionLive { target } => Some(format!(
+                "attach with `tmux attach -r -t {target}`, or end it with `tmux kill-session -t {target}`"
+            )),
+            Self::SessionOccupied { target } => Some(format!("`tmux kill-session -t {target}`")),
+            _ => None,
+        }
+    }
 }
 
 /// Why a delivery did not reach the harness.

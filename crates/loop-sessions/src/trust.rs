@@ -44,17 +44,13 @@ pub enum TrustError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "`{path}` is not valid JSON; left untouched\nhint: fix the file, or set `routing.harnessTrust.enabled: false`"
-    )]
+    #[error("`{path}` is not valid JSON; left untouched")]
     NotJson {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error(
-        "`{path}` does not hold a JSON object (or `{key}` is not an object); left untouched\nhint: fix the file, or set `routing.harnessTrust.enabled: false`"
-    )]
+    #[error("`{path}` does not hold a JSON object (or `{key}` is not an object); left untouched")]
     NotObject { path: PathBuf, key: String },
     #[error("could not write `{path}`")]
     Write {
@@ -62,6 +58,13 @@ pub enum TrustError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl loop_core::Hint for TrustError {
+    fn hint(&self) -> Option<String> {
+        matches!(self, Self::NotJson { .. } | Self::NotObject { .. })
+            .then(|| "fix the file, or set `routing.harnessTrust.enabled: false`".to_owned())
+    }
 }
 
 /// Where Claude Code keeps its files, resolved from `$HOME` and `$CLAUDE_CONFIG_DIR`.

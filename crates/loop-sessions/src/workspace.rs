@@ -32,9 +32,7 @@ pub enum WorkspaceError {
     UnsafeComponent { component: String },
     #[error("`{branch}` is not a branch name the-loop checks out")]
     UnsafeBranch { branch: String },
-    #[error(
-        "git (`{git}`) is not installed or not on PATH\nhint: install git, or set `routing.workspace.gitBinary`"
-    )]
+    #[error("git (`{git}`) is not installed or not on PATH")]
     GitMissing { git: PathBuf },
     #[error("could not run `git {verb}` in `{dir}`")]
     Io {
@@ -45,9 +43,7 @@ pub enum WorkspaceError {
     },
     #[error("`git {verb}` failed in `{dir}`: {stderr}")]
     Git { verb: String, dir: PathBuf, stderr: String },
-    #[error(
-        "branch `{branch}` could not be checked out in `{checkout}`: {reason}\nhint: with the worktree strategy a branch can be checked out only once; the work item's own worktree may hold it"
-    )]
+    #[error("branch `{branch}` could not be checked out in `{checkout}`: {reason}")]
     BranchUnavailable { branch: String, checkout: PathBuf, reason: String },
     #[error("could not remove `{path}`")]
     Remove {
@@ -55,6 +51,21 @@ pub enum WorkspaceError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl loop_core::Hint for WorkspaceError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::GitMissing { .. } => {
+                Some("install git, or set `routing.workspace.gitBinary`".to_owned())
+            }
+            Self::BranchUnavailable { .. } => Some(
+                "with the worktree strategy a branch can be checked out only once; the work item's own worktree may hold it"
+                    .to_owned(),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Where checkouts live and how; from `routing.workspace`.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use loop_core::Hint;
 use loop_core::config::{Config, ConfigError};
 use loop_daemon::config_source::{ConfigFile, SourceError};
 
@@ -97,10 +98,19 @@ impl CliConfig {
     pub fn load(global: &GlobalArgs, printer: Printer) -> anyhow::Result<Self> {
         let location = locate(global)?;
         let file = ConfigFile::read(&location.path)?;
-        let loaded = file.parse().inspect_err(|err| {
-            if let SourceError::Invalid { path, source } = err {
-                print_refusal(path, source, printer);
+        // Every problem is printed here, once; the error says only that the file was
+        // refused, so it is not listed a second time as the cause.
+        let loaded = file.parse().map_err(|err| match err {
+            SourceError::Invalid { path, source } => {
+                print_refusal(&path, &source, printer);
+                let count = source.problems.len();
+                let problems = if count == 1 { "problem" } else { "problems" };
+                anyhow::anyhow!(
+                    "the config file `{}` was refused ({count} {problems} above)",
+                    path.display()
+                )
             }
+            other => other.into(),
         })?;
         for warning in &loaded.warnings {
             printer.warning(warning);
@@ -115,10 +125,16 @@ impl CliConfig {
     }
 }
 
-/// Prints every problem of a refused file, then how to fix a stale one.
+/// Prints every problem of a refused file, then each distinct hint once and how to fix
+/// a stale one.
 pub fn print_refusal(path: &Path, err: &ConfigError, printer: Printer) {
     for problem in &err.problems {
         printer.error(problem);
+    }
+    let mut hints: Vec<String> = err.problems.iter().filter_map(Hint::hint).collect();
+    hints.dedup();
+    for hint in hints {
+        printer.hint(hint);
     }
     if err.needs_migration() {
         printer.hint(format!(

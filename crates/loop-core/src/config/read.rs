@@ -52,6 +52,18 @@ pub struct Problem {
     pub message: String,
 }
 
+impl crate::Hint for Problem {
+    /// The next step for a problem of this kind, printed once however many there are.
+    fn hint(&self) -> Option<String> {
+        match self.kind {
+            ProblemKind::UnknownKey => {
+                Some("check the spelling: `the-loop config show` lists every key".to_owned())
+            }
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !self.path.is_empty() {
@@ -258,9 +270,7 @@ impl<'n, 'd> Block<'n, 'd> {
                 None => {
                     let message = match closest(entry.key, &self.known) {
                         Some(known) => format!("unknown key; did you mean `{known}`?"),
-                        None => "unknown key (check the spelling; `the-loop config show` lists \
-                                 every key)"
-                            .to_owned(),
+                        None => "unknown key".to_owned(),
                     };
                     self.diags.error(&path, entry.key_line, ProblemKind::UnknownKey, message);
                 }

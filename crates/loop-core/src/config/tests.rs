@@ -109,7 +109,7 @@ fn every_validation_class_is_reported_with_its_path_and_line() {
             "routing.spawnOnUnmatchd: unknown key; did you mean `spawnOnUnmatched`?",
         ),
         ("routing:\n  contrl: {}\n", "routing.contrl: unknown key; did you mean `control`?"),
-        ("routing:\n  frobnicate: 1\n", "routing.frobnicate: unknown key (check the spelling"),
+        ("routing:\n  frobnicate: 1\n", "routing.frobnicate: unknown key (line 2)"),
         (
             "polling:\n  sources:\n    - provider: github\n      repo: [octo/app]\n",
             "polling.sources[0].repo: unknown key",

@@ -70,13 +70,20 @@ pub const REPROBE_EVERY_CYCLES: u64 = 60;
 #[derive(Debug, thiserror::Error)]
 pub enum PollerError {
     #[error(
-        "another poller holds `{}` (pid {})\nhint: stop it with `the-loop stop`, or wait for its cycle to end",
+        "another poller holds `{}` (pid {})",
         path.display(),
         pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
     )]
     Blocked { path: std::path::PathBuf, pid: Option<u32> },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl loop_core::Hint for PollerError {
+    fn hint(&self) -> Option<String> {
+        matches!(self, Self::Blocked { .. })
+            .then(|| "stop it with `the-loop stop`, or wait for its cycle to end".to_owned())
+    }
 }
 
 /// One GitHub client per host.

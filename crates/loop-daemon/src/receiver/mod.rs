@@ -94,9 +94,8 @@ pub enum ReceiverError {
     Serve(#[source] std::io::Error),
 }
 
-impl ReceiverError {
-    /// What the operator can do about it, when there is something.
-    pub fn hint(&self) -> Option<String> {
+impl loop_core::Hint for ReceiverError {
+    fn hint(&self) -> Option<String> {
         match self {
             Self::UnsetSecret { env } => Some(format!(
                 "export `{env}` with the secret configured on GitHub, or set `webhooks.ghWebhook.allowUnsigned: true` to accept unsigned deliveries"

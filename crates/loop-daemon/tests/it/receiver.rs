@@ -1,6 +1,7 @@
 //! The HTTP surface: every status path, the signature check, the body rules, the event
 //! filter, the repository bound and the unset-secret refusal.
 
+use loop_core::Hint as _;
 use loop_core::WorkItemRef;
 use loop_daemon::receiver::{DEFAULT_BODY_LIMIT, ReceiverError};
 

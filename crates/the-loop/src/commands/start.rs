@@ -40,6 +40,8 @@ use loop_daemon::service::{Event, Service};
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::signal::unix::{SignalKind, signal};
 
+use loop_core::Hint as _;
+
 use super::service::{self, Ingress};
 use super::status::{self, State};
 use crate::ExitStatus;

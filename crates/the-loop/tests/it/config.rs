@@ -62,6 +62,33 @@ fn a_misspelled_key_is_refused_with_exit_2_naming_the_key_path_and_line() {
 }
 
 #[test]
+fn a_verb_refused_by_its_config_prints_each_problem_once_and_the_hint_on_its_own_line() {
+    let cli = Cli::new();
+    cli.write(
+        "c.yaml",
+        "version: \"0.5.0\"\nrouting:\n  spawnOnUnmatched: sometimes\n  frobnicate: 1\n",
+    );
+    for verb in [&["status"][..], &["poll", "--once"], &["start", "--foreground"]] {
+        let run = cli.run([&["-c", "c.yaml"], verb].concat());
+        run.expect_code(2);
+        for problem in
+            ["routing.spawnOnUnmatched: expected one of", "routing.frobnicate: unknown key"]
+        {
+            assert_eq!(run.stderr.matches(problem).count(), 1, "{verb:?}: {}", run.stderr);
+        }
+        assert!(
+            run.stderr
+                .lines()
+                .any(|line| line
+                    == "hint: check the spelling: `the-loop config show` lists every key"),
+            "{verb:?}: {}",
+            run.stderr
+        );
+        run.expect_stderr("was refused (2 problems above)");
+    }
+}
+
+#[test]
 fn every_problem_is_listed_on_stderr_with_a_count() {
     let cli = Cli::new();
     cli.write(

@@ -9,11 +9,13 @@
 //! This module reads files only; parsing and validation are `loop_core::config`'s, and
 //! printing is the caller's.
 
-use std::io::{self, Write as _};
+use std::io;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loop_core::config::{self, Config, ConfigError, Loaded, Problem};
+use loop_store::StoreError;
 use sha2::{Digest, Sha256};
 
 /// Why a config file could not be used.
@@ -31,6 +33,13 @@ pub enum SourceError {
     Write {
         path: PathBuf,
         #[source]
+        source: StoreError,
+    },
+    /// `path` is the backup that could not be written.
+    #[error("cannot back the config file up to `{path}`")]
+    BackUp {
+        path: PathBuf,
+        #[source]
         source: io::Error,
     },
     #[error("the config file `{path}` is invalid")]
@@ -46,7 +55,9 @@ impl SourceError {
     pub fn problems(&self) -> &[Problem] {
         match self {
             Self::Invalid { source, .. } => &source.problems,
-            Self::Read { .. } | Self::NotText { .. } | Self::Write { .. } => &[],
+            Self::Read { .. } | Self::NotText { .. } | Self::Write { .. } | Self::BackUp { .. } => {
+                &[]
+            }
         }
     }
 }
@@ -104,28 +115,14 @@ impl ConfigFile {
     }
 }
 
-/// Writes a config file atomically: a temp file in the same directory, fsynced, renamed
-/// over `path`, then the directory fsynced — a crash leaves the old file or the new one.
-/// Creates the parent directory; an existing file's permissions are kept.
+/// Writes a config file atomically ([`loop_store::write_atomically`]: a crash leaves the
+/// old file or the new one). Creates the parent directory; an existing file's
+/// permissions are kept, a new file is 0600.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), SourceError> {
-    let failed = |source| SourceError::Write { path: path.to_owned(), source };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(failed)?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".cli-config.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(failed)?;
-    temp.write_all(text.as_bytes()).map_err(failed)?;
-    if let Ok(existing) = std::fs::metadata(path) {
-        temp.as_file().set_permissions(existing.permissions()).map_err(failed)?;
-    }
-    temp.as_file().sync_all().map_err(failed)?;
-    temp.persist(path).map_err(|err| failed(err.error))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(failed)
+    let mode =
+        std::fs::metadata(path).map(|existing| existing.permissions().mode()).unwrap_or(0o600);
+    loop_store::write_atomically(path, text.as_bytes(), mode)
+        .map_err(|source| SourceError::Write { path: path.to_owned(), source })
 }
 
 /// Copies `path` to `<path>.bak` (replacing an older backup) and returns the backup's path.
@@ -134,7 +131,7 @@ pub fn back_up(path: &Path) -> Result<PathBuf, SourceError> {
     backup.push(".bak");
     let backup = PathBuf::from(backup);
     std::fs::copy(path, &backup)
-        .map_err(|source| SourceError::Write { path: backup.clone(), source })?;
+        .map_err(|source| SourceError::BackUp { path: backup.clone(), source })?;
     Ok(backup)
 }
 

@@ -16,10 +16,12 @@
 //! blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
-//! (`the_loop_` prefix, `_total` counters, `_seconds` histograms).
+//! (`the_loop_` prefix, `_total` counters, `_seconds` histograms). The families live in a
+//! `prometheus-client` registry that encodes them: what the service records is a metric
+//! of that crate, what is sampled at scrape time is a [`Collector`]. A family with no
+//! series yet is left out of the exposition (no `# HELP`/`# TYPE` without a sample).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -29,11 +31,21 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use loop_github::GithubClient;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, prometheus_text,
+};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
 
 use loop_core::plan::{Decision, LedgerEffect};
 
-/// The content type of the text exposition format.
-pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of the text exposition format (version 0.0.4).
+pub const CONTENT_TYPE_TEXT: &str = prometheus_text::CONTENT_TYPE;
 
 /// Bucket bounds of the dispatch-latency histogram, seconds (a paste is milliseconds; a
 /// spawn with a checkout can take many seconds).
@@ -44,33 +56,77 @@ const DISPATCH_BUCKETS: &[f64] =
 const POLL_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
 
 /// The shared registry.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
+    /// Encodes every family below and the [`Sampled`] ones, in that order, at each scrape.
+    registry: Registry,
     /// Decided deliveries by (outcome, reason).
-    deliveries: Mutex<BTreeMap<(&'static str, String), u64>>,
+    deliveries: Family<DeliveryLabels, Counter>,
     dispatch: Histogram,
     poll: Histogram,
-    github: Mutex<Vec<GithubClient>>,
-    live_sessions: AtomicU64,
-    /// The receiver's count, once watched.
-    inbox_depth: Mutex<Option<Arc<AtomicU64>>>,
+    live_sessions: Gauge<u64, AtomicU64>,
+    /// Read by the registry's collector at each scrape.
+    sampled: Arc<Sampled>,
+}
+
+/// The labels of `the_loop_deliveries_total`, in that order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DeliveryLabels {
+    outcome: &'static str,
+    reason: String,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
     pub fn new() -> Self {
-        Self::default()
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        let dispatch = Histogram::new(DISPATCH_BUCKETS.iter().copied());
+        let poll = Histogram::new(POLL_BUCKETS.iter().copied());
+        let live_sessions = Gauge::<u64, AtomicU64>::default();
+        let sampled = Arc::new(Sampled::default());
+        // The registry ends each help text registered here with a full stop, and adds
+        // `_total` to a counter's name.
+        let mut registry = Registry::default();
+        registry.register(
+            "the_loop_deliveries",
+            "Deliveries by outcome (rejected, dropped, done, settled, failed, duplicate) and reason, as the event log words it",
+            deliveries.clone(),
+        );
+        registry.register(
+            "the_loop_dispatch_latency_seconds",
+            "Time from a work item's worker picking a dispatch up to its outcome (paste, spawn, respawn)",
+            dispatch.clone(),
+        );
+        registry.register(
+            "the_loop_poll_cycle_duration_seconds",
+            "Duration of one poll cycle",
+            poll.clone(),
+        );
+        registry.register(
+            "the_loop_live_sessions",
+            "Work items with a live (active or paused) agent session",
+            live_sessions.clone(),
+        );
+        registry.register_collector(Box::new(Arc::clone(&sampled)));
+        let inner = Inner { registry, deliveries, dispatch, poll, live_sessions, sampled };
+        Self { inner: Arc::new(inner) }
     }
 
     /// Counts one decided delivery under its outcome and reason (the decision's reason
     /// code, e.g. `awaiting-start`, `unauthorized-actor`, `delivered`).
     pub fn delivery(&self, outcome: Outcome, reason: &str) {
-        *lock(&self.inner.deliveries).entry((outcome.as_str(), reason.to_owned())).or_insert(0) +=
-            1;
+        let labels = DeliveryLabels { outcome: outcome.as_str(), reason: reason.to_owned() };
+        self.inner.deliveries.get_or_create(&labels).inc();
     }
 
     /// Counts a dispatcher decision by what it did to the delivery: `done` (kept:
@@ -91,118 +147,37 @@ impl Metrics {
     /// How long one dispatch took, from its work item's worker picking it up (waiting
     /// for a concurrency permit included) to its outcome.
     pub fn dispatch_latency(&self, took: Duration) {
-        self.inner.dispatch.observe(took, DISPATCH_BUCKETS);
+        self.inner.dispatch.observe(took.as_secs_f64());
     }
 
     /// How long one poll cycle took.
     pub fn poll_cycle(&self, took: Duration) {
-        self.inner.poll.observe(took, POLL_BUCKETS);
+        self.inner.poll.observe(took.as_secs_f64());
     }
 
     /// Samples `client`'s answers by status and rate limits at every scrape.
     pub fn watch_github(&self, client: GithubClient) {
-        lock(&self.inner.github).push(client);
+        lock(&self.inner.sampled.github).push(client);
     }
 
     pub fn set_live_sessions(&self, sessions: u64) {
-        self.inner.live_sessions.store(sessions, Ordering::Relaxed);
+        self.inner.live_sessions.set(sessions);
     }
 
     /// Reports the receiver's count of journalled deliveries not yet processed
     /// (`Receiver::inbox_depth`) at every scrape.
     pub fn watch_inbox(&self, depth: Arc<AtomicU64>) {
-        *lock(&self.inner.inbox_depth) = Some(depth);
+        *lock(&self.inner.sampled.inbox_depth) = Some(depth);
     }
 
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        family(
-            &mut out,
-            "the_loop_deliveries_total",
-            "counter",
-            "Deliveries by outcome (rejected, dropped, done, settled, failed, duplicate) and reason, as the event log words it.",
-        );
-        for ((outcome, reason), count) in lock(&self.inner.deliveries).iter() {
-            sample(
-                &mut out,
-                "the_loop_deliveries_total",
-                &[("outcome", outcome), ("reason", reason)],
-                *count as f64,
-            );
-        }
-        family(
-            &mut out,
-            "the_loop_dispatch_latency_seconds",
-            "histogram",
-            "Time from a work item's worker picking a dispatch up to its outcome (paste, spawn, respawn).",
-        );
-        self.inner.dispatch.render(&mut out, "the_loop_dispatch_latency_seconds", DISPATCH_BUCKETS);
-        family(
-            &mut out,
-            "the_loop_poll_cycle_duration_seconds",
-            "histogram",
-            "Duration of one poll cycle.",
-        );
-        self.inner.poll.render(&mut out, "the_loop_poll_cycle_duration_seconds", POLL_BUCKETS);
-
-        let clients = lock(&self.inner.github).clone();
-        family(
-            &mut out,
-            "the_loop_github_requests_total",
-            "counter",
-            "GitHub API answers by host and HTTP status (304: answered from the cache, free of rate limit).",
-        );
-        for client in &clients {
-            for (status, count) in client.answers_by_status() {
-                let status = status.to_string();
-                sample(
-                    &mut out,
-                    "the_loop_github_requests_total",
-                    &[("host", client.host()), ("status", &status)],
-                    count as f64,
-                );
-            }
-        }
-        family(
-            &mut out,
-            "the_loop_github_rate_limit_remaining",
-            "gauge",
-            "Requests left in each GitHub rate-limit bucket, as GitHub last reported.",
-        );
-        for client in &clients {
-            for (resource, limit) in client.rate_limits() {
-                sample(
-                    &mut out,
-                    "the_loop_github_rate_limit_remaining",
-                    &[("host", client.host()), ("resource", resource.as_str())],
-                    limit.remaining as f64,
-                );
-            }
-        }
-        family(
-            &mut out,
-            "the_loop_live_sessions",
-            "gauge",
-            "Work items with a live (active or paused) agent session.",
-        );
-        sample(
-            &mut out,
-            "the_loop_live_sessions",
-            &[],
-            self.inner.live_sessions.load(Ordering::Relaxed) as f64,
-        );
-        // Only with a receiver: a made-up 0 would read as "nothing waiting".
-        if let Some(depth) =
-            lock(&self.inner.inbox_depth).as_ref().map(|d| d.load(Ordering::Relaxed))
-        {
-            family(
-                &mut out,
-                "the_loop_inbox_depth",
-                "gauge",
-                "Journalled webhook deliveries not yet processed.",
-            );
-            sample(&mut out, "the_loop_inbox_depth", &[], depth as f64);
+        // Writing to a String cannot fail, and nothing registered has a shape the text
+        // format refuses (a native-only histogram); should that change, say so and
+        // serve what was encoded rather than fail the scrape.
+        if let Err(fmt::Error) = prometheus_text::encode(&mut out, &self.inner.registry) {
+            tracing::error!("the metrics could not all be encoded");
         }
         out
     }
@@ -218,6 +193,78 @@ impl Metrics {
             }),
         )
     }
+}
+
+/// What is read from other parts of the service at scrape time rather than recorded: the
+/// GitHub clients' own counts and the receiver's inbox depth.
+#[derive(Debug, Default)]
+struct Sampled {
+    github: Mutex<Vec<GithubClient>>,
+    /// The receiver's count, once watched.
+    inbox_depth: Mutex<Option<Arc<AtomicU64>>>,
+}
+
+impl Collector for Sampled {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        // Help texts here are written as given (no full stop is added).
+        let clients = lock(&self.github).clone();
+        family(
+            &mut encoder,
+            "the_loop_github_requests",
+            "GitHub API answers by host and HTTP status (304: answered from the cache, free of rate limit).",
+            clients.iter().flat_map(|client| {
+                client.answers_by_status().into_iter().map(|(status, count)| {
+                    (
+                        [("host", client.host().to_owned()), ("status", status.to_string())],
+                        ConstCounter::new(count),
+                    )
+                })
+            }),
+        )?;
+        family(
+            &mut encoder,
+            "the_loop_github_rate_limit_remaining",
+            "Requests left in each GitHub rate-limit bucket, as GitHub last reported.",
+            clients.iter().flat_map(|client| {
+                client.rate_limits().into_iter().map(|(resource, limit)| {
+                    let labels = [
+                        ("host", client.host().to_owned()),
+                        ("resource", resource.as_str().to_owned()),
+                    ];
+                    (labels, ConstGauge::new(limit.remaining))
+                })
+            }),
+        )?;
+        // Only with a receiver: a made-up 0 would read as "nothing waiting".
+        if let Some(depth) = lock(&self.inbox_depth).as_ref().map(|d| d.load(Ordering::Relaxed)) {
+            let metric = encoder.encode_descriptor(
+                "the_loop_inbox_depth",
+                "Journalled webhook deliveries not yet processed.",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(depth).encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+/// Encodes one labelled family, or nothing if it has no series.
+fn family<M: EncodeMetric + TypedMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = ([(&'static str, String); 2], M)>,
+) -> Result<(), fmt::Error> {
+    let mut series = series.into_iter().peekable();
+    if series.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, M::TYPE)?;
+    for (labels, value) in series {
+        value.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 /// A decision's reason label.
@@ -284,69 +331,6 @@ impl Outcome {
             Self::Duplicate => "duplicate",
         }
     }
-}
-
-/// A cumulative histogram: one count per bucket bound (observations ≤ the bound), plus
-/// the overall count and sum.
-#[derive(Debug, Default)]
-struct Histogram {
-    state: Mutex<HistogramState>,
-}
-
-#[derive(Debug, Default)]
-struct HistogramState {
-    /// Observations per bucket (not cumulative), one more than the bounds (+Inf).
-    buckets: Vec<u64>,
-    count: u64,
-    sum: f64,
-}
-
-impl Histogram {
-    fn observe(&self, took: Duration, bounds: &[f64]) {
-        let seconds = took.as_secs_f64();
-        let mut state = lock(&self.state);
-        if state.buckets.len() != bounds.len() + 1 {
-            state.buckets = vec![0; bounds.len() + 1];
-        }
-        let at = bounds.iter().position(|bound| seconds <= *bound).unwrap_or(bounds.len());
-        state.buckets[at] += 1;
-        state.count += 1;
-        state.sum += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, bounds: &[f64]) {
-        let state = lock(&self.state);
-        let bucket = format!("{name}_bucket");
-        let mut cumulative = 0;
-        for (at, bound) in bounds.iter().enumerate() {
-            cumulative += state.buckets.get(at).copied().unwrap_or(0);
-            sample(out, &bucket, &[("le", &bound.to_string())], cumulative as f64);
-        }
-        sample(out, &bucket, &[("le", "+Inf")], state.count as f64);
-        sample(out, &format!("{name}_sum"), &[], state.sum);
-        sample(out, &format!("{name}_count"), &[], state.count as f64);
-    }
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        let labels: Vec<String> =
-            labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
-        let _ = write!(out, "{{{}}}", labels.join(","));
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-/// A label value as the format wants it: `\`, `"` and newlines escaped.
-fn escape_label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -426,6 +410,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("the_loop_dispatch_latency_seconds_count 3\n"), "{text}");
+    }
+
+    #[test]
+    fn a_family_without_series_is_left_out() {
+        let text = Metrics::new().render();
+        assert!(!text.contains("the_loop_deliveries_total"), "{text}");
+        assert!(!text.contains("the_loop_github_"), "{text}");
+        assert!(!text.contains("the_loop_inbox_depth"), "no receiver, no made-up 0: {text}");
+        assert!(text.contains("# TYPE the_loop_live_sessions gauge\nthe_loop_live_sessions 0\n"));
     }
 
     #[test]

@@ -17,12 +17,11 @@
 //! legacy `bypassPermissionsModeAccepted` in the user config.
 //!
 //! Writes merge into the existing JSON, keep every other key, happen only when a value
-//! changes (an unchanged file keeps its inode and mtime), go through a temp file and an
-//! atomic rename beside the real target (symlinks are written through), keep the file's
-//! mode (0600 for a new file), and are refused — file untouched — when the file is not a
-//! JSON object. This module reads no environment variable itself.
+//! changes (an unchanged file keeps its inode and mtime), replace the real target
+//! atomically with [`loop_store::write_atomically`] (symlinks are written through), keep
+//! the file's mode (0600 for a new file), and are refused — file untouched — when the file
+//! is not a JSON object. This module reads no environment variable itself.
 
-use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
@@ -56,7 +55,7 @@ pub enum TrustError {
     Write {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: loop_store::StoreError,
     },
 }
 
@@ -273,30 +272,17 @@ fn update_json(
     if notes.is_empty() {
         return Ok(notes);
     }
-    write_atomically(&target, &Value::Object(map), mode.unwrap_or(0o600))?;
+    write_json(&target, &Value::Object(map), mode.unwrap_or(0o600))?;
     Ok(notes)
 }
 
-fn write_atomically(target: &Path, value: &Value, mode: u32) -> Result<(), TrustError> {
-    use std::os::unix::fs::PermissionsExt;
-    let write_error = |source| TrustError::Write { path: target.to_owned(), source };
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write_error)?;
-    let name =
-        target.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut temp = tempfile::Builder::new()
-        .prefix(&format!("{name}."))
-        .suffix(".the-loop-tmp")
-        .tempfile_in(dir)
-        .map_err(write_error)?;
-    let mut text = serde_json::to_string_pretty(value).map_err(|err| write_error(err.into()))?;
-    text.push('\n');
-    temp.write_all(text.as_bytes()).map_err(write_error)?;
-    temp.as_file().sync_all().map_err(write_error)?;
-    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(mode))
-        .map_err(write_error)?;
-    temp.persist(target).map_err(|err| write_error(err.error))?;
-    Ok(())
+/// Writes `value` as 2-space JSON with a trailing newline over `target` (already resolved
+/// through symlinks), atomically, with `mode`.
+fn write_json(target: &Path, value: &Value, mode: u32) -> Result<(), TrustError> {
+    // `{:#}` is `serde_json::to_string_pretty`, which cannot fail for a `Value`.
+    let text = format!("{value:#}\n");
+    loop_store::write_atomically(target, text.as_bytes(), mode)
+        .map_err(|source| TrustError::Write { path: target.to_owned(), source })
 }
 
 #[cfg(test)]

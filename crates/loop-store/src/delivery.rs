@@ -348,10 +348,10 @@ impl DeliveryLog {
     fn compact_locked(&mut self) -> Result<(), StoreError> {
         let bytes = json_file::read_bytes(&self.path)?.unwrap_or_default();
         let replayed = replay(&bytes, self.ledger.capacity);
-        json_file::write_atomic(
+        json_file::write_atomically(
             &self.path,
             &replayed.ledger.encode_lines(&self.path)?,
-            FileMode::Private,
+            FileMode::Private.bits(),
         )?;
         self.appender = Some(open_appender(&self.path)?);
         self.lines = replayed.ledger.len();
@@ -420,7 +420,7 @@ impl StateStore {
     pub fn save_delivery_ledger(&self, ledger: &DeliveryLedger) -> Result<(), StoreError> {
         let _guard = LockGuard::exclusive(&self.deliveries_lock())?;
         let path = self.deliveries_log();
-        json_file::write_atomic(&path, &ledger.encode_lines(&path)?, FileMode::Private)
+        json_file::write_atomically(&path, &ledger.encode_lines(&path)?, FileMode::Private.bits())
     }
 
     /// Opens the delivery ledger for its owner, bounded to `capacity`: the log replayed, a
@@ -442,7 +442,7 @@ impl StateStore {
         let mut log = DeliveryLog { ledger, path, lock, appender: None, lines };
         if rewrite {
             let bytes = log.ledger.encode_lines(&log.path)?;
-            json_file::write_atomic(&log.path, &bytes, FileMode::Private)?;
+            json_file::write_atomically(&log.path, &bytes, FileMode::Private.bits())?;
             log.lines = log.ledger.len();
         } else if !abandoned.is_empty() {
             let now = Timestamp::now();

@@ -19,12 +19,16 @@
 //! user intent (portable records, config, rosters) are always written synced.
 //!
 //! File modes: files under `portable/` are 0644 (meant to be committed and shared); every
-//! other file this module creates is 0600 (machine handles, logs). Modes apply to new
-//! files; an existing file's replacement takes the mode of its kind.
+//! other file this module creates is 0600 (machine handles, logs). A replacement takes the
+//! mode of its kind, whatever the file had, and exactly that mode: the umask does not
+//! narrow it.
+//!
+//! [`write_atomically`] is the same replacement for any bytes and mode, public so that the
+//! rest of the-loop (the config file, the harness's trust files) writes files one way.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,7 +50,7 @@ pub(crate) enum FileMode {
 }
 
 impl FileMode {
-    fn bits(self) -> u32 {
+    pub(crate) fn bits(self) -> u32 {
         match self {
             FileMode::Shared => 0o644,
             FileMode::Private => 0o600,
@@ -107,23 +111,25 @@ pub(crate) fn write_json_with<T: Serialize + ?Sized>(
     if read_bytes(path)?.as_deref() == Some(bytes.as_slice()) {
         return Ok(Written::Unchanged);
     }
-    replace(path, &bytes, mode, durability)?;
+    replace(path, &bytes, mode.bits(), durability)?;
     Ok(Written::Changed)
 }
 
-/// Temp file in the same directory → write → fsync → rename → fsync the directory.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<(), StoreError> {
+/// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never
+/// a torn one: a temp file in the same directory (created if missing) gets exactly `mode`
+/// (permission bits; the umask does not narrow them), the bytes, an fsync, and is renamed
+/// over `path`; then the directory is fsynced. A symlink at `path` is replaced, not
+/// written through: resolve it first to write its target. On failure the temp file is
+/// removed and `path` is untouched; the error names the call that failed and its path.
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StoreError> {
     replace(path, bytes, mode, Durability::Synced)
 }
 
-/// Temp file in the same directory → write → (fsync) → rename → (fsync the directory).
-fn replace(
-    path: &Path,
-    bytes: &[u8],
-    mode: FileMode,
-    durability: Durability,
-) -> Result<(), StoreError> {
+/// Temp file in the same directory → mode → write → (fsync) → rename → (fsync the
+/// directory).
+fn replace(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Result<(), StoreError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mode = mode & 0o7777;
     let dir = parent_dir(path);
     fs::create_dir_all(dir).map_err(StoreError::io("create directory", dir))?;
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
@@ -136,9 +142,12 @@ fn replace(
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(mode.bits())
+            .mode(mode)
             .open(&temp)
             .map_err(StoreError::io("create", &temp))?;
+        // `open` took the umask off `mode`; put back exactly what was asked for.
+        file.set_permissions(Permissions::from_mode(mode))
+            .map_err(StoreError::io("set the mode of", &temp))?;
         file.write_all(bytes).map_err(StoreError::io("write", &temp))?;
         if durability == Durability::Synced {
             file.sync_all().map_err(StoreError::io("fsync", &temp))?;
@@ -245,7 +254,20 @@ pub(crate) fn quarantine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn write_atomically_gives_the_bytes_exactly_the_mode_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new/file.txt");
+        write_atomically(&path, b"one\n", 0o640).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one\n");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640);
+        write_atomically(&path, b"two\n", 0o604).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two\n");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o604);
+        let names: Vec<_> = fs::read_dir(dir.path().join("new")).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temp file left behind");
+    }
 
     #[test]
     fn a_write_is_pretty_json_with_a_trailing_newline_and_the_kinds_mode() {

@@ -11,7 +11,7 @@
 //!
 //! Layout:
 //! - [`layout`]: every path under the root; [`classification`]: the kind of every key.
-//! - `json_file` (crate-private): atomic writes, quarantine.
+//! - `json_file` (crate-private): atomic writes ([`write_atomically`] is public), quarantine.
 //! - `local`: session records (`local/<slug>.json`).
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
@@ -41,7 +41,7 @@ pub mod portable;
 pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;
 pub use event_log::EventLog;
-pub use json_file::Written;
+pub use json_file::{Written, write_atomically};
 pub use layout::StateLayout;
 pub use pidfile::{Holder, PidLock, lock_holder};
 pub use portable::{ChannelBindings, Section, Slot};

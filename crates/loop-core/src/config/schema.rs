@@ -57,14 +57,12 @@ fn display_opt<T: Display, S: Serializer>(item: &Option<T>, s: S) -> Result<S::O
     }
 }
 
-fn display<T: Display, S: Serializer>(item: &T, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(item)
-}
-
-/// The reference project's repository, default of a few L-tier keys.
-fn reference_repository() -> RepoRef {
-    RepoRef::new(None, "MadaraUchiha-314", "the-loop")
-        .expect("invariant: a constant, valid owner/repo")
+/// An `owner/repo`, or `""` for none.
+fn read_optional_repo(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Option<RepoRef>> {
+    match string(node, path, diags)? {
+        "" => Some(None),
+        _ => RepoRef::read(node, path, diags).map(Some),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -740,22 +738,17 @@ impl Section for HarnessTrustConfig {
 #[serde(rename_all = "camelCase")]
 pub struct HarnessPluginsConfig {
     pub enabled: bool,
-    /// Marketplace source; `None` (`""` in the file): none.
+    /// Marketplace source; `None` (unset or `""`, the default): none, so nothing is
+    /// registered until the user names one.
     #[serde(serialize_with = "display_opt")]
     pub marketplace_repo: Option<RepoRef>,
 }
 
 impl Section for HarnessPluginsConfig {
     fn read(b: &mut Block<'_, '_>) -> Self {
-        let reference = || Some(reference_repository());
         Self {
             enabled: b.field("enabled", || true),
-            marketplace_repo: b.field_by("marketplaceRepo", reference, |node, path, diags| {
-                match string(node, path, diags)? {
-                    "" => Some(None),
-                    _ => RepoRef::read(node, path, diags).map(Some),
-                }
-            }),
+            marketplace_repo: b.field_by("marketplaceRepo", || None, read_optional_repo),
         }
     }
 }
@@ -1083,6 +1076,8 @@ impl Section for StreamConfig {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CorsConfig {
+    /// Exact-match origins allowed to call the API from a browser; empty (the default):
+    /// CORS is off, no origin is allowed.
     pub allow_origins: Vec<String>,
     pub allow_methods: Vec<String>,
     pub allow_headers: Vec<String>,
@@ -1093,8 +1088,7 @@ pub struct CorsConfig {
 impl Section for CorsConfig {
     fn read(b: &mut Block<'_, '_>) -> Self {
         Self {
-            allow_origins: b
-                .field("allowOrigins", || strings(&["https://madarauchiha-314.github.io"])),
+            allow_origins: b.field("allowOrigins", Vec::new),
             allow_methods: b.field("allowMethods", || strings(&["GET", "POST", "OPTIONS"])),
             allow_headers: b.field("allowHeaders", || strings(&["Accept", "Content-Type"])),
             allow_credentials: b.field("allowCredentials", || false),
@@ -1248,8 +1242,10 @@ impl Section for SlackRead {
 #[serde(rename_all = "camelCase")]
 pub struct SelfDiagnosisConfig {
     pub enabled: bool,
-    #[serde(serialize_with = "display")]
-    pub repo: RepoRef,
+    /// Where reports are filed; `None` (unset or `""`, the default): nowhere, so nothing
+    /// is filed until the user names a repository.
+    #[serde(serialize_with = "display_opt")]
+    pub repo: Option<RepoRef>,
     pub label: String,
     pub harness: Harness,
     pub model: String,
@@ -1263,7 +1259,7 @@ impl Section for SelfDiagnosisConfig {
     fn read(b: &mut Block<'_, '_>) -> Self {
         Self {
             enabled: b.field("enabled", || false),
-            repo: b.field("repo", reference_repository),
+            repo: b.field_by("repo", || None, read_optional_repo),
             label: b.field("label", || "the-loop: self-diagnosed".to_owned()),
             harness: b.field("harness", Harness::default),
             model: b.field("model", String::new),

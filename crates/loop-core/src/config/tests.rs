@@ -52,6 +52,36 @@ fn defaults_follow_the_reference_except_where_the_spec_overrides() {
 }
 
 #[test]
+fn no_repository_or_browser_origin_is_configured_until_the_user_names_one() {
+    let c = Config::default();
+    assert_eq!(c.routing.harness_plugins.marketplace_repo, None);
+    assert_eq!(c.self_diagnosis.repo, None);
+    assert!(c.service.cors.allow_origins.is_empty(), "CORS off");
+    let text = "\
+routing:
+  harnessPlugins:
+    marketplaceRepo: octo/plugins
+selfDiagnosis:
+  repo: \"\"
+service:
+  cors:
+    allowOrigins: [https://octo.example]
+";
+    let c = parse(text).unwrap_or_else(|e| panic!("{e}")).config;
+    assert_eq!(
+        c.routing.harness_plugins.marketplace_repo.map(|r| r.to_string()).as_deref(),
+        Some("octo/plugins")
+    );
+    assert_eq!(c.self_diagnosis.repo, None, "\"\" is none");
+    assert_eq!(c.service.cors.allow_origins, ["https://octo.example"]);
+    assert_eq!(
+        problems("selfDiagnosis:\n  repo: not-a-repo\n").len(),
+        1,
+        "a named repository must still be owner/repo"
+    );
+}
+
+#[test]
 fn every_validation_class_is_reported_with_its_path_and_line() {
     let cases: &[(&str, &str)] = &[
         // wrong type: strict, a quoted "false" is not a boolean, "8787" is not a port

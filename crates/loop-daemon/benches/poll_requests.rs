@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use loop_core::WorkItemRef;
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
-use loop_daemon::poller::seam::{Dispatch, Dispatched};
+use loop_daemon::poller::seam::{Dispatched, Pipeline, StampFailed};
 use loop_daemon::poller::{GithubClients, Poller};
 use loop_daemon::shutdown::Shutdown;
 use loop_github::{GithubClient, GithubSettings, TokenSource};
@@ -38,7 +38,7 @@ struct AcceptAll {
     delivered: Arc<Mutex<HashSet<String>>>,
 }
 
-impl Dispatch for AcceptAll {
+impl Pipeline for AcceptAll {
     async fn dispatch(&self, event: Event) -> Dispatched {
         if let Some(key) = event.dedup_key() {
             self.delivered
@@ -54,7 +54,7 @@ impl Dispatch for AcceptAll {
         if delivered.contains(key) { DeliveryStatus::Done } else { DeliveryStatus::Unhandled }
     }
 
-    async fn close(&self, _event: Event) -> Result<(), String> {
+    async fn close(&self, _event: Event) -> Result<(), StampFailed> {
         Ok(())
     }
 }

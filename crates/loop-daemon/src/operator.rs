@@ -25,6 +25,7 @@ use loop_core::event::{Actor, Event};
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Control, ControlSource, PollLedger};
+use loop_store::StoreError;
 use serde_json::json;
 
 use crate::dispatcher::{Dispatcher, RosterOutcome, blocking};
@@ -156,7 +157,7 @@ impl Dispatcher {
     /// the close path, deletes the session record and clears the portable `control`
     /// and `poll` sections; logs `session.reset`. `Ok(true)` when a live session was
     /// ended.
-    pub async fn reset_for_operator(&self, item: &WorkItemRef) -> Result<bool, String> {
+    pub async fn reset_for_operator(&self, item: &WorkItemRef) -> Result<bool, StoreError> {
         let ended = self.close_for_operator(item).await;
         let (store, target) = (self.store().clone(), item.clone());
         let cleared = blocking(move || {
@@ -166,11 +167,10 @@ impl Dispatcher {
             // The clocks belong to the `poll` section they stamp (seed 001).
             store.forget_poll_clock(&target)
         })
-        .await
-        .map_err(|err| err.to_string());
+        .await;
         let line = match &cleared {
             Ok(_) => Line::info(Kind::SessionReset),
-            Err(error) => Line::error(Kind::SessionReset).field("error", error),
+            Err(error) => Line::error(Kind::SessionReset).field("error", error.to_string()),
         };
         self.events()
             .emit(line.work_item(item).field("source", "cli").field("ended_session", ended));

@@ -5,7 +5,7 @@
 //! control records and existence answers on demand through [`StoreFacts`]), asks
 //! [`plan::judge`], writes the lines it returns and counts a drop. The receiver calls it
 //! for each journalled delivery and hands the [`Judged`] value to the dispatcher; the
-//! poller's events take the same path through `poller::seam::Dispatch`, implemented here
+//! poller's events take the same path through `poller::seam::Pipeline`, implemented here
 //! over the dispatcher.
 //!
 //! [`Dispatcher::handle`] asks [`plan::plan`] for the steps and executes them in order:
@@ -32,7 +32,7 @@ use loop_store::{EventLog, Mark, StateStore};
 
 use crate::dispatcher::{DeliveryStatus, Dispatcher, RosterOutcome, blocking, workspaces};
 use crate::metrics::{Metrics, Outcome};
-use crate::poller::seam::{self, Dispatched};
+use crate::poller::seam::{self, Dispatched, StampFailed};
 use crate::receiver::Dispatch;
 
 impl Dispatcher {
@@ -66,7 +66,7 @@ impl Dispatcher {
         plan: Plan,
         event: Arc<Event>,
         ingress: Ingress,
-    ) -> Result<(), String> {
+    ) -> Result<(), StampFailed> {
         let Plan { cx, claim, steps } = plan;
         // Dedup: marked at intake, so an in-flight duplicate cannot run twice.
         if let Some(key) = &claim
@@ -139,9 +139,11 @@ impl Dispatcher {
                                 steps.push_front(step);
                             }
                         }
-                        Err(error) => {
-                            outcome = Err(format!("could not stamp `{item}` ended: {error}"));
-                            self.record(&Decision::StampFailed { item, error }, &cx).await;
+                        Err(store) => {
+                            let error = store.to_string();
+                            self.record(&Decision::StampFailed { item: item.clone(), error }, &cx)
+                                .await;
+                            outcome = Err(StampFailed { item, store });
                         }
                     }
                 }
@@ -169,7 +171,7 @@ impl Dispatch for Dispatcher {
 
 /// The poll ingress: a polled event is judged and handled exactly as a webhook's, and
 /// what became of it is read back from the delivery ledger.
-impl seam::Dispatch for Dispatcher {
+impl seam::Pipeline for Dispatcher {
     async fn dispatch(&self, event: Event) -> Dispatched {
         let delivery = Delivery {
             seq: 0,
@@ -205,7 +207,7 @@ impl seam::Dispatch for Dispatcher {
         self.delivery_status(key, refs).await
     }
 
-    async fn close(&self, event: Event) -> Result<(), String> {
+    async fn close(&self, event: Event) -> Result<(), StampFailed> {
         let refs: Vec<WorkItemRef> = route::route(&event).items().cloned().collect();
         let cx = Context {
             gh_event: event.kind.as_str().to_owned(),

@@ -8,14 +8,17 @@
 use loop_core::WorkItemRef;
 use loop_core::plan::{Context, Decision, Ingress};
 use loop_core::record::{Collaborators, Control, Ended};
-use loop_store::Slot;
+use loop_store::{Slot, StoreError};
 
 use super::{Dispatcher, blocking};
 
 impl Dispatcher {
-    /// Writes the `ended` stamp and disarms the item (control and roster cleared). `Err`
-    /// is the store's error, as text for `work_item.stamp_failed`.
-    pub(crate) async fn stamp_ended(&self, item: &WorkItemRef, ended: Ended) -> Result<(), String> {
+    /// Writes the `ended` stamp and disarms the item (control and roster cleared).
+    pub(crate) async fn stamp_ended(
+        &self,
+        item: &WorkItemRef,
+        ended: Ended,
+    ) -> Result<(), StoreError> {
         let (store, target) = (self.store().clone(), item.clone());
         blocking(move || {
             store.write_section(&target, Some(&ended))?;
@@ -24,7 +27,6 @@ impl Dispatcher {
         })
         .await
         .map(|_| ())
-        .map_err(|err| err.to_string())
     }
 
     /// Clears the reopened `item`'s `ended` stamp, if it has one (`work_item.reopened`).

@@ -26,14 +26,32 @@ use loop_core::log::{Kind, Line};
 use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
-use loop_sessions::registry::EndpointHandles;
-use loop_sessions::workspace::{Branch, clone_url};
+use loop_sessions::registry::{EndpointHandles, RegistryError};
+use loop_sessions::workspace::{Branch, WorkspaceError, clone_url};
 use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
 };
 
 use super::queue::Job;
 use super::{Dispatcher, blocking};
+
+/// Why a session could not be spawned. Its text is the `error` of `session.spawn_failed`
+/// (or of a declined pull-request session), so each message carries its cause.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SpawnError {
+    #[error("routing.spawnWorkdir `{}` cannot be made absolute: {cause}", workdir.display())]
+    Workdir { workdir: PathBuf, cause: std::io::Error },
+    #[error("workspace: {0}")]
+    Workspace(WorkspaceError),
+    #[error("{0}")]
+    Marker(RegistryError),
+    #[error("a spawn cut short left tmux session `{target}`, which cannot be ended: {cause}")]
+    Leftover { target: String, cause: TmuxError },
+    #[error("{cause}{}", marker.as_ref().map(|m| format!("; {m}")).unwrap_or_default())]
+    Launch { cause: Box<SessionError>, marker: Option<Box<RegistryError>> },
+    #[error("the session runs in `{target}` but its record could not be written: {cause}")]
+    Record { target: String, cause: RegistryError },
+}
 
 /// Which prompt template to render.
 #[derive(Debug, Clone, Copy)]
@@ -266,18 +284,18 @@ impl Dispatcher {
         let key = job.cx.delivery_id.clone();
         let cwd = match self.prepare_workspace(&config, &item, None, false).await {
             Ok(cwd) => cwd,
-            Err(error) => return Decision::SpawnFailed { item, error },
+            Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
         self.seed_trust(&config, &item, &cwd).await;
         let prompt =
             render_off_thread(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
         if let Err(error) = self.begin_spawn(&item, &site.target).await {
-            return Decision::SpawnFailed { item, error };
+            return Decision::SpawnFailed { item, error: error.to_string() };
         }
         let launch = match self.launch(&config, &site, &prompt).await {
             Ok(launch) => launch,
-            Err(error) => return Decision::SpawnFailed { item, error },
+            Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
         let harness = self.inner.harness.name().to_owned();
         let handles = handles_of(&harness, &launch, &site);
@@ -307,14 +325,9 @@ impl Dispatcher {
                     .work_item(&item)
                     .field("pull_request", pull_request.as_ref().map(ToString::to_string)),
             ),
-            Err(err) => {
-                return Decision::SpawnFailed {
-                    item,
-                    error: format!(
-                        "the session runs in `{}` but its record could not be written: {err}",
-                        site.target
-                    ),
-                };
+            Err(cause) => {
+                let error = SpawnError::Record { target: site.target, cause }.to_string();
+                return Decision::SpawnFailed { item, error };
             }
         }
         // The announcement follows once the worker has recorded `session.spawned`.
@@ -355,7 +368,7 @@ impl Dispatcher {
         let cwd = self
             .prepare_workspace(&config, pr, branch.as_ref(), same_repository)
             .await
-            .map_err(|err| declined("workspace-failed", Some(err)))?;
+            .map_err(|err| declined("workspace-failed", Some(err.to_string())))?;
         if record.own_endpoint().is_some_and(|own| own.cwd == cwd) {
             return Err(declined("shared-worktree", None));
         }
@@ -365,11 +378,11 @@ impl Dispatcher {
             render_off_thread(&config, &job.event, pr, key.as_deref(), Template::Event).await;
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
-        let spawn_failed = |error: String| {
+        let spawn_failed = |error: SpawnError| {
             Line::warning(Kind::SessionSpawnFailed)
                 .work_item(&record.work_item)
                 .field("endpoint", pr.to_string())
-                .field("error", error)
+                .field("error", error.to_string())
                 .field("will_retry", false)
         };
         self.begin_spawn(pr, &site.target).await.map_err(spawn_failed)?;
@@ -437,16 +450,16 @@ impl Dispatcher {
     /// an earlier spawn there was cut short, its tmux session is ours: it is ended, so
     /// the spawn starts afresh instead of being refused (`session.spawn_recovered`). A
     /// tmux session with no intent behind it is never touched.
-    async fn begin_spawn(&self, endpoint: &WorkItemRef, target: &str) -> Result<(), String> {
+    async fn begin_spawn(&self, endpoint: &WorkItemRef, target: &str) -> Result<(), SpawnError> {
         let (registry, tmux, at) =
             (self.inner.registry.clone(), self.inner.tmux.clone(), target.to_owned());
         let recovered = blocking(move || {
-            if !registry.begin_spawn(&at).map_err(|err| err.to_string())? {
+            if !registry.begin_spawn(&at).map_err(SpawnError::Marker)? {
                 return Ok(None);
             }
-            tmux.kill_session(&at).map(Some).map_err(|err| {
-                format!("a spawn cut short left tmux session `{at}`, which cannot be ended: {err}")
-            })
+            tmux.kill_session(&at)
+                .map(Some)
+                .map_err(|cause| SpawnError::Leftover { target: at, cause })
         })
         .await?;
         if let Some(existed) = recovered {
@@ -470,7 +483,7 @@ impl Dispatcher {
         config: &Config,
         site: &SessionSite,
         prompt: &str,
-    ) -> Result<Launch, String> {
+    ) -> Result<Launch, SpawnError> {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let settings = respawn_settings(config);
@@ -486,15 +499,12 @@ impl Dispatcher {
             );
             match launched {
                 Ok(launch) => Ok(launch),
-                Err(err @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {
-                    Err(err.to_string())
+                Err(cause @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {
+                    Err(SpawnError::Launch { cause: Box::new(cause), marker: None })
                 }
-                Err(err) => {
-                    let withdrawn = registry.end_spawn(&site.target);
-                    Err(match withdrawn {
-                        Ok(()) => err.to_string(),
-                        Err(marker) => format!("{err}; {marker}"),
-                    })
+                Err(cause) => {
+                    let marker = registry.end_spawn(&site.target).err().map(Box::new);
+                    Err(SpawnError::Launch { cause: Box::new(cause), marker })
                 }
             }
         })
@@ -509,16 +519,12 @@ impl Dispatcher {
         endpoint: &WorkItemRef,
         branch: Option<&Branch>,
         require_branch: bool,
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, SpawnError> {
         let workspace = &config.routing.workspace;
         let Some(workspaces) = super::command::workspaces(config) else {
             let workdir = config.routing.spawn_workdir.clone();
-            return std::path::absolute(&workdir).map_err(|err| {
-                format!(
-                    "routing.spawnWorkdir `{}` cannot be made absolute: {err}",
-                    workdir.display()
-                )
-            });
+            return std::path::absolute(&workdir)
+                .map_err(|cause| SpawnError::Workdir { workdir, cause });
         };
         let url = clone_url(endpoint.repo(), workspace.clone_protocol);
         let (endpoint_ref, branch) = (endpoint.clone(), branch.cloned());
@@ -526,7 +532,7 @@ impl Dispatcher {
             workspaces.prepare(&endpoint_ref, &url, branch.as_ref(), require_branch)
         })
         .await
-        .map_err(|err| format!("workspace: {err}"))?;
+        .map_err(SpawnError::Workspace)?;
         self.events().emit(
             Line::info(Kind::WorkspacePrepared)
                 .work_item(endpoint)

@@ -24,7 +24,7 @@ use loop_github::{ItemKind, ItemState};
 use super::events::close_event;
 use super::ledgers::Ledgers;
 use super::scope::{self, Scope};
-use super::seam::Dispatch;
+use super::seam::Pipeline;
 use super::{CycleReport, Facts, Poller};
 
 /// What reconciliation reads from the cycle.
@@ -66,7 +66,7 @@ impl Reconcile<'_> {
     }
 }
 
-impl<D: Dispatch> Poller<D> {
+impl<D: Pipeline> Poller<D> {
     pub(super) async fn reconcile(
         &mut self,
         cx: &Reconcile<'_>,
@@ -153,7 +153,7 @@ impl<D: Dispatch> Poller<D> {
             self.store.events().emit(
                 Line::warning(Kind::PollItemError)
                     .work_item(item)
-                    .field("error", &error)
+                    .field("error", error.to_string())
                     .field("will_retry", true),
             );
             return;

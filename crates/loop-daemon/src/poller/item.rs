@@ -21,7 +21,7 @@ use loop_store::StoreError;
 use super::events::{actor, comment_event, presence_event};
 use super::ledgers::Ledgers;
 use super::notice::give_up_notice;
-use super::seam::{Dispatch, Dispatched};
+use super::seam::{Dispatched, Pipeline};
 use super::{Attempted, CycleReport, Facts, Poller};
 
 /// A comment's ledger key: its node id, unique across a pull request's three surfaces
@@ -69,7 +69,7 @@ fn known_thread(
     Ok(known.then_some(own.comments))
 }
 
-impl<D: Dispatch> Poller<D> {
+impl<D: Pipeline> Poller<D> {
     /// Processes one listed item; failures are reported and never end the cycle.
     pub(super) async fn process_item(
         &mut self,

@@ -5,7 +5,7 @@
 //! `updated_at` moved, that were never read, or on the periodic full sweep, asks for the
 //! linked issues of changed pull requests in one batched GraphQL request per host,
 //! and walks each item through the ledger rules of [`loop_core::poll`], handing comments,
-//! presences and closures to the pipeline both ingresses share ([`seam::Dispatch`]).
+//! presences and closures to the pipeline both ingresses share ([`seam::Pipeline`]).
 //! After a complete, uninterrupted walk it reconciles closures ([`closure`]). Every item's
 //! ledger is on disk before the next item starts, so a `kill -9` anywhere loses at most
 //! the attempt in flight, which the dispatcher's status answers on the next cycle.
@@ -54,7 +54,7 @@ use crate::shutdown::Shutdown;
 
 use self::ledgers::Ledgers;
 use self::scope::Scope;
-use self::seam::Dispatch;
+use self::seam::Pipeline;
 
 /// Once this many poll intervals have passed since the last full sweep, the comment
 /// surfaces of every listed item are read again (conditionally), so a change `updated_at`
@@ -320,7 +320,7 @@ impl Facts {
     }
 }
 
-impl<D: Dispatch> Poller<D> {
+impl<D: Pipeline> Poller<D> {
     /// A poller over `store`. When each scope last answered is carried over from the
     /// heartbeat an earlier process left (best-effort: none, or unreadable, is none).
     pub fn new(store: StateStore, github: GithubClients, dispatch: D, version: &str) -> Self {
@@ -953,7 +953,7 @@ impl<D: Dispatch> Poller<D> {
 /// wait of `polling.intervalSeconds` (at least 1 s) that a shutdown cuts short. A config
 /// change between cycles is picked up (`config.reloaded`). The caller holds the lock and,
 /// once this returns and the dispatcher drained, calls [`Poller::release_attempts`].
-pub async fn run<D: Dispatch>(
+pub async fn run<D: Pipeline>(
     poller: &mut Poller<D>,
     mut config: watch::Receiver<Arc<Config>>,
     mut shutdown: Shutdown,

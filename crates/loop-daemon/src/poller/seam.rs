@@ -13,12 +13,13 @@ use std::future::Future;
 use loop_core::WorkItemRef;
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
+use loop_store::StoreError;
 
 /// What the dispatcher did with an event when it was handed over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dispatched {
     /// Accepted for delivery; its outcome is read on a later cycle through
-    /// [`Dispatch::status`].
+    /// [`Pipeline::status`].
     Enqueued,
     /// Finished on purpose at once (`awaiting-start`, `control-executed`, …): no attempt
     /// is spent and nothing will be retried.
@@ -27,8 +28,16 @@ pub enum Dispatched {
     Failed(String),
 }
 
+/// Why a confirmed closure was not recorded: its `ended` stamp could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("could not stamp `{item}` ended: {store}")]
+pub struct StampFailed {
+    pub item: WorkItemRef,
+    pub store: StoreError,
+}
+
 /// The dispatcher as the poller sees it.
-pub trait Dispatch: Send + Sync {
+pub trait Pipeline: Send + Sync {
     /// Hands a polled event to the pipeline both ingresses share.
     fn dispatch(&self, event: Event) -> impl Future<Output = Dispatched> + Send;
 
@@ -45,5 +54,5 @@ pub trait Dispatch: Send + Sync {
     /// The synchronous close path for a closure the poller confirmed: closes the live
     /// session if any, stamps `ended`, clears `control` and `collaborators`. Returns once
     /// the stamp is durable; an error leaves the poll ledger in place (asked again).
-    fn close(&self, event: Event) -> impl Future<Output = Result<(), String>> + Send;
+    fn close(&self, event: Event) -> impl Future<Output = Result<(), StampFailed>> + Send;
 }

@@ -3,7 +3,7 @@
 
 use loop_core::event::Event;
 use loop_daemon::dispatcher::DeliveryStatus;
-use loop_daemon::poller::seam::{Dispatch, Dispatched};
+use loop_daemon::poller::seam::{Dispatched, Pipeline};
 
 use crate::dispatch_lab::{Lab, OWNER, REPO, STRANGER};
 
@@ -45,7 +45,7 @@ async fn a_polled_event_takes_the_one_pipeline_and_its_status_reads_back() {
     assert_eq!(lab.dispatcher.dispatch(start.clone()).await, Dispatched::Enqueued);
     lab.dispatcher.idle().await;
     assert_eq!(lab.named("session.spawned").len(), 1);
-    assert_eq!(Dispatch::status(&lab.dispatcher, &key, &[item]).await, DeliveryStatus::Done);
+    assert_eq!(Pipeline::status(&lab.dispatcher, &key, &[item]).await, DeliveryStatus::Done);
 
     // The same comment polled again is a duplicate, never a second spawn.
     assert_eq!(lab.dispatcher.dispatch(start).await, Dispatched::Enqueued);

@@ -19,7 +19,7 @@ use loop_core::WorkItemRef;
 use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
 use loop_daemon::poller::Poller;
-use loop_daemon::poller::seam::{Dispatch, Dispatched};
+use loop_daemon::poller::seam::{Dispatched, Pipeline, StampFailed};
 use loop_daemon::shutdown::Shutdown;
 use loop_sim::Sim;
 use loop_store::{EventLog, StateLayout, StateStore};
@@ -49,7 +49,7 @@ impl FileDispatch {
     }
 }
 
-impl Dispatch for FileDispatch {
+impl Pipeline for FileDispatch {
     async fn dispatch(&self, event: Event) -> Dispatched {
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         if self.delivered().contains(&key) {
@@ -73,7 +73,7 @@ impl Dispatch for FileDispatch {
         }
     }
 
-    async fn close(&self, _event: Event) -> Result<(), String> {
+    async fn close(&self, _event: Event) -> Result<(), StampFailed> {
         Ok(())
     }
 }

@@ -17,13 +17,13 @@ use loop_core::event::Event;
 use loop_core::poll::DeliveryStatus;
 use loop_core::record::{CommentId, Control, ControlSource, Ended};
 use loop_core::{Login, WorkItemRef};
-use loop_daemon::poller::seam::{Dispatch, Dispatched};
+use loop_daemon::poller::seam::{Dispatched, Pipeline, StampFailed};
 use loop_daemon::poller::{CycleReport, GithubClients, Poller};
 use loop_daemon::shutdown::Shutdown;
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sim::Sim;
 use loop_store::event_log::read::{EventRecord, read_all};
-use loop_store::{EventLog, StateLayout, StateStore};
+use loop_store::{EventLog, StateLayout, StateStore, StoreError};
 use tokio::sync::broadcast;
 
 pub const LABEL: &str = "the-loop: auto-execute";
@@ -215,7 +215,7 @@ impl StandIn {
     }
 }
 
-impl Dispatch for StandIn {
+impl Pipeline for StandIn {
     async fn dispatch(&self, event: Event) -> Dispatched {
         let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
         self.lock().dispatched.push((key.clone(), event.clone()));
@@ -237,11 +237,14 @@ impl Dispatch for StandIn {
         inner.statuses.get(key).cloned().unwrap_or(DeliveryStatus::Unhandled)
     }
 
-    async fn close(&self, event: Event) -> Result<(), String> {
+    async fn close(&self, event: Event) -> Result<(), StampFailed> {
+        let item = event.closed_item().expect("the poller closes only what it confirmed closed");
+        let failed = |store| StampFailed { item: item.clone(), store };
         if self.lock().refuse_closes {
-            return Err("the ended stamp could not be written".into());
+            let refused = std::io::Error::other("refused by the test");
+            let path = std::path::PathBuf::from("ended");
+            return Err(failed(StoreError::Io { action: "write", path, source: refused }));
         }
-        let item = event.closed_item().ok_or("not a close")?;
         let entity = event.entity.clone().unwrap_or_default();
         let ended = Ended {
             state: if entity.merged == Some(true) { "merged".into() } else { "closed".into() },
@@ -251,8 +254,8 @@ impl Dispatch for StandIn {
             source: "poll".into(),
             actor: event.actor.login().cloned(),
         };
-        self.store.write_section(&item, Some(&ended)).map_err(|e| e.to_string())?;
-        self.store.write_section::<Control>(&item, None).map_err(|e| e.to_string())?;
+        self.store.write_section(&item, Some(&ended)).map_err(failed)?;
+        self.store.write_section::<Control>(&item, None).map_err(failed)?;
         self.lock().closed.push(event);
         Ok(())
     }

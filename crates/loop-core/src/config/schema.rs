@@ -790,16 +790,6 @@ impl Section for StateConfig {
 // ---------------------------------------------------------------------------------------
 // integrations
 
-config_enum! {
-    /// How an integration reaches its service.
-    Transport (default Auto) {
-        /// A token from the environment, else the CLI binary.
-        Auto = "auto",
-        Api = "api",
-        Cli = "cli",
-    }
-}
-
 /// `integrations`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IntegrationsConfig {
@@ -812,21 +802,17 @@ impl Section for IntegrationsConfig {
     }
 }
 
-/// `integrations.github`.
+/// `integrations.github`: always reached over HTTPS, so the reference's `transport` is
+/// not implemented.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GithubIntegration {
     pub cli: CliBinary,
-    pub transport: Transport,
     pub api: GithubApi,
 }
 
 impl Section for GithubIntegration {
     fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            cli: b.section("cli"),
-            transport: b.field("transport", Transport::default),
-            api: b.section("api"),
-        }
+        Self { cli: b.section("cli"), api: b.section("api") }
     }
 }
 

@@ -58,9 +58,11 @@ impl crate::Hint for Problem {
     /// The next step for a problem of this kind, printed once however many there are.
     fn hint(&self) -> Option<String> {
         match self.kind {
-            ProblemKind::UnknownKey => {
-                Some("check the spelling: `the-loop config show` lists every key".to_owned())
-            }
+            ProblemKind::UnknownKey => Some(
+                "check the spelling: `the-loop config show` lists the keys in effect, \
+                 docs/configuration.md every accepted key"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }

@@ -883,7 +883,7 @@ struct RawRepository {
 
 #[cfg(test)]
 mod tests {
-    use loop_core::config::{CliBinary, GithubApi, GithubIntegration, Transport};
+    use loop_core::config::{CliBinary, GithubApi, GithubIntegration};
 
     use super::*;
 
@@ -921,7 +921,6 @@ mod tests {
     fn the_configured_base_url_applies_and_hosts_are_kept() {
         let github = |base_url: Option<&str>| GithubIntegration {
             cli: CliBinary { binary: "gh".to_owned() },
-            transport: Transport::default(),
             api: GithubApi {
                 token_env: vec!["MY_TOKEN".to_owned()],
                 base_url: base_url.map(str::to_owned),

@@ -9,13 +9,15 @@
 //!    `version` refuse the file, naming `the-loop config migrate`;
 //! 3. the typed read (`schema.rs`, through the walker in `read.rs`): wrong types, values
 //!    outside an enum or range, malformed repositories / refs / logins and unknown keys are
-//!    errors; keys accepted but not implemented yet and obsolete keys are warnings;
+//!    errors; keys accepted but not implemented yet (the list in `inert.rs`, holding no
+//!    value) and obsolete keys are warnings;
 //! 4. advice on valid but risky settings (no authorized users, unbounded repositories, an
 //!    event filter without `issues` or `pull_request`).
 //!
 //! No IO here: callers read the file (a missing file is the empty text, i.e. all
 //! defaults) and print what comes back.
 
+mod inert;
 mod read;
 mod schema;
 pub mod version;
@@ -25,7 +27,8 @@ use saphyr::{
 };
 use serde_json::Value as Json;
 
-pub use read::{NOT_IMPLEMENTED, Problem, ProblemKind};
+pub use inert::NOT_IMPLEMENTED;
+pub use read::{Problem, ProblemKind};
 pub use schema::*;
 pub use version::{CURRENT_VERSION, Change, MIGRATE_COMMAND, migrate};
 

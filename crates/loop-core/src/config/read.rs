@@ -3,8 +3,9 @@
 //! Every config struct says, in one place, which keys it has and what each defaults to
 //! (see `schema.rs`); this module supplies the means: a [`Block`] hands out the keys of
 //! one mapping, records every problem it meets (with its key path and line) and falls
-//! back to the default, and reports the keys nobody asked for as unknown. So one pass
-//! over a file finds every problem at once, and the defaults are written exactly once.
+//! back to the default, and reports the keys nobody asked for as unknown — unless
+//! `inert.rs` lists them as accepted but not implemented. So one pass over a file finds
+//! every problem at once, and the defaults are written exactly once.
 //!
 //! It must not print, read files or decide policy beyond a value's own shape.
 
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use saphyr::{MarkedYamlOwned as Node, ScalarOwned as Scalar, YamlDataOwned as Data};
 use serde::Serialize;
 
+use super::inert::{self, Shape};
 use crate::{Login, RepoRef, WorkItemRef};
 
 /// What kind of problem a [`Problem`] is.
@@ -56,9 +58,11 @@ impl crate::Hint for Problem {
     /// The next step for a problem of this kind, printed once however many there are.
     fn hint(&self) -> Option<String> {
         match self.kind {
-            ProblemKind::UnknownKey => {
-                Some("check the spelling: `the-loop config show` lists every key".to_owned())
-            }
+            ProblemKind::UnknownKey => Some(
+                "check the spelling: `the-loop config show` lists the keys in effect, \
+                 docs/configuration.md every accepted key"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }
@@ -94,23 +98,6 @@ impl Diagnostics {
     }
 }
 
-/// Keys of the reference schema this version parses and validates but does not act on yet.
-/// Each one present in a file gets one warning; a key absent from the file says nothing.
-pub const NOT_IMPLEMENTED: &[&str] = &[
-    "service",
-    "standingSessions",
-    "channels",
-    "selfDiagnosis",
-    "collaborators",
-    "notifications",
-    "routing.webTerminal",
-    "routing.graph",
-    "routing.harnessPlugins",
-    "routing.control.keywords.execute",
-    "integrations.jira",
-    "integrations.github.transport",
-];
-
 /// Keys the reference dropped without a replacement: warned about, never refused.
 const OBSOLETE: &[(&str, &str)] =
     &[("routing.runner", "sessions always run in tmux; delete the key")];
@@ -144,6 +131,9 @@ pub(crate) struct Block<'n, 'd> {
     diags: &'d mut Diagnostics,
     /// Every key the section asked for, to suggest one for a misspelling.
     known: Vec<String>,
+    /// Under a not-implemented key whose warning is given: keys are only checked against
+    /// the list, and none warns again.
+    inert: bool,
 }
 
 struct Entry<'n> {
@@ -184,7 +174,7 @@ impl<'n, 'd> Block<'n, 'd> {
                 format!("expected a mapping, got {}", describe(node)),
             ),
         }
-        Self { path, entries, diags, known: Vec::new() }
+        Self { path, entries, diags, known: Vec::new(), inert: false }
     }
 
     pub fn path(&self) -> &str {
@@ -202,14 +192,8 @@ impl<'n, 'd> Block<'n, 'd> {
         entry.taken = true;
         let (value, line) = (entry.value, entry.key_line);
         let path = join(&self.path, key);
-        if NOT_IMPLEMENTED.contains(&path.as_str()) {
-            self.diags.warning(
-                &path,
-                line,
-                ProblemKind::NotImplemented,
-                "accepted, not implemented yet: this version reads the key and does not act on it"
-                    .to_owned(),
-            );
+        if inert::shape(&path) == Some(Shape::Leaf) {
+            not_implemented(self.diags, &path, line);
         }
         match value.data {
             Data::Value(Scalar::Null) => None,
@@ -256,39 +240,75 @@ impl<'n, 'd> Block<'n, 'd> {
         read_section(node, join(&self.path, key), self.diags)
     }
 
-    /// Reports every key nobody took: unknown (an error) or obsolete (a warning).
+    /// Reports every key nobody took: obsolete or not implemented (a warning), or unknown
+    /// (an error).
     pub fn finish(self) {
-        for entry in self.entries.iter().filter(|e| !e.taken) {
-            let path = join(&self.path, entry.key);
-            match OBSOLETE.iter().find(|(key, _)| *key == path) {
-                Some((_, advice)) => self.diags.warning(
+        let Self { path: here, entries, diags, known, inert } = self;
+        for entry in entries.iter().filter(|e| !e.taken) {
+            let path = join(&here, entry.key);
+            if let Some((_, advice)) = OBSOLETE.iter().find(|(key, _)| *key == path) {
+                diags.warning(
                     &path,
                     entry.key_line,
                     ProblemKind::RemovedKey,
                     format!("removed key, ignored: {advice}"),
-                ),
-                None => {
-                    let message = match closest(entry.key, &self.known) {
-                        Some(known) => format!("unknown key; did you mean `{known}`?"),
-                        None => "unknown key".to_owned(),
-                    };
-                    self.diags.error(&path, entry.key_line, ProblemKind::UnknownKey, message);
+                );
+            } else if let Some(shape) = inert::shape(&path) {
+                if !inert {
+                    not_implemented(diags, &path, entry.key_line);
                 }
+                check_inert(entry.value, path, shape, diags);
+            } else {
+                let listed = inert::keys_under(&here).map(|key| -> &str { key });
+                let candidates = known.iter().map(String::as_str).chain(listed);
+                let message = match closest(entry.key, candidates) {
+                    Some(known) => format!("unknown key; did you mean `{known}`?"),
+                    None => "unknown key".to_owned(),
+                };
+                diags.error(&path, entry.key_line, ProblemKind::UnknownKey, message);
             }
         }
     }
 }
 
+/// The one warning a key not implemented yet gets, where it appears in the file.
+fn not_implemented(diags: &mut Diagnostics, path: &str, line: Option<usize>) {
+    diags.warning(
+        path,
+        line,
+        ProblemKind::NotImplemented,
+        "accepted, not implemented yet: this version does not act on it".to_owned(),
+    );
+}
+
+/// Checks the keys under a not-implemented key against the list; no value is read.
+fn check_inert(node: &Node, path: String, shape: Shape, diags: &mut Diagnostics) {
+    match (shape, &node.data) {
+        (Shape::Leaf, _) | (Shape::List, Data::Value(Scalar::Null)) => {}
+        (Shape::Mapping, _) => {
+            Block { inert: true, ..Block::new(Some(node), path, diags) }.finish()
+        }
+        (Shape::List, Data::Sequence(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let item_path = format!("{path}[{i}]");
+                if let Some(shape) = inert::shape(&item_path) {
+                    check_inert(item, item_path, shape, diags);
+                }
+            }
+        }
+        (Shape::List, _) => wrong_type(node, &path, diags, "a list"),
+    }
+}
+
 /// The known key an unknown one most likely misspells: at most two edits away (one for
-/// keys of up to four characters), ignoring case.
-fn closest<'k>(unknown: &str, known: &'k [String]) -> Option<&'k str> {
+/// keys of up to four characters), ignoring case; the first of equally close ones.
+fn closest<'k>(unknown: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let limit = if unknown.chars().count() <= 4 { 1 } else { 2 };
     known
-        .iter()
         .map(|key| (edit_distance(&unknown.to_lowercase(), &key.to_lowercase()), key))
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)
-        .map(|(_, key)| key.as_str())
+        .map(|(_, key)| key)
 }
 
 /// Levenshtein distance over characters.
@@ -625,13 +645,4 @@ pub(crate) fn one_of<T>(
         bad_value(node, path, diags, format!("expected {expected}, got {text:?}"));
     }
     value
-}
-
-/// A value that has no default: `None` when absent.
-pub(crate) fn optional<T: Value>(
-    node: &Node,
-    path: &str,
-    diags: &mut Diagnostics,
-) -> Option<Option<T>> {
-    T::read(node, path, diags).map(Some)
 }

@@ -1,8 +1,11 @@
-//! The typed configuration: every key of `cli-config.yaml`, its type and its default.
+//! The typed configuration: every key of `cli-config.yaml` this version acts on, its
+//! type and its default.
 //!
 //! Each struct's [`Section`] impl is the one place that names its keys and their
 //! defaults; `Default` is "read from nothing", so the two can never disagree. Field docs
 //! say what a key means; `docs/configuration.md` is the operator's version of this file.
+//! Keys of the reference schema not implemented yet have no type here: they are the list
+//! in `inert.rs`, accepted and warned about by the reader, holding no value.
 //!
 //! Paths are kept as written (relative ones are relative to the process cwd, `~` is not
 //! expanded in `state.root`); an `Option<PathBuf>` override is `None` when unset, and the
@@ -16,7 +19,7 @@ use serde::{Serialize, Serializer};
 
 use super::read::{
     Block, Diagnostics, Section, Value, bad_value, config_enum, integer_at_least, join, line_of,
-    number_at_least, one_of, optional, optional_path, read_section, string, wrong_type,
+    number_at_least, one_of, optional_path, read_section, string, wrong_type,
 };
 use crate::{Login, RepoRef, WorkItemRef};
 
@@ -31,38 +34,12 @@ macro_rules! default_from_nothing {
     )+};
 }
 
-/// Lets a section sit in a list (`polling.sources[]`, `collaborators[]`, …).
-macro_rules! section_value {
-    ($($ty:ty),+) => {$(
-        impl Value for $ty {
-            fn read(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Self> {
-                Some(read_section(Some(node), path.to_owned(), diags))
-            }
-        }
-    )+};
-}
-
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
 fn display_seq<T: Display, S: Serializer>(items: &[T], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(items.iter().map(ToString::to_string))
-}
-
-fn display_opt<T: Display, S: Serializer>(item: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
-    match item {
-        Some(item) => s.collect_str(item),
-        None => s.serialize_none(),
-    }
-}
-
-/// An `owner/repo`, or `""` for none.
-fn read_optional_repo(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Option<RepoRef>> {
-    match string(node, path, diags)? {
-        "" => Some(None),
-        _ => RepoRef::read(node, path, diags).map(Some),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -85,12 +62,6 @@ pub struct Config {
     pub event_log: EventLogConfig,
     pub integrations: IntegrationsConfig,
     pub state: StateConfig,
-    pub service: ServiceConfig,
-    pub standing_sessions: StandingSessionsConfig,
-    pub channels: ChannelsConfig,
-    pub self_diagnosis: SelfDiagnosisConfig,
-    pub collaborators: Vec<Collaborator>,
-    pub notifications: NotificationsConfig,
 }
 
 impl Section for Config {
@@ -105,12 +76,6 @@ impl Section for Config {
             event_log: b.section("eventLog"),
             integrations: b.section("integrations"),
             state: b.section("state"),
-            service: b.section("service"),
-            standing_sessions: b.section("standingSessions"),
-            channels: b.section("channels"),
-            self_diagnosis: b.section("selfDiagnosis"),
-            collaborators: b.field("collaborators", Vec::new),
-            notifications: b.section("notifications"),
         }
     }
 }
@@ -376,6 +341,13 @@ impl Section for PollSource {
     }
 }
 
+/// Lets a source sit in `polling.sources`.
+impl Value for PollSource {
+    fn read(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Self> {
+        Some(read_section(Some(node), path.to_owned(), diags))
+    }
+}
+
 /// `polling.sources[].monitor`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -446,11 +418,8 @@ pub struct RoutingConfig {
     pub tmux: TmuxConfig,
     pub workspace: WorkspaceConfig,
     pub harness_trust: HarnessTrustConfig,
-    pub harness_plugins: HarnessPluginsConfig,
     pub reactions: ReactionsConfig,
     pub announce: AnnounceConfig,
-    pub web_terminal: WebTerminalConfig,
-    pub graph: GraphConfig,
 }
 
 impl Section for RoutingConfig {
@@ -486,11 +455,8 @@ impl Section for RoutingConfig {
             tmux: b.section("tmux"),
             workspace: b.section("workspace"),
             harness_trust: b.section("harnessTrust"),
-            harness_plugins: b.section("harnessPlugins"),
             reactions: b.section("reactions"),
             announce: b.section("announce"),
-            web_terminal: b.section("webTerminal"),
-            graph: b.section("graph"),
         }
     }
 }
@@ -733,26 +699,6 @@ impl Section for HarnessTrustConfig {
     }
 }
 
-/// `routing.harnessPlugins` (not implemented yet).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HarnessPluginsConfig {
-    pub enabled: bool,
-    /// Marketplace source; `None` (unset or `""`, the default): none, so nothing is
-    /// registered until the user names one.
-    #[serde(serialize_with = "display_opt")]
-    pub marketplace_repo: Option<RepoRef>,
-}
-
-impl Section for HarnessPluginsConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || true),
-            marketplace_repo: b.field_by("marketplaceRepo", || None, read_optional_repo),
-        }
-    }
-}
-
 config_enum! {
     /// The emoji GitHub offers as reactions.
     Reaction (default Eyes) {
@@ -808,44 +754,6 @@ impl Section for AnnounceConfig {
     }
 }
 
-/// `routing.webTerminal` (not implemented yet).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WebTerminalConfig {
-    pub enabled: bool,
-    pub host: String,
-    pub port: u16,
-}
-
-impl Section for WebTerminalConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || false),
-            host: b.field("host", || "127.0.0.1".to_owned()),
-            port: b.field("port", || 7681),
-        }
-    }
-}
-
-/// `routing.graph` (not implemented yet).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GraphConfig {
-    pub enabled: bool,
-    pub repo_hooks: bool,
-    /// Where the specs live in every checkout (seed 002, issue-352: default `docs/specs`).
-    pub spec_dir: String,
-}
-
-impl Section for GraphConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || true),
-            repo_hooks: b.field("repoHooks", || true),
-            spec_dir: b.field("specDir", || "docs/specs".to_owned()),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // eventLog, state
 
@@ -882,60 +790,42 @@ impl Section for StateConfig {
 // ---------------------------------------------------------------------------------------
 // integrations
 
-config_enum! {
-    /// How an integration reaches its service.
-    Transport (default Auto) {
-        /// A token from the environment, else the CLI binary.
-        Auto = "auto",
-        Api = "api",
-        Cli = "cli",
-    }
-}
-
 /// `integrations`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IntegrationsConfig {
     pub github: GithubIntegration,
-    pub jira: JiraIntegration,
 }
 
 impl Section for IntegrationsConfig {
     fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { github: b.section("github"), jira: b.section("jira") }
+        Self { github: b.section("github") }
     }
 }
 
-/// `integrations.github`.
+/// `integrations.github`: always reached over HTTPS, so the reference's `transport` is
+/// not implemented.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GithubIntegration {
     pub cli: CliBinary,
-    pub transport: Transport,
     pub api: GithubApi,
 }
 
 impl Section for GithubIntegration {
     fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            cli: read_cli(b, "gh"),
-            transport: b.field("transport", Transport::default),
-            api: b.section("api"),
-        }
+        Self { cli: b.section("cli"), api: b.section("api") }
     }
 }
 
-/// `integrations.<x>.cli`.
+/// `integrations.github.cli`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CliBinary {
     pub binary: String,
 }
 
-/// `<block>.cli`, its binary defaulting to `default` (`gh`, `jira`).
-fn read_cli(b: &mut Block<'_, '_>, default: &str) -> CliBinary {
-    let node = b.take("cli");
-    let mut block = Block::new(node, join(b.path(), "cli"), b.diags());
-    let cli = CliBinary { binary: block.field("binary", || default.to_owned()) };
-    block.finish();
-    cli
+impl Section for CliBinary {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self { binary: b.field("binary", || "gh".to_owned()) }
+    }
 }
 
 /// `integrations.github.api`.
@@ -971,408 +861,6 @@ fn read_base_url(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Opt
     }
 }
 
-/// `integrations.jira` (reserved; not implemented).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JiraIntegration {
-    pub transport: Transport,
-    pub api: JiraApi,
-    pub cli: CliBinary,
-}
-
-impl Section for JiraIntegration {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            transport: b.field("transport", || Transport::Api),
-            api: b.section("api"),
-            cli: read_cli(b, "jira"),
-        }
-    }
-}
-
-/// `integrations.jira.api`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JiraApi {
-    pub base_url: Option<String>,
-    pub token_env: Option<String>,
-}
-
-impl Section for JiraApi {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            base_url: b.field_by("baseUrl", || None, read_base_url),
-            token_env: b.field_by("tokenEnv", || None, optional),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// service (not implemented yet)
-
-/// `service`: the control-plane HTTP API.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceConfig {
-    pub enabled: bool,
-    pub host: String,
-    pub port: u16,
-    /// Opt-in to a non-loopback bind.
-    pub exposed: bool,
-    pub auto_start: bool,
-    pub host_ingresses: bool,
-    pub mcp: McpConfig,
-    pub stream: StreamConfig,
-    pub cors: CorsConfig,
-}
-
-impl Section for ServiceConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || true),
-            host: b.field("host", || "127.0.0.1".to_owned()),
-            port: b.field("port", || 4114),
-            exposed: b.field("exposed", || false),
-            auto_start: b.field("autoStart", || true),
-            host_ingresses: b.field("hostIngresses", || true),
-            mcp: b.section("mcp"),
-            stream: b.section("stream"),
-            cors: b.section("cors"),
-        }
-    }
-}
-
-/// `service.mcp`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct McpConfig {
-    pub enabled: bool,
-}
-
-impl Section for McpConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { enabled: b.field("enabled", || true) }
-    }
-}
-
-/// `service.stream`: server-sent events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StreamConfig {
-    pub enabled: bool,
-    pub max_subscribers: u32,
-    pub keep_alive_seconds: u64,
-}
-
-impl Section for StreamConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || true),
-            max_subscribers: b.field_by("maxSubscribers", || 8, integer_at_least(1)),
-            keep_alive_seconds: b.field_by("keepAliveSeconds", || 15, integer_at_least(1)),
-        }
-    }
-}
-
-/// `service.cors`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CorsConfig {
-    /// Exact-match origins allowed to call the API from a browser; empty (the default):
-    /// CORS is off, no origin is allowed.
-    pub allow_origins: Vec<String>,
-    pub allow_methods: Vec<String>,
-    pub allow_headers: Vec<String>,
-    pub allow_credentials: bool,
-    pub allow_private_network: bool,
-}
-
-impl Section for CorsConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            allow_origins: b.field("allowOrigins", Vec::new),
-            allow_methods: b.field("allowMethods", || strings(&["GET", "POST", "OPTIONS"])),
-            allow_headers: b.field("allowHeaders", || strings(&["Accept", "Content-Type"])),
-            allow_credentials: b.field("allowCredentials", || false),
-            allow_private_network: b.field("allowPrivateNetwork", || true),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// standingSessions, channels, selfDiagnosis (not implemented yet)
-
-/// `standingSessions`: sessions not tied to a work item.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StandingSessionsConfig {
-    pub enabled: bool,
-    pub sessions: Vec<StandingSession>,
-}
-
-impl Section for StandingSessionsConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { enabled: b.field("enabled", || false), sessions: b.field("sessions", Vec::new) }
-    }
-}
-
-/// One `standingSessions.sessions[]` entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StandingSession {
-    pub name: String,
-    pub description: String,
-    /// `None`: `routing.defaultHarness`.
-    pub harness: Option<Harness>,
-    /// `None`: `routing.harnessArgs.<harness>` (an empty list is not the same).
-    pub harness_args: Option<Vec<String>>,
-    /// `None`: `routing.spawnWorkdir`.
-    pub cwd: Option<PathBuf>,
-    pub prompt: String,
-    pub prompt_file: Option<PathBuf>,
-    pub auto_start: bool,
-    pub slack: StandingSlack,
-}
-
-impl Section for StandingSession {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            name: b.required("name", String::new),
-            description: b.field("description", String::new),
-            harness: b.field_by("harness", || None, optional),
-            harness_args: b.field_by("harnessArgs", || None, optional),
-            cwd: b.field_by("cwd", || None, optional_path),
-            prompt: b.field("prompt", String::new),
-            prompt_file: b.field_by("promptFile", || None, optional_path),
-            auto_start: b.field("autoStart", || true),
-            slack: b.section("slack"),
-        }
-    }
-}
-
-/// `standingSessions.sessions[].slack`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StandingSlack {
-    pub enabled: bool,
-    pub channel: String,
-}
-
-impl Section for StandingSlack {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { enabled: b.field("enabled", || false), channel: b.field("channel", String::new) }
-    }
-}
-
-/// `channels`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChannelsConfig {
-    pub slack: SlackChannel,
-}
-
-impl Section for ChannelsConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { slack: b.section("slack") }
-    }
-}
-
-config_enum! {
-    /// How much a channel says.
-    ChannelVerbosity (default Normal) {
-        Quiet = "quiet",
-        Normal = "normal",
-        Verbose = "verbose",
-    }
-}
-
-config_enum! {
-    /// How a channel reads replies.
-    ChannelReadMode (default Poll) {
-        Poll = "poll",
-        Socket = "socket",
-        Off = "off",
-    }
-}
-
-/// `channels.slack`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SlackChannel {
-    pub enabled: bool,
-    pub bot_token_env: String,
-    pub app_token_env: String,
-    pub channel: String,
-    pub events: Vec<String>,
-    pub verbosity: ChannelVerbosity,
-    /// Slack member ids; empty: nobody.
-    pub authorized_users: Vec<String>,
-    pub read: SlackRead,
-}
-
-impl Section for SlackChannel {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || false),
-            bot_token_env: b.field("botTokenEnv", || "THE_LOOP_SLACK_BOT_TOKEN".to_owned()),
-            app_token_env: b.field("appTokenEnv", || "THE_LOOP_SLACK_APP_TOKEN".to_owned()),
-            channel: b.field("channel", String::new),
-            events: b.field("events", || strings(&["session.awaiting_input"])),
-            verbosity: b.field("verbosity", ChannelVerbosity::default),
-            authorized_users: b.field("authorizedUsers", Vec::new),
-            read: b.section("read"),
-        }
-    }
-}
-
-/// `channels.slack.read`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SlackRead {
-    pub mode: ChannelReadMode,
-    pub interval_seconds: u64,
-}
-
-impl Section for SlackRead {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            mode: b.field("mode", ChannelReadMode::default),
-            interval_seconds: b.field_by("intervalSeconds", || 30, integer_at_least(5)),
-        }
-    }
-}
-
-/// `selfDiagnosis`: opt-in reports about the-loop itself.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SelfDiagnosisConfig {
-    pub enabled: bool,
-    /// Where reports are filed; `None` (unset or `""`, the default): nowhere, so nothing
-    /// is filed until the user names a repository.
-    #[serde(serialize_with = "display_opt")]
-    pub repo: Option<RepoRef>,
-    pub label: String,
-    pub harness: Harness,
-    pub model: String,
-    pub timeout_seconds: u64,
-    pub interval_seconds: u64,
-    pub max_issues_per_day: u32,
-    pub max_retries: u32,
-}
-
-impl Section for SelfDiagnosisConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            enabled: b.field("enabled", || false),
-            repo: b.field_by("repo", || None, read_optional_repo),
-            label: b.field("label", || "the-loop: self-diagnosed".to_owned()),
-            harness: b.field("harness", Harness::default),
-            model: b.field("model", String::new),
-            timeout_seconds: b.field_by("timeoutSeconds", || 900, integer_at_least(1)),
-            interval_seconds: b.field_by("intervalSeconds", || 3600, integer_at_least(1)),
-            max_issues_per_day: b.field_by("maxIssuesPerDay", || 3, integer_at_least(0)),
-            max_retries: b.field_by("maxRetries", || 3, integer_at_least(1)),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// collaborators, notifications (not implemented yet)
-
-config_enum! {
-    /// Whether a collaborator is a person or a group.
-    CollaboratorKind (default Individual) {
-        Individual = "individual",
-        Group = "group",
-    }
-}
-
-config_enum! {
-    /// A collaborator's role.
-    Role (default Engineer) {
-        ProductManager = "product-manager",
-        Architect = "architect",
-        Designer = "designer",
-        Engineer = "engineer",
-        Qa = "qa",
-        Reviewer = "reviewer",
-        Approver = "approver",
-    }
-}
-
-/// One `collaborators[]` entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Collaborator {
-    pub handle: String,
-    pub kind: CollaboratorKind,
-    /// At least one, no repeats.
-    pub roles: Vec<Role>,
-    pub notifications: CollaboratorNotifications,
-}
-
-impl Section for Collaborator {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        let handle = b.required("handle", String::new);
-        let kind = b.field("kind", CollaboratorKind::default);
-        let roles_path = join(b.path(), "roles");
-        let roles: Vec<Role> = b.required("roles", Vec::new);
-        let repeated = roles.iter().enumerate().any(|(i, r)| roles[..i].contains(r));
-        if roles.is_empty() || repeated {
-            b.diags().error(
-                &roles_path,
-                None,
-                super::ProblemKind::BadValue,
-                "expected at least one role, each listed once".to_owned(),
-            );
-        }
-        Self { handle, kind, roles, notifications: b.section("notifications") }
-    }
-}
-
-/// `collaborators[].notifications`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CollaboratorNotifications {
-    pub enabled: bool,
-    pub channels: Vec<String>,
-}
-
-impl Section for CollaboratorNotifications {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { enabled: b.field("enabled", || true), channels: b.field("channels", Vec::new) }
-    }
-}
-
-/// `notifications`: which roles hear of which events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NotificationsConfig {
-    pub enabled: bool,
-    pub events: NotificationEvents,
-}
-
-impl Section for NotificationsConfig {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self { enabled: b.field("enabled", || true), events: b.section("events") }
-    }
-}
-
-/// `notifications.events`: event → roles.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct NotificationEvents {
-    pub work_item_spawned: Vec<Role>,
-    pub dispatch_failed: Vec<Role>,
-    pub session_died: Vec<Role>,
-    pub event_dropped_unauthorized: Vec<Role>,
-}
-
-impl Section for NotificationEvents {
-    fn read(b: &mut Block<'_, '_>) -> Self {
-        Self {
-            work_item_spawned: b.field("work-item-spawned", Vec::new),
-            dispatch_failed: b.field("dispatch-failed", Vec::new),
-            session_died: b.field("session-died", Vec::new),
-            event_dropped_unauthorized: b.field("event-dropped-unauthorized", Vec::new),
-        }
-    }
-}
-
-section_value!(PollSource, StandingSession, Collaborator);
-
 default_from_nothing!(
     Config,
     InstanceConfig,
@@ -1387,6 +875,5 @@ default_from_nothing!(
     EventLogConfig,
     StateConfig,
     IntegrationsConfig,
-    GithubApi,
-    ServiceConfig
+    GithubApi
 );

@@ -77,10 +77,9 @@ fn a_verb_refused_by_its_config_prints_each_problem_once_and_the_hint_on_its_own
             assert_eq!(run.stderr.matches(problem).count(), 1, "{verb:?}: {}", run.stderr);
         }
         assert!(
-            run.stderr
-                .lines()
-                .any(|line| line
-                    == "hint: check the spelling: `the-loop config show` lists every key"),
+            run.stderr.lines().any(|line| line
+                == "hint: check the spelling: `the-loop config show` lists the keys in \
+                        effect, docs/configuration.md every accepted key"),
             "{verb:?}: {}",
             run.stderr
         );

@@ -469,7 +469,12 @@ fn comment(kind: &EventKind, root: &Map<String, Value>) -> Option<Comment> {
         author: Actor::from_login(object.get("user").and_then(|u| u.get("login"))),
         html_url: text(object.get("html_url")),
         path: text(object.get("path")),
-        line: object.get("line").and_then(Value::as_u64),
+        // An outdated inline comment has no `line` any more; `original_line` says where
+        // it was left (the poller reads the same fallback from the REST listing).
+        line: object
+            .get("line")
+            .and_then(Value::as_u64)
+            .or_else(|| object.get("original_line").and_then(Value::as_u64)),
         review_state: text(object.get("state")),
     })
 }

@@ -260,6 +260,7 @@ fn details(record: &Record) -> String {
 pub fn reason_text(reason: &str, record: &Record) -> String {
     match reason {
         "self-authored" => "it is the-loop's own comment (it carries the self-marker)".to_owned(),
+        "empty-review" => "the review has nothing to deliver: it is still pending, or has no body (its inline comments arrive on their own)".to_owned(),
         "undeclared-repository" => format!(
             "repository {} is not declared in `repositories`",
             text(record, "repository").unwrap_or("of the event")

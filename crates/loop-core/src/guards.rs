@@ -9,7 +9,7 @@
 //! in the config values and the collaborator logins of the event's own refs.
 
 use crate::config::{InstanceConfig, InstanceScope};
-use crate::event::{Actor, Event};
+use crate::event::{Actor, Event, Surface};
 use crate::login::Login;
 use crate::refs::{RepoRef, WorkItemRef};
 use crate::route::Routed;
@@ -44,6 +44,8 @@ pub enum RoutingDrop {
     UndeclaredRepository { repository: RepoRef },
     /// The actor is neither authorized nor a collaborator of the event's work items.
     UnauthorizedActor { actor: Option<String> },
+    /// A review with nothing to say: still pending (not submitted), or no body.
+    EmptyReview,
 }
 
 impl RoutingDrop {
@@ -52,6 +54,7 @@ impl RoutingDrop {
             Self::SelfAuthored => "self-authored",
             Self::UndeclaredRepository { .. } => "undeclared-repository",
             Self::UnauthorizedActor { .. } => "unauthorized-actor",
+            Self::EmptyReview => "empty-review",
         }
     }
 }
@@ -63,6 +66,19 @@ pub fn self_marker(event: &Event) -> Result<(), RoutingDrop> {
         Some(body) if is_self_authored(body) => Err(RoutingDrop::SelfAuthored),
         _ => Ok(()),
     }
+}
+
+/// Drops a review that has nothing to deliver (seed 002: the same rule on every
+/// surface and both ingresses): one still `PENDING` (its author has not submitted it), or
+/// one whose body is empty — an approval without words, or the review that only carries
+/// inline comments, each of which arrives as its own event.
+pub fn review_content(event: &Event) -> Result<(), RoutingDrop> {
+    let Some(review) = event.comment.as_ref().filter(|c| c.surface == Surface::Review) else {
+        return Ok(());
+    };
+    let pending = review.review_state.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("pending"));
+    let empty = review.body.as_deref().is_none_or(|body| body.trim().is_empty());
+    if pending || empty { Err(RoutingDrop::EmptyReview) } else { Ok(()) }
 }
 
 /// What the repository bound kept.

@@ -76,7 +76,7 @@ pub fn steps(
     let ended = Ended {
         state: closed_as.to_owned(),
         kind: kind.to_owned(),
-        reason: None,
+        reason: Some(reason.to_owned()),
         at: now,
         source: ingress.source().to_owned(),
         actor: closer.clone(),

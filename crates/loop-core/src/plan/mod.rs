@@ -3,8 +3,8 @@
 //!
 //! One event is decided in three calls, each at the point where its facts are read:
 //!
-//! 1. [`judge`], as the event arrives: route → self-marker → repository bound → actor
-//!    guard → existence check → control parse, instance scope and control decision
+//! 1. [`judge`], as the event arrives: route → self-marker → empty review → repository
+//!    bound → actor guard → existence check → control parse, instance scope and control decision
 //!    (SPEC §5). It returns the lines to write and either the [`Judged`] event or the
 //!    reason it was dropped. The receiver runs it on its processing thread; the poller
 //!    through the dispatcher.
@@ -214,6 +214,9 @@ fn judge_into(
             .field("work_items", &work_items)
     };
     if let Err(refusal) = guards::self_marker(event) {
+        return Err(drop(dropped(&refusal, Line::debug), refusal.reason()));
+    }
+    if let Err(refusal) = guards::review_content(event) {
         return Err(drop(dropped(&refusal, Line::debug), refusal.reason()));
     }
     let bounded = match guards::repository_bound(event, routed, &config.repositories) {

@@ -160,7 +160,8 @@ pub struct Ended {
     pub state: String,
     /// `issue` or `pull-request`.
     pub kind: String,
-    /// GitHub's state reason (`completed`, `not_planned`, …), when it gave one.
+    /// Why it ended, as the close path names it (seed 002): `issue-closed`, `pr-merged`
+    /// or `pr-closed`. Absent in records written before this was filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub at: Timestamp,

@@ -491,3 +491,45 @@ fn spec_order_instance_scope_is_judged_before_the_control_parse() {
     let both = comment(json!("ann"), "instance:red the-loop start the-loop stop", true);
     assert_eq!(judge(&front, "issue_comment", &both), Outcome::Dropped("addressed-elsewhere"));
 }
+
+fn review(state: &str, body: Value) -> Value {
+    json!({
+        "action": "submitted",
+        "repository": {"full_name": "octo/app"},
+        "pull_request": {"number": 16, "head": {"ref": "issue-15"}, "body": "", "merged": false},
+        "review": {"id": 7, "node_id": "PRR_7", "state": state, "body": body,
+                   "user": {"login": "ann"}},
+        "sender": {"login": "ann"},
+    })
+}
+
+#[test]
+fn seed002_a_webhook_review_that_is_pending_or_has_no_body_is_dropped_as_the_poller_drops_it() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    for (state, body) in
+        [("approved", Value::Null), ("commented", json!("  \n")), ("pending", json!("soon"))]
+    {
+        assert_eq!(
+            judge(&front, "pull_request_review", &review(state, body)),
+            Outcome::Dropped("empty-review"),
+            "{state}"
+        );
+    }
+    let said = review("changes_requested", json!("Please rename the flag."));
+    assert_eq!(judge(&front, "pull_request_review", &said), Outcome::Delivered);
+}
+
+#[test]
+fn seed002_an_outdated_webhook_inline_comment_keeps_its_original_line() {
+    let payload = json!({
+        "action": "created",
+        "repository": {"full_name": "octo/app"},
+        "pull_request": {"number": 16, "head": {"ref": "issue-15"}},
+        "comment": {"id": 3, "body": "nit", "path": "src/lib.rs", "line": null,
+                    "original_line": 42, "user": {"login": "ann"}},
+        "sender": {"login": "ann"},
+    });
+    let event = Event::from_webhook("pull_request_review_comment", &payload);
+    assert_eq!(event.comment.and_then(|c| c.line), Some(42));
+}

@@ -191,3 +191,21 @@ fn a_dequeued_job_spawns_only_when_queued_to_and_no_session_exists() {
     let routed = plan::route_job(&target, Some(live_record()), true, &event, &config);
     assert!(matches!(routed, JobRoute::Deliver { pr_session: None, .. }), "{routed:?}");
 }
+
+#[test]
+fn a_stamp_names_why_the_item_ended() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let closed = json!({
+        "action": "closed",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": []},
+        "sender": {"login": "ann"},
+    });
+    let plan = front.plan("issues", &closed).expect("admitted");
+    let stamp = plan.steps.iter().find_map(|step| match step {
+        Step::StampEnded { ended, .. } => Some(ended.reason.clone()),
+        _ => None,
+    });
+    assert_eq!(stamp, Some(Some("issue-closed".to_owned())));
+}

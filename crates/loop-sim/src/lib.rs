@@ -18,6 +18,8 @@
 //! - [`request_log`]: requests by endpoint and status.
 //! - [`bench`](mod@bench): counting the requests a scenario makes.
 //! - [`stand_in`]: a stand-in agent harness for session tests.
+//! - [`test_support`]: what every crate's tests share besides the simulator (patience,
+//!   waiting for a condition, reading JSON-lines records, the stand-in binary).
 
 // `serde_json::json!` recurses once per key; GitHub's repository object has ~80.
 #![recursion_limit = "256"]
@@ -28,6 +30,7 @@ pub mod request_log;
 pub mod server;
 pub mod shapes;
 pub mod stand_in;
+pub mod test_support;
 pub mod webhook;
 pub mod world;
 

@@ -263,4 +263,46 @@ mod tests {
         assert!(stopped.abandoned.is_empty());
         assert_eq!(*events.lock().unwrap(), ["Ready"]);
     }
+
+    /// On a paused clock: each [`RELOAD_EVERY`] passes as soon as the runtime is idle
+    /// (the reads run on blocking threads, which hold the clock while they run).
+    #[tokio::test(start_paused = true)]
+    async fn an_edited_config_file_reaches_the_dispatcher_at_the_next_look_and_a_broken_one_is_reported_once()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cli-config.yaml");
+        std::fs::write(&path, "routing:\n  maxConcurrentDispatches: 1\n").unwrap();
+        let dispatcher = dispatcher(dir.path()).await;
+        let (told, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let service = Service {
+            dispatcher: dispatcher.clone(),
+            receiver: None,
+            poller: None,
+            config_path: Some(path.clone()),
+            metrics: Metrics::new(),
+            grace: Duration::from_millis(100),
+            on_event: Box::new(move |event| {
+                let _ = told.send(format!("{event:?}"));
+            }),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(service.run(async {
+            let _ = stopped.await;
+        }));
+        assert_eq!(events.recv().await.as_deref(), Some("Ready"));
+
+        std::fs::write(&path, "routing:\n  maxConcurrentDispatches: 3\n").unwrap();
+        tokio::time::sleep(RELOAD_EVERY * 2).await;
+        assert_eq!(dispatcher.config().routing.max_concurrent_dispatches, 3, "no webhook needed");
+
+        std::fs::write(&path, "routing:\n  enabled: \"yes\"\n").unwrap();
+        let refused = events.recv().await.expect("the service runs");
+        assert!(refused.starts_with("ConfigNotApplied"), "{refused}");
+        tokio::time::sleep(RELOAD_EVERY * 3).await;
+        assert!(events.try_recv().is_err(), "reported once, not at every look");
+        assert_eq!(dispatcher.config().routing.max_concurrent_dispatches, 3, "the last good one");
+
+        stop.send(()).unwrap();
+        running.await.unwrap().expect("nothing failed");
+    }
 }

@@ -1,21 +1,16 @@
 //! A receiver under test: its own temp state root and config file, a port-0 listener, a
 //! [`Dispatch`] that hands every judged event to the test, and a plain HTTP/1.1 client.
 
+use loop_daemon::config_source::ConfigSource;
+use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
+use loop_sim::test_support::{PATIENCE, read_lines};
+use loop_store::StateLayout;
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-use loop_daemon::config_source::ConfigSource;
-use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
-use loop_store::StateLayout;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-
-/// How long a test waits for something that should happen at once before failing (a
-/// hang guard, not a timing assertion).
-pub const PATIENCE: Duration = Duration::from_secs(20);
 
 pub const SECRET: &str = "test-secret";
 
@@ -75,10 +70,7 @@ impl Site {
 
     /// Every event-log line, parsed.
     pub fn events(&self) -> Vec<Value> {
-        let Ok(text) = std::fs::read_to_string(self.layout().event_log()) else {
-            return Vec::new();
-        };
-        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+        read_lines(self.layout().event_log()).values
     }
 
     /// The lines named `name`.

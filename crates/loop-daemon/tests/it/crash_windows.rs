@@ -12,7 +12,9 @@
 
 use loop_sessions::registry::Registry;
 
-use crate::dispatch_lab::{Harness, Lab, OWNER, read_lines, stand_in};
+use loop_sim::test_support::{read_lines, stand_in};
+
+use crate::dispatch_lab::{Harness, Lab, OWNER};
 
 /// Delivers `text` on a started item, then puts the state back as a `kill -9` right
 /// after the paste leaves it: the endpoint's `recentDeliveries` stamp gone, the key in

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use loop_core::WorkItemRef;
@@ -21,12 +21,15 @@ use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sim::test_support::{
+    PATIENCE, last_lines, pastes_logged, read_lines, stand_in, wait_for_async,
+};
 use loop_sim::{Sim, WebhookTarget};
 use loop_store::{EventLog, StateLayout, StateStore};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::common::{PATIENCE, SECRET, request};
+use crate::common::{SECRET, request};
 
 pub const REPO: &str = "octo/app";
 pub const LABEL: &str = "the-loop: auto-execute";
@@ -35,24 +38,6 @@ pub const OWNER: &str = "octocat";
 /// Not authorized.
 pub const STRANGER: &str = "mallory";
 const SENTINEL_ACTION: &str = "lab-sentinel";
-
-/// The `loop-stand-in` binary, built once per test run.
-pub fn stand_in() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "loop-sim", "--bin", "loop-stand-in"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building loop-stand-in failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        let binary = target.join("debug/loop-stand-in");
-        assert!(binary.exists(), "{} missing after build", binary.display());
-        binary
-    })
-}
 
 /// Hands judged events to the dispatcher and counts sentinels (which it keeps).
 #[derive(Debug)]
@@ -334,42 +319,29 @@ impl Lab {
     }
 
     /// What the stand-in recorded as submitted, in order — once it has recorded every
-    /// message the event log says was pasted (the harness records a paste after tmux
-    /// handed it over, so this polls, boundedly, for the harness to catch up).
+    /// message the event log says was pasted ([`pastes_logged`]).
     pub async fn pasted(&self) -> Vec<String> {
-        let expected = self
-            .events()
-            .iter()
-            .filter(|e| match e["event"].as_str() {
-                Some("session.spawned" | "session.respawned") => true,
-                Some("dispatch.succeeded") => e["already_delivered"] != true,
-                _ => false,
-            })
-            .count();
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
+        let expected = pastes_logged(&self.events());
+        wait_for_async("the harness to record every pasted message", || {
             let pasted: Vec<String> = read_lines(&self.dir.path().join("messages.jsonl"))
                 .into_iter()
                 .map(|line| line["text"].as_str().expect("text").to_owned())
                 .collect();
             if pasted.len() >= expected {
-                return pasted;
+                Ok(pasted)
+            } else {
+                Err(format!("{} of {expected} recorded: {pasted:#?}", pasted.len()))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the harness recorded {} of {expected} pasted messages",
-                pasted.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await
     }
 
     pub fn launches(&self) -> Vec<Value> {
-        read_lines(&self.dir.path().join("launches.jsonl"))
+        read_lines(&self.dir.path().join("launches.jsonl")).values
     }
 
     pub fn events(&self) -> Vec<Value> {
-        read_lines(self.layout().event_log())
+        read_lines(self.layout().event_log()).values
     }
 
     pub fn named(&self, name: &str) -> Vec<Value> {
@@ -521,12 +493,6 @@ async fn open_dispatcher(
     .expect("the dispatcher opens")
 }
 
-/// Reads a JSON-lines file; a missing file has no lines.
-pub fn read_lines(path: &Path) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
-    text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
-}
-
 impl Lab {
     /// POSTs a delivery the simulator already sent, again, as GitHub's redelivery does.
     pub async fn redeliver(&mut self, delivery: &loop_sim::Delivery) {
@@ -573,15 +539,11 @@ impl Lab {
 
     /// Polls the event log until it holds `count` lines named `name`.
     pub async fn wait_for_lines(&self, name: &str, count: usize) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
+        wait_for_async(&format!("{count} `{name}` lines"), || {
             let lines = self.named(name);
-            if lines.len() >= count {
-                return lines;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "{count} `{name}` lines");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            if lines.len() >= count { Ok(lines) } else { Err(last_lines(&self.events())) }
+        })
+        .await
     }
 
     /// Whether the tmux session exists at all.

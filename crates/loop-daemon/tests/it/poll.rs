@@ -669,7 +669,10 @@ async fn run_polls_until_shutdown_then_says_it_stopped() {
     assert_eq!(heartbeat.last_cycle.unwrap().items_seen, 1);
 }
 
-#[tokio::test]
+/// On a paused clock: the poller's wait of `intervalSeconds` between the cycles passes
+/// as soon as the runtime is idle (the test's channel sends keep it busy until the
+/// config change is in), not in a real second.
+#[tokio::test(start_paused = true)]
 async fn a_config_change_between_cycles_is_used_by_the_next_cycle_with_config_reloaded() {
     let mut bench = Bench::new(&[REPO], "polling:\n  intervalSeconds: 1\n").await;
     bench.open_issue(REPO, "ann");

@@ -135,7 +135,9 @@ async fn an_open_ledger_only_item_gets_only_a_closure_check_stamp_and_waits_a_wi
     assert_eq!(bench.cycle().await.ledger_checks, 0, "not due again for a window");
 }
 
-#[tokio::test]
+/// On a paused clock: the client's back-off between its retries of the 502s (1 s, 2 s,
+/// 4 s) passes at once instead of in seven real seconds.
+#[tokio::test(start_paused = true)]
 async fn an_unanswerable_ledger_only_item_is_deferred_not_closed() {
     let mut bench = Bench::new(&[REPO], "").await;
     let n = bench.open_issue(REPO, "ann");
@@ -228,7 +230,9 @@ async fn edge_57_an_interrupted_cycle_asks_no_closure_question_and_a_complete_on
     assert_eq!((report.closures, report.ledger_checks), (2, 1), "both asked and closed");
 }
 
-#[tokio::test]
+/// On a paused clock: the client's back-off between its retries of the 502s (1 s, 2 s,
+/// 4 s) passes at once instead of in seven real seconds.
+#[tokio::test(start_paused = true)]
 async fn edge_61_an_unanswerable_tracked_item_is_kept_with_an_error() {
     let mut bench = Bench::new(&[REPO], "").await;
     let n = bench.open_issue(REPO, "ann");

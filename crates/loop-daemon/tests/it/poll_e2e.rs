@@ -9,8 +9,8 @@ use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::poller::{CycleReport, Poller};
 use loop_daemon::shutdown::Shutdown;
 
-use crate::common::PATIENCE;
 use crate::dispatch_lab::{Lab, OWNER, REPO};
+use loop_sim::test_support::PATIENCE;
 
 /// A poller over the lab's state and dispatcher, polling the lab's repository.
 fn poller(lab: &Lab) -> (Poller<Dispatcher>, Config) {

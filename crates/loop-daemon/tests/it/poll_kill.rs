@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use loop_core::WorkItemRef;
 use loop_core::event::Event;
@@ -22,6 +22,7 @@ use loop_daemon::poller::Poller;
 use loop_daemon::poller::seam::{Dispatched, Pipeline, StampFailed};
 use loop_daemon::shutdown::Shutdown;
 use loop_sim::Sim;
+use loop_sim::test_support::Random;
 use loop_store::{EventLog, StateLayout, StateStore};
 
 use crate::poll_support::{LABEL, clients_for};
@@ -143,22 +144,10 @@ async fn drain(state: &Path, sim: &Sim, seed: u64) {
     );
 }
 
-/// A small deterministic generator (xorshift), seeded per run.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poller_killed_at_random_points_delivers_every_authorized_comment_exactly_once() {
-    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64) | 1;
-    let mut random = Random(seed);
+    let seed = Random::clock_seed();
+    let mut random = Random::new(seed);
     let sim = Sim::start().await.expect("the simulated GitHub");
     sim.create_repo(REPO).expect("a repository");
     let items: Vec<u64> = (0..ITEMS)

@@ -100,7 +100,7 @@ async fn shutdown_finishes_the_delivery_in_flight_and_marks_it_processed() {
     let running = Running::start_with(receiver, std::sync::Arc::new(gate)).await;
     let body = issue_comment("octo/app", 7, "octocat", "hi");
     assert_eq!(running.deliver("issue_comment", Some("f-1"), &body).await.status, 202);
-    tokio::task::spawn_blocking(move || entered.recv_timeout(crate::common::PATIENCE))
+    tokio::task::spawn_blocking(move || entered.recv_timeout(loop_sim::test_support::PATIENCE))
         .await
         .unwrap()
         .expect("the delivery reached the dispatcher");
@@ -147,7 +147,7 @@ async fn deliveries_the_full_queue_left_in_the_journal_are_processed_with_nothin
     let running = Running::start_with(receiver, std::sync::Arc::new(hold)).await;
     let body = issue_comment("octo/app", 7, "octocat", "hi");
     assert_eq!(running.deliver("issue_comment", Some("first"), &body).await.status, 202);
-    tokio::task::spawn_blocking(move || entered.recv_timeout(crate::common::PATIENCE))
+    tokio::task::spawn_blocking(move || entered.recv_timeout(loop_sim::test_support::PATIENCE))
         .await
         .unwrap()
         .expect("the first delivery reached the dispatcher");
@@ -160,7 +160,11 @@ async fn deliveries_the_full_queue_left_in_the_journal_are_processed_with_nothin
     release.send(()).unwrap();
     let seqs = tokio::task::spawn_blocking(move || {
         (0..701)
-            .map(|_| judged.recv_timeout(crate::common::PATIENCE).expect("every delivery judged"))
+            .map(|_| {
+                judged
+                    .recv_timeout(loop_sim::test_support::PATIENCE)
+                    .expect("every delivery judged")
+            })
             .collect::<std::collections::BTreeSet<u64>>()
     })
     .await

@@ -9,7 +9,7 @@ use loop_sessions::{
     SessionError, SessionSite, Settled, Termination, TmuxError, session,
 };
 
-use crate::support::{Lab, wait_for};
+use crate::support::Lab;
 
 fn site(lab: &Lab) -> SessionSite {
     let item: WorkItemRef = "github:octo/app#15".parse().expect("a valid ref");
@@ -54,9 +54,7 @@ fn kill_harness(lab: &Lab, site: &SessionSite) {
     assert!(
         std::process::Command::new("kill").args(["-9", &pid]).status().expect("kill").success()
     );
-    wait_for("the pane to die", || {
-        (lab.tmux.liveness(&site.target).ok() == Some(Liveness::Dead)).then_some(())
-    });
+    lab.wait_for_dead_pane(&site.target);
 }
 
 fn argv_of(launch: &serde_json::Value) -> Vec<String> {
@@ -83,7 +81,7 @@ fn a_fresh_spawn_pastes_the_first_prompt_once_the_harness_reads_input() {
     )
     .expect("spawned");
     assert!(!launch.resumed);
-    let messages = wait_for("the boot prompt", || Some(lab.messages()).filter(|m| !m.is_empty()));
+    let messages = lab.wait_for_messages("the boot prompt", |m| !m.is_empty());
     assert_eq!(messages, ["boot\nprompt"]);
     let launches = lab.launches();
     let argv = argv_of(&launches[0]);
@@ -108,7 +106,7 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
         &settings(),
     )
     .expect("spawned");
-    wait_for("the boot prompt", || Some(lab.messages()).filter(|m| m.len() == 1));
+    lab.wait_for_messages("the boot prompt", |m| m.len() == 1);
     kill_harness(&lab, &site);
     let recorded = first.conversation.to_string();
     let outcome = session::deliver_or_respawn(
@@ -127,7 +125,7 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
     assert!(respawned.launch.resumed);
     assert_eq!(respawned.launch.conversation, first.conversation, "the conversation id is kept");
     assert_eq!(respawned.resume_failure, None);
-    let messages = wait_for("the event", || Some(lab.messages()).filter(|m| m.len() == 2));
+    let messages = lab.wait_for_messages("the event", |m| m.len() == 2);
     assert_eq!(messages[1], "the next event");
     let launches = lab.launches();
     assert_eq!(launches.len(), 2);
@@ -146,7 +144,7 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
     )
     .expect("delivered");
     assert_eq!(again, Delivered::Pasted);
-    wait_for("the third message", || Some(lab.messages()).filter(|m| m.len() == 3));
+    lab.wait_for_messages("the third message", |m| m.len() == 3);
 }
 
 #[test]
@@ -174,7 +172,7 @@ fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
     assert_eq!(launches.len(), 2, "one resume attempt, then one fresh start");
     assert!(argv_of(&launches[0]).contains(&"--resume".to_owned()));
     assert!(argv_of(&launches[1]).contains(&"--session-id".to_owned()));
-    wait_for("the event", || Some(lab.messages()).filter(|m| m == &["event"]));
+    lab.wait_for_messages("the event", |m| m == ["event"]);
 }
 
 #[test]
@@ -320,7 +318,7 @@ fn a_killed_pane_takes_its_session_with_it_and_the_next_delivery_resumes() {
         &settings(),
     )
     .expect("spawned");
-    wait_for("the boot prompt", || Some(lab.messages()).filter(|m| m.len() == 1));
+    lab.wait_for_messages("the boot prompt", |m| m.len() == 1);
     assert!(lab.tmux_raw(&["kill-pane", "-t", &format!("={}:", site.target)]).status.success());
     assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Absent);
     let outcome = session::deliver_or_respawn(
@@ -334,7 +332,7 @@ fn a_killed_pane_takes_its_session_with_it_and_the_next_delivery_resumes() {
     )
     .expect("respawned");
     assert!(matches!(&outcome, Delivered::Respawned(r) if r.launch.resumed), "{outcome:?}");
-    let messages = wait_for("the event", || Some(lab.messages()).filter(|m| m.len() == 2));
+    let messages = lab.wait_for_messages("the event", |m| m.len() == 2);
     assert_eq!(messages[1], "after the kill");
     let launches = lab.launches();
     assert!(

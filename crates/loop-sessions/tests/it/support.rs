@@ -1,47 +1,14 @@
-//! Shared context: the stand-in harness binary, a private tmux server per test, bounded
-//! polling and record readers.
+//! Shared context: a private tmux server per test, and readers of (and waits for) what
+//! the stand-in harness records. The stand-in binary, the wait and the record reader are
+//! every crate's (`loop_sim::test_support`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use loop_sessions::{Tmux, TmuxSettings, TmuxSocket};
+use loop_sessions::{Liveness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sim::test_support::{read_lines, stand_in, wait_for};
 use tempfile::TempDir;
-
-/// The `loop-stand-in` binary. Cargo does not build another package's binaries for this
-/// crate's tests, so it is built here — unless a build newer than the stand-in's two
-/// source files exists (a nested cargo waits for the workspace's build lock, which other
-/// builds may hold for a long time). When the build cannot run — another crate of the
-/// workspace is mid-edit — an existing binary is used.
-pub fn stand_in() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-        let binary = target.join("debug/loop-stand-in");
-        let sources = ["../loop-sim/src/stand_in.rs", "../loop-sim/src/bin/loop-stand-in.rs"]
-            .map(|source| Path::new(env!("CARGO_MANIFEST_DIR")).join(source));
-        let modified = |path: &Path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok();
-        let fresh = modified(&binary).is_some_and(|built| {
-            sources.iter().all(|source| modified(source).is_some_and(|m| m < built))
-        });
-        if fresh {
-            return binary;
-        }
-        let built = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "loop-sim", "--bin", "loop-stand-in"])
-            .status()
-            .is_ok_and(|status| status.success());
-        assert!(
-            built || binary.exists(),
-            "building loop-stand-in failed and no earlier build exists at {}",
-            binary.display()
-        );
-        binary
-    })
-}
 
 /// A private tmux server and a scratch directory; the server is killed on drop.
 pub struct Lab {
@@ -97,7 +64,25 @@ impl Lab {
     }
 
     pub fn launches(&self) -> Vec<serde_json::Value> {
-        read_lines(&self.path("launches.jsonl"))
+        read_lines(&self.path("launches.jsonl")).values
+    }
+
+    /// Waits until the recorded messages satisfy `done`; returns them.
+    #[track_caller]
+    pub fn wait_for_messages(&self, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        wait_for(what, || {
+            let messages = self.messages();
+            if done(&messages) { Ok(messages) } else { Err(format!("messages {messages:?}")) }
+        })
+    }
+
+    /// Waits until `target`'s pane is dead (its harness exited or was killed).
+    #[track_caller]
+    pub fn wait_for_dead_pane(&self, target: &str) {
+        wait_for(&format!("the pane of {target} to die"), || match self.tmux.liveness(target) {
+            Ok(Liveness::Dead) => Ok(()),
+            other => Err(format!("{other:?}")),
+        })
     }
 
     pub fn scratch_entries(&self) -> usize {
@@ -109,22 +94,4 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.tmux_raw(&["kill-server"]);
     }
-}
-
-/// Reads a JSON-lines file; a missing file has no lines.
-pub fn read_lines(path: &Path) -> Vec<serde_json::Value> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
-    text.lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
-}
-
-/// Polls `check` up to 1500 times, 20 ms apart (30 s, generous for a loaded machine),
-/// until it returns `Some`.
-pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    for _ in 0..1500 {
-        if let Some(value) = check() {
-            return value;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("gave up waiting for {what}");
 }

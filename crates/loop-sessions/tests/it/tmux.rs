@@ -6,7 +6,7 @@ use std::time::Duration;
 use loop_core::WorkItemRef;
 use loop_sessions::{DeliveryError, Liveness, SessionSite, Termination, TmuxError};
 
-use crate::support::{Lab, wait_for};
+use crate::support::Lab;
 
 const READY: Duration = Duration::from_secs(30);
 
@@ -54,7 +54,7 @@ fn a_hostile_multiline_prompt_is_recorded_as_exactly_one_message() {
     spawn_stand_in(&lab, "loop-github-octo-app-15");
     let prompt = hostile_prompt();
     lab.tmux.deliver("loop-github-octo-app-15", &prompt).expect("delivered");
-    let messages = wait_for("the message", || Some(lab.messages()).filter(|m| !m.is_empty()));
+    let messages = lab.wait_for_messages("the message", |m| !m.is_empty());
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0], prompt);
     assert_eq!(lab.scratch_entries(), 0, "prompt files are removed after a delivery");
@@ -69,7 +69,7 @@ fn successive_deliveries_arrive_in_order_as_separate_messages() {
             .deliver("loop-github-octo-app-15", &format!("event {n}\nsecond line"))
             .expect("delivered");
     }
-    let messages = wait_for("five messages", || Some(lab.messages()).filter(|m| m.len() == 5));
+    let messages = lab.wait_for_messages("five messages", |m| m.len() == 5);
     let expected: Vec<String> = (0..5).map(|n| format!("event {n}\nsecond line")).collect();
     assert_eq!(messages, expected);
 }
@@ -81,7 +81,7 @@ fn a_prompt_cannot_end_its_own_paste_and_submit_early() {
     lab.tmux
         .deliver("loop-github-octo-app-15", "before\x1b[201~\rinjected\r\x1b[200~after")
         .expect("delivered");
-    let messages = wait_for("the message", || Some(lab.messages()).filter(|m| !m.is_empty()));
+    let messages = lab.wait_for_messages("the message", |m| !m.is_empty());
     assert_eq!(messages, ["before\ninjected\nafter"]);
 }
 
@@ -90,7 +90,7 @@ fn crlf_line_endings_arrive_as_single_line_breaks() {
     let lab = Lab::new();
     spawn_stand_in(&lab, "loop-github-octo-app-15");
     lab.tmux.deliver("loop-github-octo-app-15", "one\r\ntwo\r\n").expect("delivered");
-    let messages = wait_for("the message", || Some(lab.messages()).filter(|m| !m.is_empty()));
+    let messages = lab.wait_for_messages("the message", |m| !m.is_empty());
     assert_eq!(messages, ["one\ntwo\n"]);
 }
 
@@ -114,9 +114,7 @@ fn liveness_reads_absent_live_and_dead_from_real_tmux() {
     spawn_stand_in(&lab, target);
     assert_eq!(lab.tmux.liveness(target).expect("probe"), Liveness::Live);
     lab.tmux.deliver(target, "/exit").expect("delivered");
-    wait_for("the pane to die", || {
-        (lab.tmux.liveness(target).ok() == Some(Liveness::Dead)).then_some(())
-    });
+    lab.wait_for_dead_pane(target);
     assert_eq!(lab.tmux.liveness("loop-github-octo-app-1").expect("probe"), Liveness::Absent);
 }
 
@@ -139,9 +137,7 @@ fn a_harness_that_exits_at_once_leaves_a_dead_pane_thanks_to_remain_on_exit() {
     let argv = lab.stand_in_argv(&["--exit-on-start", "3"]);
     let target = "loop-github-octo-app-15";
     lab.tmux.spawn(&site(&lab, target), &argv).expect("spawned");
-    wait_for("the pane to die", || {
-        (lab.tmux.liveness(target).ok() == Some(Liveness::Dead)).then_some(())
-    });
+    lab.wait_for_dead_pane(target);
 }
 
 #[test]
@@ -150,9 +146,7 @@ fn delivery_into_a_dead_pane_is_session_missing_and_pastes_nothing() {
     let target = "loop-github-octo-app-15";
     spawn_stand_in(&lab, target);
     lab.tmux.deliver(target, "/exit").expect("delivered");
-    wait_for("the pane to die", || {
-        (lab.tmux.liveness(target).ok() == Some(Liveness::Dead)).then_some(())
-    });
+    lab.wait_for_dead_pane(target);
     let err = lab.tmux.deliver(target, "after death").expect_err("dead pane");
     assert!(matches!(err, DeliveryError::SessionMissing { liveness: Liveness::Dead, .. }), "{err}");
     assert_eq!(lab.messages(), ["/exit"]);
@@ -187,13 +181,11 @@ fn spawn_clears_a_dead_pane_and_starts_again() {
     let target = "loop-github-octo-app-15";
     spawn_stand_in(&lab, target);
     lab.tmux.deliver(target, "/exit").expect("delivered");
-    wait_for("the pane to die", || {
-        (lab.tmux.liveness(target).ok() == Some(Liveness::Dead)).then_some(())
-    });
+    lab.wait_for_dead_pane(target);
     spawn_stand_in(&lab, target);
     assert_eq!(lab.launches().len(), 2);
     lab.tmux.deliver(target, "second life").expect("delivered");
-    wait_for("the message", || Some(lab.messages()).filter(|m| m.len() == 2));
+    lab.wait_for_messages("the message", |m| m.len() == 2);
 }
 
 #[test]
@@ -204,10 +196,10 @@ fn deliveries_continue_after_the_control_clients_session_ends() {
     lab.tmux.deliver("loop-github-octo-app-1", "to one").expect("delivered");
     // A delivery returns once tmux has written to the pane; wait for the harness to
     // have read it before its session is killed.
-    wait_for("the first message", || Some(lab.messages()).filter(|m| m.len() == 1));
+    lab.wait_for_messages("the first message", |m| m.len() == 1);
     assert!(lab.tmux.kill_session("loop-github-octo-app-1").expect("killed"));
     lab.tmux.deliver("loop-github-octo-app-2", "to two").expect("delivered after the kill");
-    let messages = wait_for("two messages", || Some(lab.messages()).filter(|m| m.len() == 2));
+    let messages = lab.wait_for_messages("two messages", |m| m.len() == 2);
     assert_eq!(messages, ["to one", "to two"]);
 }
 
@@ -295,7 +287,7 @@ fn a_hung_harness_stays_live_and_takes_pastes_without_recording_them() {
     let target = "loop-github-octo-app-15";
     spawn_stand_in(&lab, target);
     lab.tmux.deliver(target, "/hang").expect("delivered");
-    wait_for("the hang message", || Some(lab.messages()).filter(|m| m.len() == 1));
+    lab.wait_for_messages("the hang message", |m| m.len() == 1);
     lab.tmux.deliver(target, "into the void").expect("a hung harness still takes a paste");
     assert_eq!(lab.tmux.liveness(target).expect("probe"), Liveness::Live);
     assert_eq!(lab.messages(), ["/hang"]);
@@ -327,7 +319,7 @@ fn concurrent_deliveries_from_several_threads_all_arrive_in_per_thread_order() {
             });
         }
     });
-    let messages = wait_for("forty messages", || Some(lab.messages()).filter(|m| m.len() == 40));
+    let messages = lab.wait_for_messages("forty messages", |m| m.len() == 40);
     for worker in 0..4 {
         let mine: Vec<&String> =
             messages.iter().filter(|m| m.starts_with(&format!("worker {worker} "))).collect();

@@ -27,9 +27,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use loop_sim::Sim;
+use loop_sim::test_support::{
+    JsonLines, POLL, Random, last_lines, pastes_logged, read_lines, wait_for_within,
+};
 use serde_json::Value;
 
 use crate::common::Cli;
@@ -46,8 +49,11 @@ const BOB: &str = "bob";
 /// Never authorized.
 const EVE: &str = "eve";
 const ITEMS: usize = 20;
-/// A hang guard for conditions that must come true, not a timing assertion.
+/// A hang guard for conditions that must come true, not a timing assertion: longer than
+/// the shared one, since a catch-up waits out a whole phase's backlog after restarts.
 const PATIENCE: Duration = Duration::from_secs(120);
+/// How often a catch-up looks again (each look parses the event log).
+const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// What each of the 20 items goes through (by index).
 mod roles {
@@ -73,18 +79,6 @@ mod roles {
             4 => item <= 10,
             _ => item <= 10 || item == PAUSED_THEN_RESUMED,
         }
-    }
-}
-
-/// A small deterministic generator (xorshift64), seeded per run.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 
@@ -292,20 +286,17 @@ impl Rig {
             .expect("the built the-loop binary starts");
         self.service = Some(child);
         self.outputs.push(output.clone());
-        let deadline = Instant::now() + PATIENCE;
-        loop {
+        let seed = self.seed;
+        let service = self.service.as_mut().expect("just spawned");
+        wait_for_within(PATIENCE, POLL, "the service to say it is ready", || {
             let text = std::fs::read_to_string(&output).unwrap_or_default();
             if text.contains("the service is ready") {
-                return;
+                return Ok(());
             }
-            let exited = self.service.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            assert!(
-                exited.is_none() && Instant::now() < deadline,
-                "seed {}: the service did not start ({exited:?}):\n{text}",
-                self.seed
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            let exited = service.try_wait().ok().flatten();
+            assert!(exited.is_none(), "seed {seed}: the service exited ({exited:?}):\n{text}");
+            Err(format!("seed {seed}, its output so far:\n{text}"))
+        });
     }
 
     /// `kill -9`: no chance to flush, close or clean up.
@@ -333,7 +324,7 @@ impl Rig {
     }
 
     fn events(&self) -> Vec<Value> {
-        read_lines(&self.root.join("logs/events.jsonl")).0
+        read_lines(&self.root.join("logs/events.jsonl")).values
     }
 
     /// Waits until every ingress has caught up: the simulator's webhooks are answered (and
@@ -344,30 +335,23 @@ impl Rig {
     fn catch_up(&self) {
         assert!(self.up(), "catch_up needs the service running");
         let from = self.events().len();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
+        let what = format!("seed {}: the service to catch up", self.seed);
+        wait_for_within(PATIENCE, LOOK_EVERY, &what, || {
             let sent = self.sim.deliveries().len();
             let answered = self.runtime.block_on(async {
                 tokio::time::timeout(PATIENCE, self.sim.webhooks_settled()).await
             });
-            assert!(
-                answered.is_ok(),
-                "seed {}: the simulator's webhooks were never answered",
-                self.seed
-            );
+            assert!(answered.is_ok(), "{what}: the simulator's webhooks were never answered");
             if self.quiet(from) && self.sim.deliveries().len() == sent {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "seed {}: the service never caught up; inbox {:?}, in flight {:?}, last lines:\n{:#?}",
-                self.seed,
+            Err(format!(
+                "inbox {:?}, in flight {:?}, the event log: {}",
                 self.pending(),
                 self.in_flight(),
-                self.events().iter().rev().take(8).collect::<Vec<_>>()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+                last_lines(&self.events())
+            ))
+        });
     }
 
     fn quiet(&self, from: usize) -> bool {
@@ -426,32 +410,16 @@ impl Rig {
     /// message the event log says was pasted (a paste is recorded after tmux handed it
     /// over).
     fn pasted(&self) -> Vec<String> {
-        let expected = self
-            .events()
-            .iter()
-            .filter(|e| match e["event"].as_str() {
-                Some("session.spawned" | "session.respawned") => true,
-                Some("dispatch.succeeded") => e["already_delivered"] != true,
-                _ => false,
-            })
-            .count();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let (lines, torn) = read_lines(&self.messages);
+        let expected = pastes_logged(&self.events());
+        wait_for_within(PATIENCE, POLL, "the stand-ins to record every paste", || {
+            let JsonLines { values, torn } = read_lines(&self.messages);
             assert_eq!(torn, 0, "seed {}: a torn line in the stand-ins' record", self.seed);
-            if lines.len() >= expected {
-                return lines
-                    .iter()
-                    .filter_map(|l| l["text"].as_str().map(str::to_owned))
-                    .collect();
+            if values.len() >= expected {
+                Ok(values.iter().filter_map(|l| l["text"].as_str().map(str::to_owned)).collect())
+            } else {
+                Err(format!("{} of {expected} recorded", values.len()))
             }
-            assert!(
-                Instant::now() < deadline,
-                "the stand-ins recorded {} of {expected} pastes",
-                lines.len()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 
     fn tmux_kill_server(&self) {
@@ -474,17 +442,6 @@ impl Drop for Rig {
             let _ = Command::new("cp").arg("-a").arg(self.cli.cwd()).arg(keep).status();
         }
     }
-}
-
-/// The JSON lines of a file, and how many lines did not parse.
-fn read_lines(path: &Path) -> (Vec<Value>, usize) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut torn = 0;
-    let lines = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).map_err(|_| torn += 1).ok())
-        .collect();
-    (lines, torn)
 }
 
 /// Every state file under `dir` that does not parse, with the error: a `.json` file, a
@@ -554,11 +511,12 @@ struct Findings {
 /// posted while the service is down (the order-dependent phases need every control
 /// command acknowledged).
 fn run(comments: usize, kills_per_300: (u64, u64), ingress: Ingress) {
-    let seed =
-        std::env::var("THE_LOOP_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(
-            || SystemTime::now().duration_since(UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64),
-        ) | 1;
-    let mut random = Random(seed);
+    let seed = std::env::var("THE_LOOP_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(Random::clock_seed)
+        | 1;
+    let mut random = Random::new(seed);
     let phases = script(&mut random, comments);
     let eligible: Vec<usize> = phases
         .iter()
@@ -721,7 +679,7 @@ fn findings(
             findings.wrong.push((token.clone(), got, *expected, *item, author));
         }
     }
-    let (events, torn) = read_lines(&rig.root.join("logs/events.jsonl"));
+    let JsonLines { values: events, torn } = read_lines(&rig.root.join("logs/events.jsonl"));
     // A launch is registered when a `session.spawned` line or a session record names its
     // conversation (the event log is written behind its emitters, so a kill can take a
     // line written just before it; the record is written before the line).
@@ -745,7 +703,7 @@ fn findings(
         .filter_map(|e| e["harness_session_id"].as_str())
         .chain(recorded.iter().map(String::as_str))
         .collect();
-    for launch in read_lines(&rig.launches).0 {
+    for launch in read_lines(&rig.launches) {
         let argv: Vec<&str> = launch["argv"]
             .as_array()
             .map(|argv| argv.iter().filter_map(Value::as_str).collect())

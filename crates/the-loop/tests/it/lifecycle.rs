@@ -4,15 +4,13 @@
 //!
 //! Every site stops its service when dropped, so a failed assertion leaves no process.
 
+use loop_sim::test_support::{PATIENCE, wait_for};
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
 use crate::common::{Cli, Run};
 
 const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
-/// A hang guard for things that should happen at once, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A private cwd whose config enables the receiver on `port`; stops its service on drop.
 struct Site {
@@ -72,12 +70,12 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+#[track_caller]
 fn wait_until_gone(pid: u32) {
-    let deadline = Instant::now() + PATIENCE;
-    while !gone(pid) {
-        assert!(Instant::now() < deadline, "pid {pid} is still running");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("pid {pid} to end"),
+        || if gone(pid) { Ok(()) } else { Err("still running") },
+    );
 }
 
 #[test]
@@ -138,15 +136,10 @@ fn stop_gives_up_with_exit_1_on_a_holder_that_outlives_the_timeout() {
         .arg(site.pidfile())
         .spawn()
         .expect("flock(1) runs");
-    let deadline = Instant::now() + PATIENCE;
-    let pid = loop {
+    let pid: u32 = wait_for("the holder to write its pid", || {
         let text = std::fs::read_to_string(site.pidfile()).unwrap_or_default();
-        if let Ok(pid) = text.trim().parse::<u32>() {
-            break pid;
-        }
-        assert!(Instant::now() < deadline, "the holder never wrote its pid");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        text.trim().parse().map_err(|_| format!("the pidfile holds {text:?}"))
+    });
     site.run(&["stop", "--timeout", "1"])
         .expect_code(1)
         .expect_stderr(&format!("still running (pid {pid}) after 1s"));
@@ -222,16 +215,11 @@ fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle
     );
     site.cli.env("GH_TOKEN", "test-token");
     site.run(&["start"]).expect_code(0).expect_stderr("gh-webhook, poller");
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
+    let status = wait_for("a poll cycle in the status", || {
         let run = site.run(&["status", "--json"]);
         let status: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-        if !status["services"][1]["lastCycleAt"].is_null() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no poll cycle recorded:\n{run}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        if status["services"][1]["lastCycleAt"].is_null() { Err(run) } else { Ok(status) }
+    });
     assert_eq!(status["ok"], true);
     let (receiver, poller) = (&status["services"][0]["pid"], &status["services"][1]["pid"]);
     assert!(receiver.is_u64() && receiver == poller, "one process hosts both: {status}");
@@ -299,18 +287,17 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     let answer = post("m-1", &loop_sim::webhook::sign(b"lifecycle-secret", body.as_bytes()));
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
-    let deadline = Instant::now() + PATIENCE;
-    let metrics = loop {
+    let metrics = wait_for("the accepted delivery to be counted and processed", || {
         let answer = http_get(port, "/metrics");
         // Counted, and marked processed in the journal.
-        if answer.contains("the_loop_deliveries_total{")
+        if answer.contains("the_loop_deliveries_total{outcome=\"failed\"")
             && answer.contains("the_loop_inbox_depth 0\n")
         {
-            break answer;
+            Ok(answer)
+        } else {
+            Err(answer)
         }
-        assert!(Instant::now() < deadline, "no delivery counted:\n{answer}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    });
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
     assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
     assert!(
@@ -370,16 +357,11 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
         .rev()
         .find(|d| d.event == "issue_comment")
         .expect("a delivery");
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    let run = wait_for("the refusal in the event log", || {
         let run = site.run(&["explain", &delivery.id]);
-        if run.stdout.contains("=> refused") {
-            run.expect_stdout("@mallory is not in `routing.authorizedUsers`");
-            break;
-        }
-        assert!(Instant::now() < deadline, "the refusal was never logged:\n{run}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        if run.stdout.contains("=> refused") { Ok(run) } else { Err(run) }
+    });
+    run.expect_stdout("@mallory is not in `routing.authorizedUsers`");
 
     site.run(&["stop"]).expect_code(0);
     site.run(&["status"]).expect_code(1);
@@ -412,15 +394,10 @@ fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
         .stderr(out)
         .spawn()
         .expect("the service starts");
-    let deadline = Instant::now() + PATIENCE;
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("the service is ready") {
-        assert!(
-            Instant::now() < deadline,
-            "never ready:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the service to say it is ready", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("the service is ready") { Ok(()) } else { Err(text) }
+    });
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("send INT");
     let status = child.wait().expect("the service exits");

@@ -5,19 +5,17 @@
 //! lands deterministically after the delivery was journalled and acknowledged and before
 //! anything processed it; no test relies on timing.
 
+use loop_sim::test_support::{PATIENCE, last_lines, read_lines, wait_for};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use crate::common::Cli;
 
 const SECRET: &str = "start-test-secret";
 const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
-/// A hang guard for things that should happen at once, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A test site: a private cwd with a config enabling the receiver on a free port.
 ///
@@ -123,20 +121,23 @@ impl Service {
 
 /// Event-log lines named `name` with this delivery id.
 fn lines(root: &Path, name: &str, delivery_id: &str) -> usize {
-    let Ok(text) = std::fs::read_to_string(root.join("logs/events.jsonl")) else { return 0 };
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+    read_lines(&root.join("logs/events.jsonl"))
+        .into_iter()
         .filter(|e| e["event"] == name && e["delivery_id"] == delivery_id)
         .count()
 }
 
-/// Polls the event log until `name` appears for the delivery (hang guard: [`PATIENCE`]).
+/// Waits until the event log holds a `name` line for the delivery.
+#[track_caller]
 fn wait_for_line(root: &Path, name: &str, delivery_id: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    while lines(root, name, delivery_id) == 0 {
-        assert!(Instant::now() < deadline, "no `{name}` line for {delivery_id}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&format!("a `{name}` line for {delivery_id}"), || {
+        let events = read_lines(&root.join("logs/events.jsonl")).values;
+        if events.iter().any(|e| e["event"] == name && e["delivery_id"] == delivery_id) {
+            Ok(())
+        } else {
+            Err(last_lines(&events))
+        }
+    });
 }
 
 fn pending(root: &Path) -> usize {

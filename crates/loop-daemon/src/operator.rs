@@ -87,25 +87,29 @@ impl Dispatcher {
                     Issued::Executed { effect } => *effect,
                     _ => "spawn-failed",
                 };
-                self.events().emit(
-                    Line::info(Kind::ControlCommand)
-                        .work_item(&owner)
-                        .field("command", command.name())
-                        .field("source", "cli")
-                        .field("actor", operator.as_str())
-                        .field("effect", effect),
-                );
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::ControlCommand)
+                            .work_item(&owner)
+                            .field("command", command.name())
+                            .field("source", "cli")
+                            .field("actor", operator.as_str())
+                            .field("effect", effect),
+                    )
+                    .await;
                 issued
             }
             ControlDecision::Rejected { command, rejection } => {
-                self.events().emit(
-                    Line::warning(Kind::ControlRejected)
-                        .work_item(&owner)
-                        .field("command", command.name())
-                        .field("source", "cli")
-                        .field("actor", operator.as_str())
-                        .field("reason", rejection.reason()),
-                );
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::ControlRejected)
+                            .work_item(&owner)
+                            .field("command", command.name())
+                            .field("source", "cli")
+                            .field("actor", operator.as_str())
+                            .field("reason", rejection.reason()),
+                    )
+                    .await;
                 Issued::Rejected { reason: rejection.reason() }
             }
             ControlDecision::Roster { edit, logins, .. } => {
@@ -121,15 +125,17 @@ impl Dispatcher {
                     RosterOutcome::Replayed => Vec::new(),
                 };
                 for (collaborator, effect) in &effects {
-                    self.events().emit(
-                        Line::info(Kind::ControlCommand)
-                            .work_item(&owner)
-                            .field("command", command.name())
-                            .field("source", "cli")
-                            .field("actor", operator.as_str())
-                            .field("collaborator", collaborator.as_str())
-                            .field("effect", effect.as_str()),
-                    );
+                    self.events()
+                        .emit_async(
+                            Line::info(Kind::ControlCommand)
+                                .work_item(&owner)
+                                .field("command", command.name())
+                                .field("source", "cli")
+                                .field("actor", operator.as_str())
+                                .field("collaborator", collaborator.as_str())
+                                .field("effect", effect.as_str()),
+                        )
+                        .await;
                 }
                 Issued::Roster(effects)
             }
@@ -173,7 +179,8 @@ impl Dispatcher {
             Err(error) => Line::error(Kind::SessionReset).field("error", error),
         };
         self.events()
-            .emit(line.work_item(item).field("source", "cli").field("ended_session", ended));
+            .emit_async(line.work_item(item).field("source", "cli").field("ended_session", ended))
+            .await;
         cleared.map(|_| ended)
     }
 
@@ -202,12 +209,14 @@ impl Dispatcher {
     async fn write_control(&self, item: &WorkItemRef, control: Option<Control>) {
         let (store, target) = (self.store().clone(), item.clone());
         if let Err(err) = blocking(move || store.write_section(&target, control.as_ref())).await {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(item)
-                    .field("source", "cli")
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::ControlRecordFailed)
+                        .work_item(item)
+                        .field("source", "cli")
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
     }
 

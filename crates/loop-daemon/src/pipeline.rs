@@ -121,7 +121,7 @@ impl Dispatcher {
                     let paused = Decision::SessionPaused { item };
                     if enqueued {
                         for line in paused.lines(&cx) {
-                            self.events().emit(line);
+                            self.events().emit_async(line).await;
                         }
                     } else {
                         self.record(&paused, &cx).await;

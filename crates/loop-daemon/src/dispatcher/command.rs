@@ -56,12 +56,14 @@ impl Dispatcher {
         };
         let (store, item) = (self.store().clone(), target.clone());
         if let Err(err) = blocking(move || store.write_section(&item, Some(&control))).await {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(target)
-                    .field("command", command.name())
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::ControlRecordFailed)
+                        .work_item(target)
+                        .field("command", command.name())
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
     }
 
@@ -121,15 +123,20 @@ impl Dispatcher {
             Ok::<_, loop_store::StoreError>(RosterOutcome::Edited(effects))
         })
         .await;
-        edited.unwrap_or_else(|err| {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(target)
-                    .field("command", "collaborators")
-                    .field("error", err.to_string()),
-            );
-            RosterOutcome::Edited(Vec::new())
-        })
+        match edited {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                self.events()
+                    .emit_async(
+                        Line::error(Kind::ControlRecordFailed)
+                            .work_item(target)
+                            .field("command", "collaborators")
+                            .field("error", err.to_string()),
+                    )
+                    .await;
+                RosterOutcome::Edited(Vec::new())
+            }
+        }
     }
 
     /// Pauses (`pause: true`) or resumes the work item's own session, logging the
@@ -145,7 +152,7 @@ impl Dispatcher {
             Ok(true) => Line::info(Kind::SessionResumed),
             Err(err) => Line::error(Kind::SessionUpdateFailed).field("error", err.to_string()),
         };
-        self.events().emit(line.work_item(item));
+        self.events().emit_async(line.work_item(item)).await;
     }
 
     /// Closes `record` the way a merge does: each pull request's endpoint, then the work
@@ -164,19 +171,23 @@ impl Dispatcher {
         })
         .await;
         if let Err(err) = closed {
-            self.events().emit(
-                Line::error(Kind::SessionUpdateFailed)
-                    .work_item(&item)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::SessionUpdateFailed)
+                        .work_item(&item)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
         let own = record.own_endpoint();
-        self.events().emit(
-            Line::info(Kind::SessionClosed)
-                .work_item(&item)
-                .field("harness", own.map(|e| e.harness.clone()))
-                .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::SessionClosed)
+                    .work_item(&item)
+                    .field("harness", own.map(|e| e.harness.clone()))
+                    .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
+            )
+            .await;
         for served in record.endpoints.keys() {
             self.end_session(&item, served).await;
         }
@@ -188,17 +199,21 @@ impl Dispatcher {
             (self.inner.registry.clone(), record.work_item.clone(), pr.clone());
         let closed = blocking(move || registry.close_endpoint(&owner, &pr_ref)).await;
         if let Err(err) = closed {
-            self.events().emit(
-                Line::error(Kind::SessionUpdateFailed)
-                    .work_item(&record.work_item)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::SessionUpdateFailed)
+                        .work_item(&record.work_item)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
-        self.events().emit(
-            Line::info(Kind::SessionPrClosed)
-                .work_item(&record.work_item)
-                .field("pull_request", pr.to_string()),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::SessionPrClosed)
+                    .work_item(&record.work_item)
+                    .field("pull_request", pr.to_string()),
+            )
+            .await;
         self.end_session(&record.work_item, pr).await;
     }
 
@@ -216,13 +231,16 @@ impl Dispatcher {
         let closed = match closed {
             Ok(closed) => closed,
             Err(err) => {
-                return self.events().emit(
-                    Line::warning(Kind::SessionHarnessTerminated)
-                        .work_item(item)
-                        .field("tmux_target", &target)
-                        .field("ok", false)
-                        .field("error", err.to_string()),
-                );
+                return self
+                    .events()
+                    .emit_async(
+                        Line::warning(Kind::SessionHarnessTerminated)
+                            .work_item(item)
+                            .field("tmux_target", &target)
+                            .field("ok", false)
+                            .field("error", err.to_string()),
+                    )
+                    .await;
             }
         };
         let line = match closed.settled {
@@ -236,18 +254,22 @@ impl Dispatcher {
             }
         };
         if let Some(line) = line {
-            self.events().emit(line.work_item(item).field("tmux_target", &target));
+            self.events().emit_async(line.work_item(item).field("tmux_target", &target)).await;
         }
         match closed.checkout {
             None | Some(Ok(false)) => {}
             Some(Ok(true)) => {
-                self.events().emit(Line::info(Kind::WorkspaceCleaned).work_item(served))
+                self.events().emit_async(Line::info(Kind::WorkspaceCleaned).work_item(served)).await
             }
-            Some(Err(err)) => self.events().emit(
-                Line::warning(Kind::WorkspaceCleanFailed)
-                    .work_item(served)
-                    .field("error", err.to_string()),
-            ),
+            Some(Err(err)) => {
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::WorkspaceCleanFailed)
+                            .work_item(served)
+                            .field("error", err.to_string()),
+                    )
+                    .await
+            }
         }
     }
 
@@ -290,17 +312,19 @@ impl Dispatcher {
         } else {
             Line::warning(Kind::SessionCleaned).field("error", cleaned.errors.join("; "))
         };
-        self.events().emit(
-            line.work_item(item)
-                .field("actor", actor.map(Login::as_str))
-                .field("via", via)
-                .field("removed", removed)
-                .field(
-                    "endpoints",
-                    cleaned.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                )
-                .field("found", cleaned.found()),
-        );
+        self.events()
+            .emit_async(
+                line.work_item(item)
+                    .field("actor", actor.map(Login::as_str))
+                    .field("via", via)
+                    .field("removed", removed)
+                    .field(
+                        "endpoints",
+                        cleaned.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    )
+                    .field("found", cleaned.found()),
+            )
+            .await;
         effect
     }
 }

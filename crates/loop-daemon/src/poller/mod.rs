@@ -444,12 +444,15 @@ impl<D: Dispatch> Poller<D> {
             Ok(facts) => Some(facts),
             Err(err) => {
                 report.errors.push(format!("state: {err}"));
-                self.store.events().emit(
-                    Line::error(Kind::PollProviderError)
-                        .field("provider", "state")
-                        .field("error", err.to_string())
-                        .field("will_retry", true),
-                );
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::error(Kind::PollProviderError)
+                            .field("provider", "state")
+                            .field("error", err.to_string())
+                            .field("will_retry", true),
+                    )
+                    .await;
                 None
             }
         };
@@ -536,11 +539,14 @@ impl<D: Dispatch> Poller<D> {
                     report.scopes_polled += 1;
                     let was_failing = self.memory.failing_scopes.remove(&name);
                     if self.memory.quarantine.remove(&name).is_some() || was_failing {
-                        self.store.events().emit(
-                            Line::info(Kind::PollScopeRecovered)
-                                .field("provider", "github")
-                                .field("scope", &name),
-                        );
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::info(Kind::PollScopeRecovered)
+                                    .field("provider", "github")
+                                    .field("scope", &name),
+                            )
+                            .await;
                     }
                     return ScopeListing::Listed(
                         listing.items.into_iter().filter(|i| monitored(scope, i)).collect(),
@@ -550,13 +556,16 @@ impl<D: Dispatch> Poller<D> {
                     let renewed =
                         self.memory.quarantine.insert(name.clone(), cycle + REPROBE_EVERY_CYCLES);
                     if renewed.is_none() {
-                        self.store.events().emit(
-                            Line::warning(Kind::PollScopeDegraded)
-                                .field("provider", "github")
-                                .field("scope", &name)
-                                .field("error", err.to_string())
-                                .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
-                        );
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::warning(Kind::PollScopeDegraded)
+                                    .field("provider", "github")
+                                    .field("scope", &name)
+                                    .field("error", err.to_string())
+                                    .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
+                            )
+                            .await;
                         report.scopes_failed.push(ScopeFailure {
                             scope: name.clone(),
                             error: err.to_string(),
@@ -655,12 +664,15 @@ impl<D: Dispatch> Poller<D> {
                 }
                 Err(err) => {
                     report.errors.push(format!("github: {err}"));
-                    self.store.events().emit(
-                        Line::error(Kind::PollProviderError)
-                            .field("provider", "github")
-                            .field("error", err.to_string())
-                            .field("will_retry", true),
-                    );
+                    self.store
+                        .events()
+                        .emit_async(
+                            Line::error(Kind::PollProviderError)
+                                .field("provider", "github")
+                                .field("error", err.to_string())
+                                .field("will_retry", true),
+                        )
+                        .await;
                 }
             }
         }

@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - [`config_source`]: the config file, fingerprinted and hot-reloaded.
+//! - [`live_config`]: the process's one config source, followed by every part.
 //! - [`receiver`]: the webhook receiver — verify, journal, 202, then judge and hand on.
 //! - [`shutdown`]: the shutdown signal and completion guards every task holds.
 //!
@@ -9,6 +10,7 @@
 
 pub mod config_source;
 pub mod dispatcher;
+pub mod live_config;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

@@ -956,30 +956,21 @@ impl<D: Dispatch> Poller<D> {
 
 /// Polls until `shutdown` is signalled: a cycle with the config current at its start, then a
 /// wait of `polling.intervalSeconds` (at least 1 s) that a shutdown cuts short. A config
-/// change between cycles is picked up (`config.reloaded`). The caller holds the lock and,
+/// change between cycles is used from the next cycle on (its `config.reloaded` line is
+/// the process's config source's, [`crate::live_config`]). The caller holds the lock and,
 /// once this returns and the dispatcher drained, calls [`Poller::release_attempts`].
 pub async fn run<D: Dispatch>(
     poller: &mut Poller<D>,
     mut config: watch::Receiver<Arc<Config>>,
     mut shutdown: Shutdown,
 ) {
-    let mut current = config.borrow_and_update().clone();
-    poller.announce_start(&current, false);
+    let first = config.borrow_and_update().clone();
+    poller.announce_start(&first, false);
     loop {
         if shutdown.signalled() {
             break;
         }
-        if config.has_changed().unwrap_or(false) {
-            current = config.borrow_and_update().clone();
-            poller.store.events().emit(Line::info(Kind::ConfigReloaded).field(
-                "detail",
-                format!(
-                    "polling: {} scope(s), interval={}s",
-                    scope::scopes(&current).len(),
-                    current.polling.interval_seconds.max(1)
-                ),
-            ));
-        }
+        let current = config.borrow_and_update().clone();
         poller.cycle(&current, &mut shutdown).await;
         let wait = Duration::from_secs(current.polling.interval_seconds.max(1));
         tokio::select! {

@@ -39,12 +39,12 @@ use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 use loop_core::route::KnownExistence;
 use loop_store::inbox::{Inbox, Receipt};
-use loop_store::{EventLog, StateLayout, StateStore, StoreError};
+use loop_store::{EventLog, StateStore, StoreError};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config_source::ConfigSource;
+use crate::live_config::LiveConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::shutdown::Trigger;
 pub use intake::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
@@ -129,7 +129,7 @@ impl std::fmt::Debug for Secret {
 /// A receiver ready to run: config checked, journal opened.
 #[derive(Debug)]
 pub struct Receiver {
-    config: ConfigSource,
+    config: LiveConfig,
     store: StateStore,
     events: EventLog,
     secret: Option<Secret>,
@@ -149,33 +149,26 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Checks the start-time settings (path, secret) and opens the inbox journal,
-    /// reading what it still holds. The event log goes where `layout` says unless
-    /// `eventLog.enabled` is off.
+    /// Checks the start-time settings (path, secret) and opens the inbox journal under
+    /// `store`'s root, reading what it still holds. Its lines go to `store`'s event log
+    /// (the process's one writer: see [`loop_store::EventLog::for_source`]); the soft
+    /// settings follow `config` per delivery.
     pub fn new(
-        config: ConfigSource,
-        layout: StateLayout,
+        config: LiveConfig,
+        store: StateStore,
         secret: Option<Secret>,
     ) -> Result<Self, ReceiverError> {
-        let current = Arc::clone(config.current());
+        let current = config.current();
         let gh = &current.webhooks.gh_webhook;
-        let path = gh.path.as_str();
-        let path_ok = path.starts_with('/')
-            && !path.contains(['{', '}', '*'])
-            && !["/health", "/healthz"].contains(&path.trim_end_matches('/'));
-        if !path_ok {
+        if !path_is_servable(&gh.path) {
             return Err(ReceiverError::Path { path: gh.path.clone() });
         }
         if secret.is_none() && !gh.allow_unsigned {
             return Err(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
         }
-        let events = if current.event_log.enabled {
-            // A long-running process: one writer thread owns the file.
-            EventLog::new(layout.event_log(), "gh-webhook").with_writer()
-        } else {
-            EventLog::disabled()
-        };
-        let (inbox, contents) = Inbox::open(&layout.inbox_dir()).map_err(ReceiverError::Inbox)?;
+        let events = store.events().clone();
+        let (inbox, contents) =
+            Inbox::open(&store.layout().inbox_dir()).map_err(ReceiverError::Inbox)?;
         for torn in &contents.ignored {
             events.emit(
                 Line::warning(Kind::InboxTornTail)
@@ -200,7 +193,6 @@ impl Receiver {
                 "`repositories` is empty: deliveries from every repository are routed".to_owned(),
             );
         }
-        let store = StateStore::new(layout, events.clone());
         let pending = contents.pending.len() as u64;
         Ok(Self {
             dispatch: Arc::new(RecordDecision::new(events.clone())),
@@ -299,7 +291,7 @@ impl Receiver {
             metrics,
             inbox_depth,
         } = self;
-        let current = Arc::clone(config.current());
+        let current = config.current();
         let trigger = Trigger::new();
         let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE);
         let (process_tx, process_rx) = mpsc::channel(PROCESS_QUEUE);
@@ -323,7 +315,6 @@ impl Receiver {
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(
                     intake::Intake::new(config, store.clone(), events.clone(), dispatch, existence)
-                        .warn_unsigned(secret.is_none())
                         .count_in(metrics.clone()),
                 )),
                 backlog,
@@ -399,6 +390,14 @@ impl Receiver {
         let _ = tokio::task::spawn_blocking(move || events.flush()).await;
         result
     }
+}
+
+/// Whether `path` can be the deliveries' route: absolute, no route syntax (`{`, `}`, `*`),
+/// not one of the health checks.
+pub fn path_is_servable(path: &str) -> bool {
+    path.starts_with('/')
+        && !path.contains(['{', '}', '*'])
+        && !["/health", "/healthz"].contains(&path.trim_end_matches('/'))
 }
 
 /// The start-up (and reload) warning for an event filter without `issues` or

@@ -12,17 +12,15 @@
 //! It prints nothing: what a person would be told goes to [`Service::on_event`].
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loop_core::config::Config;
 use loop_store::{StateStore, StoreError};
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
-use crate::config_source::{ConfigSource, Reload};
 use crate::dispatcher::Dispatcher;
+use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
 use crate::poller::{self, CycleObserver, Poller};
 use crate::receiver::{Receiver, ReceiverError};
@@ -40,8 +38,8 @@ pub struct Service {
     pub receiver: Option<(Receiver, TcpListener)>,
     /// The poller, over the same dispatcher; its lock is the caller's to hold.
     pub poller: Option<Poller<Dispatcher>>,
-    /// The config file re-read for the poller (`None`: never reloaded).
-    pub config_path: Option<PathBuf>,
+    /// The process's config, re-read every few seconds and followed by every part.
+    pub config: LiveConfig,
     /// What `GET /metrics` on the receiver's port answers.
     pub metrics: Metrics,
     /// How long the dispatcher may finish its queues once the ingresses stopped.
@@ -81,7 +79,7 @@ impl std::fmt::Debug for Service {
         f.debug_struct("Service")
             .field("receiving", &self.receiver.is_some())
             .field("polling", &self.poller.is_some())
-            .field("config_path", &self.config_path)
+            .field("config", &self.config.path())
             .field("grace", &self.grace)
             .finish_non_exhaustive()
     }
@@ -91,7 +89,7 @@ impl Service {
     /// Runs every ingress until `shutdown` resolves or the receiver fails, then stops them,
     /// lets the dispatcher finish and gives the poller's abandoned attempts back.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<Stopped, ServiceError> {
-        let Self { dispatcher, receiver, poller, config_path, metrics, grace, on_event } = self;
+        let Self { dispatcher, receiver, poller, config, metrics, grace, on_event } = self;
         let (stop, _) = broadcast::channel::<()>(1);
         dispatcher.count_in(metrics.clone());
 
@@ -113,9 +111,8 @@ impl Service {
         });
         on_event(Event::Ready);
 
-        let (config_tx, config_rx) = watch::channel(dispatcher.config());
-        let reload =
-            reload_config(config_path, config_tx, &dispatcher, stop.subscribe(), &on_event);
+        let config_rx = config.subscribe();
+        let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
         let poll = async {
             if let Some(poller) = poller.as_mut() {
@@ -148,44 +145,33 @@ impl Service {
     }
 }
 
-/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, handing each
-/// change to the poller (it applies it between cycles) and to the dispatcher (its
-/// concurrency bound and later decisions follow it, with no webhook needed); a change
-/// that does not load keeps the previous config and is reported once. The receiver
-/// reloads on its own, per event. Without a path it only keeps the poller's config
-/// channel open.
-async fn reload_config(
-    path: Option<PathBuf>,
-    config: watch::Sender<Arc<Config>>,
+/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, and keeps
+/// the dispatcher on the config in force (its concurrency bound and later decisions
+/// follow a change with no webhook needed, whichever part noticed it); a change that
+/// could not be used is told once.
+async fn follow_config(
+    config: LiveConfig,
     dispatcher: &Dispatcher,
     mut stop: broadcast::Receiver<()>,
     on_event: &(dyn Fn(Event) + Send + Sync),
 ) {
-    let Some(Ok((mut source, _))) = path.map(|path| ConfigSource::open(&path)) else {
-        let _ = stop.recv().await;
-        return;
-    };
+    let (mut current, mut rejected) = (config.subscribe(), config.rejections());
     loop {
         tokio::select! {
-            () = tokio::time::sleep(RELOAD_EVERY) => {}
+            () = tokio::time::sleep(RELOAD_EVERY) => {
+                let source = config.clone();
+                crate::dispatcher::blocking(move || source.refresh()).await;
+            }
+            Ok(()) = current.changed() => {
+                dispatcher.set_config(current.borrow_and_update().clone());
+            }
+            Ok(()) = rejected.changed() => {
+                let error = rejected.borrow_and_update().clone();
+                if let Some(error) = error {
+                    on_event(Event::ConfigNotApplied { error: error.to_string() });
+                }
+            }
             _ = stop.recv() => return,
-        }
-        let (next, reloaded) = tokio::task::spawn_blocking(move || {
-            let reloaded = source.reload_if_changed();
-            (source, reloaded)
-        })
-        .await
-        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
-        source = next;
-        match reloaded {
-            Reload::Unchanged => {}
-            Reload::Reloaded { config: fresh, .. } => {
-                dispatcher.set_config(fresh.clone());
-                let _ = config.send(fresh);
-            }
-            Reload::Failed { error, .. } => {
-                on_event(Event::ConfigNotApplied { error: error.to_string() });
-            }
         }
     }
 }
@@ -216,11 +202,14 @@ async fn sample_gauges(store: StateStore, metrics: Metrics, mut stop: broadcast:
 mod tests {
     use std::sync::Mutex;
 
+    use loop_core::config::Config;
     use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
     use loop_store::{EventLog, StateLayout};
 
     use super::*;
+    use crate::config_source::ConfigSource;
     use crate::dispatcher::DispatcherParts;
+    use crate::live_config::Hosted;
 
     async fn dispatcher(dir: &std::path::Path) -> Dispatcher {
         let store = StateStore::new(StateLayout::new(dir.join("state")), EventLog::disabled());
@@ -251,7 +240,10 @@ mod tests {
             dispatcher: dispatcher(dir.path()).await,
             receiver: None,
             poller: None,
-            config_path: None,
+            config: {
+                let (source, _) = ConfigSource::open(dir.path().join("cli-config.yaml")).unwrap();
+                LiveConfig::new(source, EventLog::disabled(), Hosted::default())
+            },
             metrics: Metrics::new(),
             grace: Duration::from_millis(100),
             on_event: Box::new(move |event| seen.lock().unwrap().push(format!("{event:?}"))),

@@ -144,7 +144,8 @@ impl Writer {
     fn push(shared: &Shared, queue: &mut Queue, line: Pending) -> u64 {
         queue.pending.push(line);
         queue.queued += 1;
-        if queue.pending.len() == WAKE_AT {
+        // The first line of a batch starts the thread's linger; the WAKE_AT-th ends it.
+        if queue.pending.len() == 1 || queue.pending.len() == WAKE_AT {
             shared.work.notify_one();
         }
         queue.queued

@@ -237,6 +237,24 @@ fn a_routine_line_emitted_asynchronously_is_ready_once_queued_and_written_behind
 }
 
 #[test]
+fn a_lone_routine_line_reaches_the_file_without_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "poll").with_writer();
+    log.emit(Line::info(Kind::PollerStarted));
+    log.flush();
+    // The thread has caught up and waits for work: one more line must wake it.
+    log.emit(Line::info(Kind::PollCycle));
+    // A hang guard, not a timing assertion: the writer lingers a few milliseconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while read_all(&path).unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the line was never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(log);
+}
+
+#[test]
 fn dropping_the_last_clone_writes_every_line_emitted_before() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");

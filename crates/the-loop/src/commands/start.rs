@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::live_config::{Hosted, LiveConfig};
 use loop_daemon::metrics::Metrics;
 use loop_daemon::poller::{GithubClients, Poller, PollerError, scope};
 use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
@@ -69,6 +70,13 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
         return Ok(ExitStatus::CouldNotRun);
     }
     let layout = state_root::layout(config);
+    // The process's one event-log writer, and its one config source.
+    let events = service_events(config, &layout);
+    let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
+    let hosted =
+        Hosted { receiver: gh.enabled, unsigned: secret.is_none(), poller: config.polling.enabled };
+    let (source, _) = ConfigSource::open(&loaded.location.path)?;
+    let live = LiveConfig::new(source, events.clone(), hosted);
 
     // The receiver: its lock, then its start-time checks (reference order).
     let mut receiving = None;
@@ -86,9 +94,8 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
             }
             Err(err) => return Err(err).context("cannot take the webhook receiver's pidfile lock"),
         };
-        let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
-        let (source, _) = ConfigSource::open(&loaded.location.path)?;
-        let receiver = match Receiver::new(source, layout.clone(), secret) {
+        let store = StateStore::new(layout.clone(), events.for_source("gh-webhook"));
+        let receiver = match Receiver::new(live.clone(), store, secret) {
             Ok(receiver) => receiver.hold_processing(args.hold_processing),
             Err(err @ (ReceiverError::UnsetSecret { .. } | ReceiverError::Path { .. })) => {
                 printer.error(&err);
@@ -140,6 +147,7 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
     let status = runtime.block_on(serve(
         &loaded,
         layout,
+        (live, events),
         receiving,
         polling,
         args.hold_processing,
@@ -155,6 +163,7 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
 async fn serve(
     loaded: &CliConfig,
     layout: StateLayout,
+    (live, events): (LiveConfig, EventLog),
     receiving: Option<(PidLock, Receiver)>,
     polling: Option<GithubClients>,
     held: bool,
@@ -175,7 +184,7 @@ async fn serve(
             .ok(),
     };
     let watched = github.clone();
-    let service_store = StateStore::new(layout.clone(), service_events(config, &layout, "service"));
+    let service_store = StateStore::new(layout.clone(), events.clone());
     let parts = loop_daemon::service::dispatcher_parts(
         Arc::clone(config),
         service_store,
@@ -189,7 +198,7 @@ async fn serve(
     }
 
     let poller = polling.map(|clients| {
-        let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
+        let store = StateStore::new(layout.clone(), events.for_source("poll"));
         Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"))
     });
     let _poll_lock = match poller.as_ref().map(Poller::lock).transpose() {
@@ -230,7 +239,7 @@ async fn serve(
         dispatcher,
         receiver,
         poller,
-        config_path: Some(loaded.location.path.clone()),
+        config: live,
         metrics,
         grace: DISPATCH_GRACE,
         on_event: Box::new(move |event| match event {
@@ -257,14 +266,11 @@ async fn serve(
 /// stopped (all within the 5 s every process has to exit).
 const DISPATCH_GRACE: Duration = Duration::from_millis(400);
 
-/// The event log the service writes (`eventLog.enabled: false` disables it).
-fn service_events(
-    config: &loop_core::config::Config,
-    layout: &StateLayout,
-    source: &str,
-) -> EventLog {
+/// The event log the service writes, through one writer thread shared by every part
+/// (`eventLog.enabled: false` disables it).
+fn service_events(config: &loop_core::config::Config, layout: &StateLayout) -> EventLog {
     if config.event_log.enabled {
-        EventLog::new(layout.event_log(), source)
+        EventLog::new(layout.event_log(), "service").with_writer()
     } else {
         EventLog::disabled()
     }

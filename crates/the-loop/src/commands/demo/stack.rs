@@ -20,6 +20,7 @@ use anyhow::Context as _;
 use loop_core::config::Config;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
+use loop_daemon::live_config::{Hosted, LiveConfig};
 use loop_daemon::metrics::Metrics;
 use loop_daemon::poller::{GithubClients, Poller};
 use loop_daemon::receiver::{self, Receiver, Secret};
@@ -134,6 +135,10 @@ impl Stack {
         let (source, _) = ConfigSource::open(&paths.config)?;
         let config = Arc::clone(source.current());
         let layout = state_root::layout(&config);
+        // The process's one event-log writer, and its one config source.
+        let events = EventLog::new(layout.event_log(), "gh-webhook").with_writer();
+        let hosted = Hosted { receiver: true, unsigned: false, poller: true };
+        let live = LiveConfig::new(source, events.clone(), hosted);
         let receiver_lock = PidLock::acquire(layout.gh_webhook_pidfile())
             .context("cannot take the demo receiver's lock")?;
 
@@ -141,7 +146,7 @@ impl Stack {
         let tmux = Arc::new(Tmux::new(tmux_settings(&paths)));
         let dispatcher = Dispatcher::open(DispatcherParts {
             config: Arc::clone(&config),
-            store: StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "gh-webhook")),
+            store: StateStore::new(layout.clone(), events.clone()),
             github: github.primary().cloned(),
             tmux: Arc::clone(&tmux),
             harness: Arc::new(stand_in_harness(&paths)?),
@@ -151,19 +156,19 @@ impl Stack {
         .context("cannot open the dispatcher")?;
 
         let secret = random_secret();
-        let receiver = Receiver::new(source, layout.clone(), Secret::from_value(Some(&secret)))
+        let store = StateStore::new(layout.clone(), events.clone());
+        let receiver = Receiver::new(live.clone(), store, Secret::from_value(Some(&secret)))
             .context("cannot open the webhook receiver")?;
         let webhook_url = receiver::url(addr, &config.webhooks.gh_webhook.path);
 
-        let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
+        let store = StateStore::new(layout.clone(), events.for_source("poll"));
         let poller = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
         let poll_lock = poller.lock().context("cannot take the demo poller's lock")?;
         let service = Service {
             dispatcher: dispatcher.clone(),
             receiver: Some((receiver, listener)),
             poller: Some(poller),
-            // The demo never changes its config.
-            config_path: None,
+            config: live,
             metrics: Metrics::new(),
             grace: DISPATCH_GRACE,
             // It narrates nothing: the story reads the effects.

@@ -12,7 +12,6 @@
 //! Reading the file is blocking IO: [`LiveConfig::refresh`] belongs on a blocking thread.
 //! What is valid is `loop_core::config`'s to say; reading files, [`ConfigSource`]'s.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use loop_core::config::{Config, Problem};
@@ -73,11 +72,6 @@ impl LiveConfig {
     /// The config in force.
     pub fn current(&self) -> Arc<Config> {
         self.shared.current.borrow().clone()
-    }
-
-    /// The config file.
-    pub fn path(&self) -> PathBuf {
-        self.source().source.path().to_owned()
     }
 
     /// Follows the config in force: the receiver sees each change once.

@@ -99,7 +99,7 @@ impl Dispatcher {
                                     command,
                                     actor: actor.clone(),
                                     collaborator,
-                                    effect: effect.as_str(),
+                                    effect,
                                     target: target.clone(),
                                 };
                                 self.record(&edited, &cx).await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::{Command, Effect, Grantor, RosterEdit, RosterEffect};
+use loop_core::control::{Command, Effect, Executed, Grantor, RosterEdit, RosterEffect};
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, ControlSource, LocalRecord};
@@ -67,32 +67,32 @@ impl Dispatcher {
         }
     }
 
-    /// Carries out a command's effect on the target's session; returns the effect's name
-    /// for `control.command`. Spawning is queued by the caller, never done here.
+    /// Carries out a command's effect on the target's session; returns what it did (the
+    /// `effect` of `control.command`). Spawning is queued by the caller, never done here.
     pub(crate) async fn execute(
         &self,
         effect: Effect,
         target: &WorkItemRef,
         record: Option<&LocalRecord>,
         actor: &Login,
-    ) -> &'static str {
+    ) -> Executed {
         let owner = record.map_or(target, |r| &r.work_item);
         match effect {
-            Effect::Spawn => "spawn-queued",
-            Effect::Noop => "noop",
+            Effect::Spawn => Executed::SpawnQueued,
+            Effect::Noop => Executed::Noop,
             Effect::Pause => {
                 self.pause_or_resume(owner, true).await;
-                "paused"
+                Executed::Paused
             }
             Effect::Resume => {
                 self.pause_or_resume(owner, false).await;
-                "resumed"
+                Executed::Resumed
             }
             Effect::Stop => {
                 if let Some(record) = record {
                     self.close_session(record).await;
                 }
-                "stopped"
+                Executed::Stopped
             }
             Effect::Cleanup => self.cleanup(owner, Some(actor), "control").await,
         }
@@ -275,14 +275,14 @@ impl Dispatcher {
 
     /// Releases `item`'s local resources whether or not a session exists
     /// (`loop_sessions::cleanup`): every endpoint's harness and tmux session, every
-    /// checkout, the session record; the portable record stays. Returns `cleaned`,
-    /// `nothing-to-clean` or `partial`, and logs `session.cleaned`.
+    /// checkout, the session record; the portable record stays. Returns whether it
+    /// cleaned all, nothing or part of it, and logs `session.cleaned`.
     pub(crate) async fn cleanup(
         &self,
         item: &WorkItemRef,
         actor: Option<&Login>,
         via: &str,
-    ) -> &'static str {
+    ) -> Executed {
         let config = self.config();
         let grace = close_settings(&config).grace;
         let workspaces = workspaces(&config);
@@ -294,9 +294,9 @@ impl Dispatcher {
         .await
         .unwrap_or_else(|err| Cleaned { errors: vec![err.to_string()], ..Cleaned::default() });
         let effect = match (cleaned.found(), cleaned.errors.is_empty()) {
-            (false, _) => "nothing-to-clean",
-            (true, true) => "cleaned",
-            (true, false) => "partial",
+            (false, _) => Executed::NothingToClean,
+            (true, true) => Executed::Cleaned,
+            (true, false) => Executed::PartlyCleaned,
         };
         let removed: Vec<&str> = cleaned
             .removed

@@ -181,6 +181,16 @@ impl Dispatcher {
         &self.inner.store
     }
 
+    /// The tmux server its sessions run on (the demo watches its sessions there).
+    pub fn tmux(&self) -> &Arc<Tmux> {
+        &self.inner.tmux
+    }
+
+    /// The client of the work items' host, when there is GitHub access.
+    pub(crate) fn github(&self) -> Option<&GithubClient> {
+        self.inner.github.as_ref()
+    }
+
     pub(crate) fn events(&self) -> &EventLog {
         self.inner.store.events()
     }

@@ -159,13 +159,10 @@ impl Receiver {
         secret: Option<Secret>,
     ) -> Result<Self, ReceiverError> {
         let current = config.current();
+        if let Some(refusal) = misconfigurations(&current, secret.as_ref()).into_iter().next() {
+            return Err(refusal);
+        }
         let gh = &current.webhooks.gh_webhook;
-        if !path_is_servable(&gh.path) {
-            return Err(ReceiverError::Path { path: gh.path.clone() });
-        }
-        if secret.is_none() && !gh.allow_unsigned {
-            return Err(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
-        }
         let events = store.events().clone();
         let (inbox, contents) =
             Inbox::open(&store.layout().inbox_dir()).map_err(ReceiverError::Inbox)?;
@@ -392,12 +389,23 @@ impl Receiver {
     }
 }
 
-/// Whether `path` can be the deliveries' route: absolute, no route syntax (`{`, `}`, `*`),
-/// not one of the health checks.
-pub fn path_is_servable(path: &str) -> bool {
-    path.starts_with('/')
+/// Why a receiver cannot start with `config` and `secret`: its route cannot be served
+/// (it must be absolute, hold no route syntax and not be a health check), or it has no
+/// secret while unsigned deliveries are refused. The service's preflight asks the same.
+pub fn misconfigurations(config: &Config, secret: Option<&Secret>) -> Vec<ReceiverError> {
+    let gh = &config.webhooks.gh_webhook;
+    let path = gh.path.as_str();
+    let servable = path.starts_with('/')
         && !path.contains(['{', '}', '*'])
-        && !["/health", "/healthz"].contains(&path.trim_end_matches('/'))
+        && !["/health", "/healthz"].contains(&path.trim_end_matches('/'));
+    let mut refusals = Vec::new();
+    if !servable {
+        refusals.push(ReceiverError::Path { path: gh.path.clone() });
+    }
+    if secret.is_none() && !gh.allow_unsigned {
+        refusals.push(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
+    }
+    refusals
 }
 
 /// The start-up (and reload) warning for an event filter without `issues` or

@@ -134,11 +134,6 @@ impl EventLog {
         Self { source: Arc::from(source), ..self.clone() }
     }
 
-    /// The name its lines carry.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
     /// Returns once every line emitted before the call is in the file (at once for a log
     /// without a writer thread, whose appends are written when they return).
     pub fn flush(&self) {

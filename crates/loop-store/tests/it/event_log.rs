@@ -165,15 +165,17 @@ fn components_sharing_one_writer_keep_their_own_source_and_order() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.jsonl");
     let log = EventLog::new(&path, "service").with_writer();
-    let views = [log.for_source("gh-webhook"), log.for_source("poll"), log.clone()];
+    let views = [
+        ("gh-webhook", log.for_source("gh-webhook")),
+        ("poll", log.for_source("poll")),
+        ("service", log.clone()),
+    ];
     std::thread::scope(|scope| {
-        for view in &views {
+        for (source, view) in &views {
             scope.spawn(move || {
                 for n in 0..200u64 {
                     view.emit(
-                        Line::info(Kind::WebhookReceived)
-                            .field("writer", view.source())
-                            .field("n", n),
+                        Line::info(Kind::WebhookReceived).field("writer", *source).field("n", n),
                     );
                 }
             });

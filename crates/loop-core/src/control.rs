@@ -406,6 +406,46 @@ pub enum Effect {
     Noop,
 }
 
+/// What carrying out a command's [`Effect`] did: the `effect` of its `control.command`
+/// line, and what the operator's verbs report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executed {
+    /// A spawn was queued (the spawn itself is the queue's).
+    SpawnQueued,
+    /// An operator's `start` spawned a live session.
+    Spawned,
+    /// An operator's `start` produced no live session.
+    SpawnFailed,
+    Paused,
+    Resumed,
+    Stopped,
+    /// Cleanup found something and removed all of it.
+    Cleaned,
+    /// Cleanup found nothing to remove.
+    NothingToClean,
+    /// Cleanup removed some of what it found (the rest is in the line's `error`).
+    PartlyCleaned,
+    /// Nothing to do beyond recording.
+    Noop,
+}
+
+impl Executed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SpawnQueued => "spawn-queued",
+            Self::Spawned => "spawned",
+            Self::SpawnFailed => "spawn-failed",
+            Self::Paused => "paused",
+            Self::Resumed => "resumed",
+            Self::Stopped => "stopped",
+            Self::Cleaned => "cleaned",
+            Self::NothingToClean => "nothing-to-clean",
+            Self::PartlyCleaned => "partial",
+            Self::Noop => "noop",
+        }
+    }
+}
+
 /// What the dispatcher does with a comment, decided from the parse, the actor and the
 /// target's session (reference §4.5, §5.2 steps 3 and 6).
 #[derive(Debug, Clone, PartialEq, Eq)]

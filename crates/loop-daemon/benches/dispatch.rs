@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
+use loop_daemon::live_config::{Hosted, LiveConfig};
 use loop_daemon::receiver::{Receiver, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
@@ -69,7 +70,9 @@ async fn run() -> Vec<Duration> {
     .expect("the config");
     let (source, _) = ConfigSource::open(&config_path).expect("the config loads");
     let layout = StateLayout::new(root.join("state"));
-    let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "gh-webhook"));
+    // The process's one writer, as the service has it.
+    let events = EventLog::new(layout.event_log(), "gh-webhook").with_writer();
+    let store = StateStore::new(layout.clone(), events);
     let mut settings = GithubSettings::for_host("github.com");
     settings.base_url = Some(sim.url());
     let tokens = TokenSource::new("github.com", &[], [("GITHUB_TOKEN".to_owned(), "t".to_owned())]);
@@ -91,7 +94,7 @@ async fn run() -> Vec<Duration> {
     };
     let dispatcher = Dispatcher::open(DispatcherParts {
         config: source.current().clone(),
-        store,
+        store: store.clone(),
         github: Some(GithubClient::new(settings, tokens).expect("a client")),
         tmux: Arc::new(Tmux::new(tmux)),
         harness: Arc::new(harness),
@@ -99,10 +102,15 @@ async fn run() -> Vec<Duration> {
     })
     .await
     .expect("the dispatcher opens");
-    let receiver = Receiver::new(source, layout, Secret::from_value(Some(SECRET)))
-        .expect("the receiver opens")
-        .with_dispatch(Arc::new(dispatcher.clone()))
-        .with_existence(Arc::new(dispatcher.clone()));
+    let hosted = Hosted { receiver: true, ..Hosted::default() };
+    let receiver = Receiver::new(
+        LiveConfig::new(source, store.events().clone(), hosted),
+        store.clone(),
+        Secret::from_value(Some(SECRET)),
+    )
+    .expect("the receiver opens")
+    .with_dispatch(Arc::new(dispatcher.clone()))
+    .with_existence(Arc::new(dispatcher.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
     let addr = listener.local_addr().expect("an address");
     tokio::spawn(receiver.run(listener, std::future::pending()));

@@ -1,14 +1,29 @@
-//! The service: webhook receiver, poller, dispatcher runtime and metrics.
+//! The service: webhook receiver, poller, dispatcher runtime and metrics, and the one
+//! place they are wired together.
 //!
 //! Layout:
-//! - [`config_source`]: the config file, fingerprinted and hot-reloaded.
+//! - [`service`]: [`service::Service::from_config`] builds a process's parts once from
+//!   the config and the environment it is handed; [`service::preflight`] says why it
+//!   could not; `Service::run` hosts them until a stop.
+//! - [`config_source`]: the config file, fingerprinted and re-read when asked.
+//! - [`live_config`]: the process's one config source, followed by every part.
 //! - [`receiver`]: the webhook receiver — verify, journal, 202, then judge and hand on.
+//! - [`pipeline`]: judging an event for both ingresses, and the dispatcher's step
+//!   executor.
+//! - [`dispatcher`]: per-work-item queues, spawns, deliveries, closes, reactions.
+//! - [`poller`]: scopes, incremental listings, ledgers, closure reconciliation.
+//! - [`operator`]: the CLI's steering verbs through the dispatcher.
+//! - [`metrics`]: `GET /metrics`.
 //! - [`shutdown`]: the shutdown signal and completion guards every task holds.
 //!
-//! The poller and the dispatcher are filled by their issues.
+//! It prints nothing and reads no environment variable: the binary passes values in and
+//! prints what it is told. Code on the runtime never blocks: file and tmux IO run on
+//! blocking threads, and event-log lines go through the process's one writer with
+//! `EventLog::emit_async`.
 
 pub mod config_source;
 pub mod dispatcher;
+pub mod live_config;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

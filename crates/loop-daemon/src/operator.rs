@@ -10,18 +10,21 @@
 //! spawn and the previous record put back when no session appeared. Every command logs
 //! `control.command` (or `control.rejected`) with `source: cli`.
 //!
-//! It does not post the keyword comment back to the work item (the caller does, through
-//! the GitHub client) and decides nothing loop-core decides.
+//! [`Dispatcher::post_keyword`] then posts the command's keyword back to the work item,
+//! self-marked and naming the instance, so the thread stays the record of what the
+//! operator did. It decides nothing loop-core decides.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
+use loop_core::config::Config;
 use loop_core::config::SpawnPolicy;
 use loop_core::control::{
-    self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEffect, SpawnRefusal,
+    self, Command, ControlDecision, Effect, Executed, Grantor, Parsed, RosterEffect, SpawnRefusal,
 };
 use loop_core::event::{Actor, Event};
+use loop_core::guards::mark_self_authored;
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Control, ControlSource, PollLedger};
@@ -35,15 +38,23 @@ use loop_core::plan::session_state;
 /// What a command issued from the CLI came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Issued {
-    /// Executed; `effect` as `control.command` names it (`paused`, `stopped`, `cleaned`,
-    /// `nothing-to-clean`, `partial`, `resumed`, `spawned`, `noop`, …).
-    Executed { effect: &'static str },
+    /// Executed, with what it did (the `effect` of `control.command`).
+    Executed { effect: Executed },
     /// A `start` whose spawn produced no live session (see the event log for why).
     SpawnFailed,
     /// Refused, with the reason code (`nothing-to-resume`, `spawn-policy`, …).
     Rejected { reason: &'static str },
     /// A roster edit: one effect per login.
     Roster(Vec<(Login, RosterEffect)>),
+}
+
+/// A keyword the operator's command could not post back to its work item.
+#[derive(Debug, thiserror::Error)]
+#[error("could not post `{keyword}` on {item}: {reason}")]
+pub struct NotPosted {
+    pub keyword: String,
+    pub item: WorkItemRef,
+    pub reason: String,
 }
 
 impl Dispatcher {
@@ -86,27 +97,31 @@ impl Dispatcher {
                 };
                 let effect = match &issued {
                     Issued::Executed { effect } => *effect,
-                    _ => "spawn-failed",
+                    _ => Executed::SpawnFailed,
                 };
-                self.events().emit(
-                    Line::info(Kind::ControlCommand)
-                        .work_item(&owner)
-                        .field("command", command.name())
-                        .field("source", "cli")
-                        .field("actor", operator.as_str())
-                        .field("effect", effect),
-                );
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::ControlCommand)
+                            .work_item(&owner)
+                            .field("command", command.name())
+                            .field("source", "cli")
+                            .field("actor", operator.as_str())
+                            .field("effect", effect.as_str()),
+                    )
+                    .await;
                 issued
             }
             ControlDecision::Rejected { command, rejection } => {
-                self.events().emit(
-                    Line::warning(Kind::ControlRejected)
-                        .work_item(&owner)
-                        .field("command", command.name())
-                        .field("source", "cli")
-                        .field("actor", operator.as_str())
-                        .field("reason", rejection.reason()),
-                );
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::ControlRejected)
+                            .work_item(&owner)
+                            .field("command", command.name())
+                            .field("source", "cli")
+                            .field("actor", operator.as_str())
+                            .field("reason", rejection.reason()),
+                    )
+                    .await;
                 Issued::Rejected { reason: rejection.reason() }
             }
             ControlDecision::Roster { edit, logins, .. } => {
@@ -122,15 +137,17 @@ impl Dispatcher {
                     RosterOutcome::Replayed => Vec::new(),
                 };
                 for (collaborator, effect) in &effects {
-                    self.events().emit(
-                        Line::info(Kind::ControlCommand)
-                            .work_item(&owner)
-                            .field("command", command.name())
-                            .field("source", "cli")
-                            .field("actor", operator.as_str())
-                            .field("collaborator", collaborator.as_str())
-                            .field("effect", effect.as_str()),
-                    );
+                    self.events()
+                        .emit_async(
+                            Line::info(Kind::ControlCommand)
+                                .work_item(&owner)
+                                .field("command", command.name())
+                                .field("source", "cli")
+                                .field("actor", operator.as_str())
+                                .field("collaborator", collaborator.as_str())
+                                .field("effect", effect.as_str()),
+                        )
+                        .await;
                 }
                 Issued::Roster(effects)
             }
@@ -145,8 +162,14 @@ impl Dispatcher {
     }
 
     /// Closes `item`'s live session the way a merge does (retention per
-    /// `routing.tmux`), recording no command; `false` when there is none.
-    pub async fn close_for_operator(&self, item: &WorkItemRef) -> bool {
+    /// `routing.tmux`, unless `keep_tmux` says otherwise for this close), recording no
+    /// command; `false` when there is none.
+    pub async fn close_for_operator(&self, item: &WorkItemRef, keep_tmux: Option<bool>) -> bool {
+        if let Some(keep) = keep_tmux {
+            let mut config = Config::clone(&self.config());
+            config.routing.tmux.keep_session_on_close = keep;
+            self.set_config(Arc::new(config));
+        }
         let snapshot = self.snapshot().await;
         let Some(record) = snapshot.owner(item).cloned() else { return false };
         self.close_session(&record).await;
@@ -158,7 +181,7 @@ impl Dispatcher {
     /// and `poll` sections; logs `session.reset`. `Ok(true)` when a live session was
     /// ended.
     pub async fn reset_for_operator(&self, item: &WorkItemRef) -> Result<bool, StoreError> {
-        let ended = self.close_for_operator(item).await;
+        let ended = self.close_for_operator(item, None).await;
         let (store, target) = (self.store().clone(), item.clone());
         let cleared = blocking(move || {
             store.delete_local_record(&target)?;
@@ -173,8 +196,59 @@ impl Dispatcher {
             Err(error) => Line::error(Kind::SessionReset).field("error", error.to_string()),
         };
         self.events()
-            .emit(line.work_item(item).field("source", "cli").field("ended_session", ended));
+            .emit_async(line.work_item(item).field("source", "cli").field("ended_session", ended))
+            .await;
         cleared.map(|_| ended)
+    }
+
+    /// Posts `command`'s keyword (with `logins` mentioned) on `item`, self-marked and
+    /// addressed to this instance, naming `operator`; logs `control.announced`, or
+    /// `control.announce_failed` and returns why it was not posted.
+    pub async fn post_keyword(
+        &self,
+        item: &WorkItemRef,
+        command: Command,
+        logins: &[Login],
+        operator: &Login,
+    ) -> Result<(), NotPosted> {
+        let config = self.config();
+        let mut keyword = command.keyword(&config.routing.control.keywords).to_owned();
+        for login in logins {
+            keyword.push_str(&format!(" @{login}"));
+        }
+        let instance =
+            config.instance.name.as_deref().map(|n| format!(" instance:{n}")).unwrap_or_default();
+        let body = mark_self_authored(&format!(
+            "{keyword}{instance}\n\n_Issued from the-loop CLI by `{operator}`._"
+        ));
+        let posted = match self.github() {
+            Some(github) => github.post_comment(item, &body).await.map_err(|e| e.to_string()),
+            None => {
+                Err("no GitHub client for the work items' host (`integrations.github`)".to_owned())
+            }
+        };
+        match posted {
+            Ok(comment) => {
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::ControlAnnounced)
+                            .work_item(item)
+                            .field("comment_url", comment.html_url),
+                    )
+                    .await;
+                Ok(())
+            }
+            Err(reason) => {
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::ControlAnnounceFailed)
+                            .work_item(item)
+                            .field("error", &reason),
+                    )
+                    .await;
+                Err(NotPosted { keyword, item: item.clone(), reason })
+            }
+        }
     }
 
     async fn read_control(&self, item: &WorkItemRef) -> Option<Control> {
@@ -202,12 +276,14 @@ impl Dispatcher {
     async fn write_control(&self, item: &WorkItemRef, control: Option<Control>) {
         let (store, target) = (self.store().clone(), item.clone());
         if let Err(err) = blocking(move || store.write_section(&target, control.as_ref())).await {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(item)
-                    .field("source", "cli")
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::ControlRecordFailed)
+                        .work_item(item)
+                        .field("source", "cli")
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
     }
 
@@ -247,7 +323,7 @@ impl Dispatcher {
         self.enqueue_or_release(Arc::new(event), &cx, item.clone(), true).await;
         self.idle().await;
         if self.snapshot().await.owner(item).is_some() {
-            Issued::Executed { effect: "spawned" }
+            Issued::Executed { effect: Executed::Spawned }
         } else {
             self.write_control(item, previous).await;
             Issued::SpawnFailed

@@ -99,7 +99,7 @@ impl Dispatcher {
                                     command,
                                     actor: actor.clone(),
                                     collaborator,
-                                    effect: effect.as_str(),
+                                    effect,
                                     target: target.clone(),
                                 };
                                 self.record(&edited, &cx).await;
@@ -121,7 +121,7 @@ impl Dispatcher {
                     let paused = Decision::SessionPaused { item };
                     if enqueued {
                         for line in paused.lines(&cx) {
-                            self.events().emit(line);
+                            self.events().emit_async(line).await;
                         }
                     } else {
                         self.record(&paused, &cx).await;

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use loop_core::WorkItemRef;
+use loop_core::config::Config;
 
 /// Every path under one state root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,17 @@ pub struct StateLayout {
 }
 
 impl StateLayout {
+    /// The layout `config` names (`state.root` and the three explicit paths), with the
+    /// pre-issue-106 poll state looked for under `working_dir`: the one place a config
+    /// becomes paths, for every verb and the service alike.
+    pub fn for_config(config: &Config, working_dir: Option<PathBuf>) -> Self {
+        Self::new(config.state.root.clone())
+            .with_registry_dir(config.routing.registry_dir.clone())
+            .with_event_log(config.event_log.path.clone())
+            .with_gh_webhook_pidfile(config.webhooks.gh_webhook.pidfile.clone())
+            .with_legacy_working_dir(working_dir)
+    }
+
     /// The layout with every path derived from `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use loop_core::Hint;
 use loop_core::config::{Config, ConfigError};
-use loop_daemon::config_source::{ConfigFile, SourceError};
+use loop_daemon::config_source::{ConfigSource, SourceError};
 
 use crate::cli::GlobalArgs;
 use crate::env_vars;
@@ -85,10 +85,12 @@ pub fn init_location(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
 }
 
 /// The config this invocation runs with, and where it came from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CliConfig {
     pub location: ConfigLocation,
     pub config: Arc<Config>,
+    /// The file as read: the one config source a service built by this process follows.
+    pub source: ConfigSource,
 }
 
 impl CliConfig {
@@ -97,10 +99,9 @@ impl CliConfig {
     /// with the command that fixes a stale one.
     pub fn load(global: &GlobalArgs, printer: Printer) -> anyhow::Result<Self> {
         let location = locate(global)?;
-        let file = ConfigFile::read(&location.path)?;
         // Every problem is printed here, once; the error says only that the file was
         // refused, so it is not listed a second time as the cause.
-        let loaded = file.parse().map_err(|err| match err {
+        let (source, warnings) = ConfigSource::open(&location.path).map_err(|err| match err {
             SourceError::Invalid { path, source } => {
                 print_refusal(&path, &source, printer);
                 let count = source.problems.len();
@@ -112,10 +113,10 @@ impl CliConfig {
             }
             other => other.into(),
         })?;
-        for warning in &loaded.warnings {
+        for warning in &warnings {
             printer.warning(warning);
         }
-        Ok(Self { location, config: Arc::new(loaded.config) })
+        Ok(Self { location, config: Arc::clone(source.current()), source })
     }
 
     /// The environment every child process gets (`Command::envs`), so a spawned service
@@ -186,7 +187,9 @@ mod tests {
             path: PathBuf::from("/etc/loop/cli-config.yaml"),
             origin: Origin::Named,
         };
-        let loaded = CliConfig { location, config: Arc::new(Config::default()) };
+        let dir = tempfile::tempdir().unwrap();
+        let (source, _) = ConfigSource::open(dir.path().join("none.yaml")).unwrap();
+        let loaded = CliConfig { location, config: Arc::new(Config::default()), source };
         let [(name, value)] = loaded.child_env();
         assert_eq!(name, "THE_LOOP_CLI_CONFIG");
         assert_eq!(value, "/etc/loop/cli-config.yaml");

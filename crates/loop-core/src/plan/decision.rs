@@ -5,7 +5,7 @@
 //! say one thing while the ledger does another.
 
 use crate::WorkItemRef;
-use crate::control::{Command, Disposition, Rejection, SpawnRefusal};
+use crate::control::{Command, Disposition, Executed, Rejection, RosterEffect, SpawnRefusal};
 use crate::guards::ScopeRefusal;
 use crate::log::{Kind, Line};
 use crate::login::Login;
@@ -68,7 +68,7 @@ pub enum Decision {
     /// A command refused.
     Rejected { command: Command, rejection: Rejection, target: Option<WorkItemRef> },
     /// A command executed (recorded when it is not `execute`), with its effect.
-    Executed { command: Command, actor: Login, effect: &'static str, target: WorkItemRef },
+    Executed { command: Command, actor: Login, effect: Executed, target: WorkItemRef },
     /// A replay of the delivery whose command is already recorded (a process died
     /// between recording it and settling the delivery): not executed again.
     ControlConsumed { command: Command, target: WorkItemRef },
@@ -77,7 +77,7 @@ pub enum Decision {
         command: Command,
         actor: Login,
         collaborator: Login,
-        effect: &'static str,
+        effect: RosterEffect,
         target: WorkItemRef,
     },
     /// `execute`: handed to the graph, and the comment carries on as input.
@@ -256,7 +256,7 @@ impl Decision {
                 .field("command", command.name())
                 .field("via", "comment")
                 .field("actor", actor.as_str())
-                .field("effect", effect),
+                .field("effect", effect.as_str()),
             Self::ControlConsumed { command, target } => {
                 dropped(Line::info, "control-consumed")
                     .work_item(target)
@@ -269,7 +269,7 @@ impl Decision {
                     .field("via", "comment")
                     .field("actor", actor.as_str())
                     .field("collaborator", collaborator.as_str())
-                    .field("effect", effect)
+                    .field("effect", effect.as_str())
             }
             Self::HandedToGraph { actor, target } => Line::info(Kind::ControlCommand)
                 .work_item(target)

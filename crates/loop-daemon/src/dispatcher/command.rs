@@ -13,7 +13,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::{Command, Effect, Grantor, RosterEdit, RosterEffect};
+use loop_core::control::{Command, Effect, Executed, Grantor, RosterEdit, RosterEffect};
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, ControlSource, LocalRecord};
@@ -56,41 +56,43 @@ impl Dispatcher {
         };
         let (store, item) = (self.store().clone(), target.clone());
         if let Err(err) = blocking(move || store.write_section(&item, Some(&control))).await {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(target)
-                    .field("command", command.name())
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::ControlRecordFailed)
+                        .work_item(target)
+                        .field("command", command.name())
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
     }
 
-    /// Carries out a command's effect on the target's session; returns the effect's name
-    /// for `control.command`. Spawning is queued by the caller, never done here.
+    /// Carries out a command's effect on the target's session; returns what it did (the
+    /// `effect` of `control.command`). Spawning is queued by the caller, never done here.
     pub(crate) async fn execute(
         &self,
         effect: Effect,
         target: &WorkItemRef,
         record: Option<&LocalRecord>,
         actor: &Login,
-    ) -> &'static str {
+    ) -> Executed {
         let owner = record.map_or(target, |r| &r.work_item);
         match effect {
-            Effect::Spawn => "spawn-queued",
-            Effect::Noop => "noop",
+            Effect::Spawn => Executed::SpawnQueued,
+            Effect::Noop => Executed::Noop,
             Effect::Pause => {
                 self.pause_or_resume(owner, true).await;
-                "paused"
+                Executed::Paused
             }
             Effect::Resume => {
                 self.pause_or_resume(owner, false).await;
-                "resumed"
+                Executed::Resumed
             }
             Effect::Stop => {
                 if let Some(record) = record {
                     self.close_session(record).await;
                 }
-                "stopped"
+                Executed::Stopped
             }
             Effect::Cleanup => self.cleanup(owner, Some(actor), "control").await,
         }
@@ -121,15 +123,20 @@ impl Dispatcher {
             Ok::<_, loop_store::StoreError>(RosterOutcome::Edited(effects))
         })
         .await;
-        edited.unwrap_or_else(|err| {
-            self.events().emit(
-                Line::error(Kind::ControlRecordFailed)
-                    .work_item(target)
-                    .field("command", "collaborators")
-                    .field("error", err.to_string()),
-            );
-            RosterOutcome::Edited(Vec::new())
-        })
+        match edited {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                self.events()
+                    .emit_async(
+                        Line::error(Kind::ControlRecordFailed)
+                            .work_item(target)
+                            .field("command", "collaborators")
+                            .field("error", err.to_string()),
+                    )
+                    .await;
+                RosterOutcome::Edited(Vec::new())
+            }
+        }
     }
 
     /// Pauses (`pause: true`) or resumes the work item's own session, logging the
@@ -145,7 +152,7 @@ impl Dispatcher {
             Ok(true) => Line::info(Kind::SessionResumed),
             Err(err) => Line::error(Kind::SessionUpdateFailed).field("error", err.to_string()),
         };
-        self.events().emit(line.work_item(item));
+        self.events().emit_async(line.work_item(item)).await;
     }
 
     /// Closes `record` the way a merge does: each pull request's endpoint, then the work
@@ -164,19 +171,23 @@ impl Dispatcher {
         })
         .await;
         if let Err(err) = closed {
-            self.events().emit(
-                Line::error(Kind::SessionUpdateFailed)
-                    .work_item(&item)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::SessionUpdateFailed)
+                        .work_item(&item)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
         let own = record.own_endpoint();
-        self.events().emit(
-            Line::info(Kind::SessionClosed)
-                .work_item(&item)
-                .field("harness", own.map(|e| e.harness.clone()))
-                .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::SessionClosed)
+                    .work_item(&item)
+                    .field("harness", own.map(|e| e.harness.clone()))
+                    .field("harness_session_id", own.and_then(|e| e.harness_session_id.clone())),
+            )
+            .await;
         for served in record.endpoints.keys() {
             self.end_session(&item, served).await;
         }
@@ -188,17 +199,21 @@ impl Dispatcher {
             (self.inner.registry.clone(), record.work_item.clone(), pr.clone());
         let closed = blocking(move || registry.close_endpoint(&owner, &pr_ref)).await;
         if let Err(err) = closed {
-            self.events().emit(
-                Line::error(Kind::SessionUpdateFailed)
-                    .work_item(&record.work_item)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::error(Kind::SessionUpdateFailed)
+                        .work_item(&record.work_item)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
-        self.events().emit(
-            Line::info(Kind::SessionPrClosed)
-                .work_item(&record.work_item)
-                .field("pull_request", pr.to_string()),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::SessionPrClosed)
+                    .work_item(&record.work_item)
+                    .field("pull_request", pr.to_string()),
+            )
+            .await;
         self.end_session(&record.work_item, pr).await;
     }
 
@@ -216,13 +231,16 @@ impl Dispatcher {
         let closed = match closed {
             Ok(closed) => closed,
             Err(err) => {
-                return self.events().emit(
-                    Line::warning(Kind::SessionHarnessTerminated)
-                        .work_item(item)
-                        .field("tmux_target", &target)
-                        .field("ok", false)
-                        .field("error", err.to_string()),
-                );
+                return self
+                    .events()
+                    .emit_async(
+                        Line::warning(Kind::SessionHarnessTerminated)
+                            .work_item(item)
+                            .field("tmux_target", &target)
+                            .field("ok", false)
+                            .field("error", err.to_string()),
+                    )
+                    .await;
             }
         };
         let line = match closed.settled {
@@ -236,31 +254,35 @@ impl Dispatcher {
             }
         };
         if let Some(line) = line {
-            self.events().emit(line.work_item(item).field("tmux_target", &target));
+            self.events().emit_async(line.work_item(item).field("tmux_target", &target)).await;
         }
         match closed.checkout {
             None | Some(Ok(false)) => {}
             Some(Ok(true)) => {
-                self.events().emit(Line::info(Kind::WorkspaceCleaned).work_item(served))
+                self.events().emit_async(Line::info(Kind::WorkspaceCleaned).work_item(served)).await
             }
-            Some(Err(err)) => self.events().emit(
-                Line::warning(Kind::WorkspaceCleanFailed)
-                    .work_item(served)
-                    .field("error", err.to_string()),
-            ),
+            Some(Err(err)) => {
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::WorkspaceCleanFailed)
+                            .work_item(served)
+                            .field("error", err.to_string()),
+                    )
+                    .await
+            }
         }
     }
 
     /// Releases `item`'s local resources whether or not a session exists
     /// (`loop_sessions::cleanup`): every endpoint's harness and tmux session, every
-    /// checkout, the session record; the portable record stays. Returns `cleaned`,
-    /// `nothing-to-clean` or `partial`, and logs `session.cleaned`.
+    /// checkout, the session record; the portable record stays. Returns whether it
+    /// cleaned all, nothing or part of it, and logs `session.cleaned`.
     pub(crate) async fn cleanup(
         &self,
         item: &WorkItemRef,
         actor: Option<&Login>,
         via: &str,
-    ) -> &'static str {
+    ) -> Executed {
         let config = self.config();
         let grace = close_settings(&config).grace;
         let workspaces = workspaces(&config);
@@ -272,9 +294,9 @@ impl Dispatcher {
         .await
         .unwrap_or_else(|err| Cleaned { errors: vec![err.to_string()], ..Cleaned::default() });
         let effect = match (cleaned.found(), cleaned.errors.is_empty()) {
-            (false, _) => "nothing-to-clean",
-            (true, true) => "cleaned",
-            (true, false) => "partial",
+            (false, _) => Executed::NothingToClean,
+            (true, true) => Executed::Cleaned,
+            (true, false) => Executed::PartlyCleaned,
         };
         let removed: Vec<&str> = cleaned
             .removed
@@ -290,17 +312,19 @@ impl Dispatcher {
         } else {
             Line::warning(Kind::SessionCleaned).field("error", cleaned.errors.join("; "))
         };
-        self.events().emit(
-            line.work_item(item)
-                .field("actor", actor.map(Login::as_str))
-                .field("via", via)
-                .field("removed", removed)
-                .field(
-                    "endpoints",
-                    cleaned.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                )
-                .field("found", cleaned.found()),
-        );
+        self.events()
+            .emit_async(
+                line.work_item(item)
+                    .field("actor", actor.map(Login::as_str))
+                    .field("via", via)
+                    .field("removed", removed)
+                    .field(
+                        "endpoints",
+                        cleaned.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    )
+                    .field("found", cleaned.found()),
+            )
+            .await;
         effect
     }
 }

@@ -87,7 +87,7 @@ impl Dispatcher {
                         Some(item) => line.work_item(item),
                         None => line,
                     };
-                    dispatcher.events().emit(line);
+                    dispatcher.events().emit_async(line).await;
                 }
             };
             react("started", started).await;
@@ -124,7 +124,7 @@ impl Dispatcher {
             }
             Err(err) => Line::warning(Kind::SessionAnnounceFailed).field("error", err.to_string()),
         };
-        self.events().emit(line.work_item(item).field("tmux_target", tmux_target));
+        self.events().emit_async(line.work_item(item).field("tmux_target", tmux_target)).await;
     }
 }
 

@@ -69,7 +69,10 @@ impl Dispatcher {
             Err(err) => {
                 // As a snapshot does: an unreadable registry reads as empty, logged.
                 self.events()
-                    .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
+                    .emit_async(
+                        Line::error(Kind::RegistryUnreadable).field("error", err.to_string()),
+                    )
+                    .await;
                 None
             }
         };
@@ -96,16 +99,20 @@ impl Dispatcher {
         let config = self.config();
         match pr_session {
             None => {}
-            Some(PrSession::Declined { pull_request, reason }) => self.events().emit(
-                Line::info(Kind::SessionPrSessionDeclined)
-                    .work_item(&record.work_item)
-                    .field("pull_request", pull_request.to_string())
-                    .field("reason", reason)
-                    .field("delivery_id", &job.cx.delivery_id),
-            ),
+            Some(PrSession::Declined { pull_request, reason }) => {
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::SessionPrSessionDeclined)
+                            .work_item(&record.work_item)
+                            .field("pull_request", pull_request.to_string())
+                            .field("reason", reason)
+                            .field("delivery_id", &job.cx.delivery_id),
+                    )
+                    .await
+            }
             Some(PrSession::Spawn { pull_request }) => {
                 match self.spawn_endpoint(job, &record, &pull_request).await {
-                    Err(decline) => self.events().emit(decline),
+                    Err(decline) => self.events().emit_async(decline).await,
                     Ok(()) => {
                         return Decision::Delivered {
                             item: record.work_item.clone(),
@@ -176,11 +183,13 @@ impl Dispatcher {
         })
         .await;
         if let Err(err) = noted {
-            self.events().emit(
-                Line::warning(Kind::SessionTouchFailed)
-                    .work_item(&endpoint_ref)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::SessionTouchFailed)
+                        .work_item(&endpoint_ref)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
         let harness = endpoint.harness.clone();
         match result {
@@ -189,12 +198,14 @@ impl Dispatcher {
             }
             Ok(Delivered::Respawned(respawned)) => {
                 if let Some(why) = &respawned.resume_failure {
-                    self.events().emit(
-                        Line::warning(Kind::SessionResumeFailed)
-                            .work_item(&item)
-                            .field("harness_session_id", &endpoint.harness_session_id)
-                            .field("error", why),
-                    );
+                    self.events()
+                        .emit_async(
+                            Line::warning(Kind::SessionResumeFailed)
+                                .work_item(&item)
+                                .field("harness_session_id", &endpoint.harness_session_id)
+                                .field("error", why),
+                        )
+                        .await;
                 }
                 let launch = respawned.launch;
                 Decision::Respawned {
@@ -207,11 +218,13 @@ impl Dispatcher {
             }
             Ok(Delivered::RespawnAverted) => {
                 // A live harness held the name by the time of the respawn: pasted there.
-                self.events().emit(
-                    Line::info(Kind::SessionRespawnAverted)
-                        .work_item(&item)
-                        .field("tmux_target", &site.target),
-                );
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::SessionRespawnAverted)
+                            .work_item(&item)
+                            .field("tmux_target", &site.target),
+                    )
+                    .await;
                 Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
             }
             Err(SessionError::Tmux(err @ TmuxError::SessionOccupied { .. })) => {
@@ -258,22 +271,26 @@ impl Dispatcher {
         .await
         .unwrap_or((None, None));
         if let Some(Err(err)) = noted {
-            self.events().emit(
-                Line::warning(Kind::SessionTouchFailed)
-                    .work_item(served)
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::SessionTouchFailed)
+                        .work_item(served)
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
         let line = match received {
             Some(true) => Line::info(Kind::DispatchRecovered),
             _ => Line::info(Kind::DispatchInDoubt).field("received", received),
         };
-        self.events().emit(
-            line.work_item(owner)
-                .field("endpoint", (served != owner).then(|| served.to_string()))
-                .field("delivery_id", key)
-                .field("harness", &endpoint.harness),
-        );
+        self.events()
+            .emit_async(
+                line.work_item(owner)
+                    .field("endpoint", (served != owner).then(|| served.to_string()))
+                    .field("delivery_id", key)
+                    .field("harness", &endpoint.harness),
+            )
+            .await;
         received == Some(true)
     }
 
@@ -316,15 +333,19 @@ impl Dispatcher {
         })
         .await;
         if let Ok((_, Err(err))) = &saved {
-            self.events().emit(marker_left(&item, err));
+            self.events().emit_async(marker_left(&item, err)).await;
         }
         match saved.map(|(linked, _)| linked) {
             Ok(false) => {}
-            Ok(true) => self.events().emit(
-                Line::info(Kind::SessionPrLinked)
-                    .work_item(&item)
-                    .field("pull_request", pull_request.as_ref().map(ToString::to_string)),
-            ),
+            Ok(true) => {
+                self.events()
+                    .emit_async(
+                        Line::info(Kind::SessionPrLinked)
+                            .work_item(&item)
+                            .field("pull_request", pull_request.as_ref().map(ToString::to_string)),
+                    )
+                    .await
+            }
             Err(cause) => {
                 let error = SpawnError::Record { target: site.target, cause }.to_string();
                 return Decision::SpawnFailed { item, error };
@@ -401,25 +422,29 @@ impl Dispatcher {
         })
         .await;
         if let Ok(Err(err)) = &saved {
-            self.events().emit(marker_left(pr, err));
+            self.events().emit_async(marker_left(pr, err)).await;
         }
         if let Err(err) = saved {
-            self.events().emit(
-                Line::warning(Kind::SessionLinkFailed)
-                    .work_item(&record.work_item)
-                    .field("linked_ref", pr.to_string())
-                    .field("error", err.to_string()),
-            );
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::SessionLinkFailed)
+                        .work_item(&record.work_item)
+                        .field("linked_ref", pr.to_string())
+                        .field("error", err.to_string()),
+                )
+                .await;
         }
-        self.events().emit(
-            Line::info(Kind::SessionPrSpawned)
-                .work_item(&record.work_item)
-                .field("pull_request", pr.to_string())
-                .field("harness", &harness)
-                .field("harness_session_id", launch.conversation.as_str())
-                .field("tmux_target", &site.target)
-                .field("delivery_id", &job.cx.delivery_id),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::SessionPrSpawned)
+                    .work_item(&record.work_item)
+                    .field("pull_request", pr.to_string())
+                    .field("harness", &harness)
+                    .field("harness_session_id", launch.conversation.as_str())
+                    .field("tmux_target", &site.target)
+                    .field("delivery_id", &job.cx.delivery_id),
+            )
+            .await;
         self.announce(pr, &harness, &site.target).await;
         Ok(())
     }
@@ -442,7 +467,7 @@ impl Dispatcher {
                 .field("linked_ref", pr.to_string())
                 .field("error", err.to_string()),
         };
-        self.events().emit(line.work_item(record_item));
+        self.events().emit_async(line.work_item(record_item)).await;
     }
 
     /// Records the intent to spawn `endpoint` into tmux session `target` (see
@@ -463,12 +488,14 @@ impl Dispatcher {
         })
         .await?;
         if let Some(existed) = recovered {
-            self.events().emit(
-                Line::warning(Kind::SessionSpawnRecovered)
-                    .work_item(endpoint)
-                    .field("tmux_target", target)
-                    .field("session_ended", existed),
-            );
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::SessionSpawnRecovered)
+                        .work_item(endpoint)
+                        .field("tmux_target", target)
+                        .field("session_ended", existed),
+                )
+                .await;
         }
         Ok(())
     }
@@ -533,13 +560,15 @@ impl Dispatcher {
         })
         .await
         .map_err(SpawnError::Workspace)?;
-        self.events().emit(
-            Line::info(Kind::WorkspacePrepared)
-                .work_item(endpoint)
-                .field("strategy", workspace.strategy.as_str())
-                .field("checkout", checkout.path.display().to_string())
-                .field("branch", checkout.branch.as_ref().map(Branch::as_str)),
-        );
+        self.events()
+            .emit_async(
+                Line::info(Kind::WorkspacePrepared)
+                    .work_item(endpoint)
+                    .field("strategy", workspace.strategy.as_str())
+                    .field("checkout", checkout.path.display().to_string())
+                    .field("branch", checkout.branch.as_ref().map(Branch::as_str)),
+            )
+            .await;
         Ok(checkout.path)
     }
 
@@ -567,7 +596,9 @@ impl Dispatcher {
             Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
             Err(err) => Line::warning(Kind::WorkspaceTrustFailed).field("error", err.to_string()),
         };
-        self.events().emit(line.work_item(item).field("cwd", cwd.display().to_string()));
+        self.events()
+            .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
+            .await;
     }
 }
 

@@ -143,12 +143,15 @@ impl Dispatcher {
             }),
         };
         if !abandoned.is_empty() {
-            dispatcher.events().emit(
-                Line::warning(Kind::DispatchAbandoned)
-                    .field("count", abandoned.len())
-                    .field("delivery_ids", &abandoned)
-                    .field("reason", "previous-process-ended"),
-            );
+            dispatcher
+                .events()
+                .emit_async(
+                    Line::warning(Kind::DispatchAbandoned)
+                        .field("count", abandoned.len())
+                        .field("delivery_ids", &abandoned)
+                        .field("reason", "previous-process-ended"),
+                )
+                .await;
         }
         Ok(dispatcher)
     }
@@ -176,6 +179,16 @@ impl Dispatcher {
 
     pub fn store(&self) -> &StateStore {
         &self.inner.store
+    }
+
+    /// The tmux server its sessions run on (the demo watches its sessions there).
+    pub fn tmux(&self) -> &Arc<Tmux> {
+        &self.inner.tmux
+    }
+
+    /// The client of the work items' host, when there is GitHub access.
+    pub(crate) fn github(&self) -> Option<&GithubClient> {
+        self.inner.github.as_ref()
     }
 
     pub(crate) fn events(&self) -> &EventLog {
@@ -292,7 +305,7 @@ impl Dispatcher {
     /// `cx.delivery_id`.
     pub(crate) async fn record(&self, decision: &Decision, cx: &Context) {
         for line in decision.lines(cx) {
-            self.events().emit(line);
+            self.events().emit_async(line).await;
         }
         if let Some(metrics) = self.inner.metrics.get() {
             metrics.decision(decision);
@@ -326,9 +339,12 @@ impl Dispatcher {
         match blocking(move || change(&mut this.ledger())).await {
             Ok(value) => Some(value),
             Err(err) => {
-                self.events().emit(
-                    Line::warning(Kind::DispatchLedgerWriteFailed).field("error", err.to_string()),
-                );
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::DispatchLedgerWriteFailed)
+                            .field("error", err.to_string()),
+                    )
+                    .await;
                 None
             }
         }
@@ -353,11 +369,13 @@ impl Dispatcher {
                     .fold(Ok(()), Result::and)
             })
             .await;
-            self.events().emit(
-                Line::warning(Kind::DispatchAbandoned)
-                    .field("count", abandoned.len())
-                    .field("delivery_ids", &abandoned),
-            );
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::DispatchAbandoned)
+                        .field("count", abandoned.len())
+                        .field("delivery_ids", &abandoned),
+                )
+                .await;
         }
         abandoned
     }

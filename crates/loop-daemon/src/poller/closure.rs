@@ -125,12 +125,15 @@ impl<D: Pipeline> Poller<D> {
             }
             Err(error) => {
                 report.errors.push(format!("{item}: {error}"));
-                self.store.events().emit(
-                    Line::warning(Kind::PollItemError)
-                        .work_item(item)
-                        .field("error", &error)
-                        .field("will_retry", true),
-                );
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::warning(Kind::PollItemError)
+                            .work_item(item)
+                            .field("error", &error)
+                            .field("will_retry", true),
+                    )
+                    .await;
                 if set == Set::LedgerOnly {
                     ledgers.closure_checked(item, now);
                 }
@@ -142,20 +145,26 @@ impl<D: Pipeline> Poller<D> {
             ItemKind::Issue => "issue",
             ItemKind::PullRequest => "pull-request",
         };
-        self.store.events().emit(
-            Line::info(Kind::PollClosureDetected)
-                .work_item(item)
-                .field("state", state)
-                .field("kind", kind),
-        );
+        self.store
+            .events()
+            .emit_async(
+                Line::info(Kind::PollClosureDetected)
+                    .work_item(item)
+                    .field("state", state)
+                    .field("kind", kind),
+            )
+            .await;
         if let Err(error) = self.dispatch.close(close_event(&status)).await {
             report.errors.push(format!("{item}: {error}"));
-            self.store.events().emit(
-                Line::warning(Kind::PollItemError)
-                    .work_item(item)
-                    .field("error", error.to_string())
-                    .field("will_retry", true),
-            );
+            self.store
+                .events()
+                .emit_async(
+                    Line::warning(Kind::PollItemError)
+                        .work_item(item)
+                        .field("error", error.to_string())
+                        .field("will_retry", true),
+                )
+                .await;
             return;
         }
         let forgotten = match &set {

@@ -131,7 +131,10 @@ impl<D: Pipeline> Poller<D> {
         {
             self.store
                 .events()
-                .emit(Line::warning(Kind::PollUnauthorized).work_item(item).field("actor", name));
+                .emit_async(
+                    Line::warning(Kind::PollUnauthorized).work_item(item).field("actor", name),
+                )
+                .await;
         }
 
         let actors: Vec<Actor> = thread.iter().map(|c| actor(&c.author)).collect();
@@ -293,12 +296,15 @@ impl<D: Pipeline> Poller<D> {
             SpawnStep::GiveUp { attempts } => {
                 spawn.gave_up = true;
                 report.failures += 1;
-                self.store.events().emit(
-                    Line::error(Kind::PollSpawnFailed)
-                        .work_item(item)
-                        .field("attempts", attempts)
-                        .field("will_retry", false),
-                );
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::error(Kind::PollSpawnFailed)
+                            .work_item(item)
+                            .field("attempts", attempts)
+                            .field("will_retry", false),
+                    )
+                    .await;
             }
             SpawnStep::Emit { attempt } => {
                 let event = presence_event(listed, linked, walk.label);
@@ -356,14 +362,17 @@ impl<D: Pipeline> Poller<D> {
             CommentStep::Wait => {}
             CommentStep::GiveUp { attempts } => {
                 self.memory.attempted.remove(&key);
-                self.store.events().emit(
-                    Line::error(Kind::PollCommentFailed)
-                        .work_item(item)
-                        .field("comment_id", comment.id)
-                        .field("actor", author)
-                        .field("attempts", attempts)
-                        .field("will_retry", false),
-                );
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::error(Kind::PollCommentFailed)
+                            .work_item(item)
+                            .field("comment_id", comment.id)
+                            .field("actor", author)
+                            .field("attempts", attempts)
+                            .field("will_retry", false),
+                    )
+                    .await;
                 poll::give_up(comments, &id, &self.version);
                 report.failures += 1;
                 return Some(Notice { id: comment.id, url: comment.html_url.clone(), attempts });
@@ -380,13 +389,16 @@ impl<D: Pipeline> Poller<D> {
                         Attempted::Comment { owner: owner.clone(), item: item.clone(), id },
                     );
                     report.comments_forwarded += 1;
-                    self.store.events().emit(
-                        Line::info(Kind::PollCommentForwarded)
-                            .work_item(item)
-                            .field("comment_id", comment.id)
-                            .field("actor", author)
-                            .field("attempt", attempt),
-                    );
+                    self.store
+                        .events()
+                        .emit_async(
+                            Line::info(Kind::PollCommentForwarded)
+                                .work_item(item)
+                                .field("comment_id", comment.id)
+                                .field("actor", author)
+                                .field("attempt", attempt),
+                        )
+                        .await;
                 }
                 Dispatched::Failed(reason) => {
                     poll::record_attempt(comments, &id);
@@ -419,18 +431,28 @@ impl<D: Pipeline> Poller<D> {
             }
         };
         match answer {
-            Ok(_) => self.store.events().emit(
-                Line::info(Kind::PollGiveupReported)
-                    .work_item(item)
-                    .field("comment_id", notice.id)
-                    .field("attempts", notice.attempts),
-            ),
-            Err(error) => self.store.events().emit(
-                Line::warning(Kind::PollGiveupReportFailed)
-                    .work_item(item)
-                    .field("comment_id", notice.id)
-                    .field("error", error),
-            ),
+            Ok(_) => {
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::info(Kind::PollGiveupReported)
+                            .work_item(item)
+                            .field("comment_id", notice.id)
+                            .field("attempts", notice.attempts),
+                    )
+                    .await
+            }
+            Err(error) => {
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::warning(Kind::PollGiveupReportFailed)
+                            .work_item(item)
+                            .field("comment_id", notice.id)
+                            .field("error", error),
+                    )
+                    .await
+            }
         }
     }
 }

@@ -451,12 +451,15 @@ impl<D: Pipeline> Poller<D> {
             Ok(facts) => Some(facts),
             Err(err) => {
                 report.errors.push(format!("state: {err}"));
-                self.store.events().emit(
-                    Line::error(Kind::PollProviderError)
-                        .field("provider", "state")
-                        .field("error", err.to_string())
-                        .field("will_retry", true),
-                );
+                self.store
+                    .events()
+                    .emit_async(
+                        Line::error(Kind::PollProviderError)
+                            .field("provider", "state")
+                            .field("error", err.to_string())
+                            .field("will_retry", true),
+                    )
+                    .await;
                 None
             }
         };
@@ -543,11 +546,14 @@ impl<D: Pipeline> Poller<D> {
                     report.scopes_polled += 1;
                     let was_failing = self.memory.failing_scopes.remove(&name);
                     if self.memory.quarantine.remove(&name).is_some() || was_failing {
-                        self.store.events().emit(
-                            Line::info(Kind::PollScopeRecovered)
-                                .field("provider", "github")
-                                .field("scope", &name),
-                        );
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::info(Kind::PollScopeRecovered)
+                                    .field("provider", "github")
+                                    .field("scope", &name),
+                            )
+                            .await;
                     }
                     return ScopeListing::Listed(
                         listing.items.into_iter().filter(|i| monitored(scope, i)).collect(),
@@ -557,13 +563,16 @@ impl<D: Pipeline> Poller<D> {
                     let renewed =
                         self.memory.quarantine.insert(name.clone(), cycle + REPROBE_EVERY_CYCLES);
                     if renewed.is_none() {
-                        self.store.events().emit(
-                            Line::warning(Kind::PollScopeDegraded)
-                                .field("provider", "github")
-                                .field("scope", &name)
-                                .field("error", err.to_string())
-                                .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
-                        );
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::warning(Kind::PollScopeDegraded)
+                                    .field("provider", "github")
+                                    .field("scope", &name)
+                                    .field("error", err.to_string())
+                                    .field("retry_after_cycles", REPROBE_EVERY_CYCLES),
+                            )
+                            .await;
                         report.scopes_failed.push(ScopeFailure {
                             scope: name.clone(),
                             error: err.to_string(),
@@ -662,12 +671,15 @@ impl<D: Pipeline> Poller<D> {
                 }
                 Err(err) => {
                     report.errors.push(format!("github: {err}"));
-                    self.store.events().emit(
-                        Line::error(Kind::PollProviderError)
-                            .field("provider", "github")
-                            .field("error", err.to_string())
-                            .field("will_retry", true),
-                    );
+                    self.store
+                        .events()
+                        .emit_async(
+                            Line::error(Kind::PollProviderError)
+                                .field("provider", "github")
+                                .field("error", err.to_string())
+                                .field("will_retry", true),
+                        )
+                        .await;
                 }
             }
         }
@@ -951,30 +963,21 @@ impl<D: Pipeline> Poller<D> {
 
 /// Polls until `shutdown` is signalled: a cycle with the config current at its start, then a
 /// wait of `polling.intervalSeconds` (at least 1 s) that a shutdown cuts short. A config
-/// change between cycles is picked up (`config.reloaded`). The caller holds the lock and,
+/// change between cycles is used from the next cycle on (its `config.reloaded` line is
+/// the process's config source's, [`crate::live_config`]). The caller holds the lock and,
 /// once this returns and the dispatcher drained, calls [`Poller::release_attempts`].
 pub async fn run<D: Pipeline>(
     poller: &mut Poller<D>,
     mut config: watch::Receiver<Arc<Config>>,
     mut shutdown: Shutdown,
 ) {
-    let mut current = config.borrow_and_update().clone();
-    poller.announce_start(&current, false);
+    let first = config.borrow_and_update().clone();
+    poller.announce_start(&first, false);
     loop {
         if shutdown.signalled() {
             break;
         }
-        if config.has_changed().unwrap_or(false) {
-            current = config.borrow_and_update().clone();
-            poller.store.events().emit(Line::info(Kind::ConfigReloaded).field(
-                "detail",
-                format!(
-                    "polling: {} scope(s), interval={}s",
-                    scope::scopes(&current).len(),
-                    current.polling.interval_seconds.max(1)
-                ),
-            ));
-        }
+        let current = config.borrow_and_update().clone();
         poller.cycle(&current, &mut shutdown).await;
         let wait = Duration::from_secs(current.polling.interval_seconds.max(1));
         tokio::select! {

@@ -10,13 +10,13 @@
 //! nothing: effects belong to the [`Dispatch`] implementation.
 //!
 //! The soft settings (event filter, routing policy) are re-read per delivery through
-//! [`ConfigSource::reload_if_changed`] (reference §1.8); host, port, path and the secret
-//! are the receiver's and need a restart.
+//! the process's [`LiveConfig::refresh`] (reference §1.8), which logs a change once for
+//! the whole process; host, port, path and the secret are the receiver's and need a
+//! restart.
 
 use std::sync::Arc;
 
 use loop_core::Login;
-use loop_core::config::Config;
 use loop_core::control::ControlDecision;
 use loop_core::event::{DedupKey, Event};
 use loop_core::guards::ScopeRefusal;
@@ -28,7 +28,7 @@ use loop_store::inbox::Journalled;
 use loop_store::{EventLog, StateStore};
 use serde_json::Value;
 
-use crate::config_source::{ConfigSource, Reload};
+use crate::live_config::LiveConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::pipeline::{Report, judge};
 
@@ -111,30 +111,28 @@ pub trait ExistenceAnswers: IssueExistence + Send + Sync + std::fmt::Debug {}
 
 impl<T: IssueExistence + Send + Sync + std::fmt::Debug> ExistenceAnswers for T {}
 
-/// The processing side of the receiver: owns the config source and judges deliveries.
+/// The processing side of the receiver: judges deliveries under the config in force.
 #[derive(Debug)]
 pub struct Intake {
-    config: ConfigSource,
+    config: LiveConfig,
     store: StateStore,
     events: EventLog,
     dispatch: Arc<dyn Dispatch>,
     /// Definite existence answers for branch-only refs (the GitHub client fills it).
     existence: Arc<dyn ExistenceAnswers>,
-    /// Signatures are not verified (`allowUnsigned` with no secret): said on every reload.
-    unsigned: bool,
     /// Where drops are counted (`GET /metrics`), if anywhere.
     metrics: Option<Metrics>,
 }
 
 impl Intake {
     pub fn new(
-        config: ConfigSource,
+        config: LiveConfig,
         store: StateStore,
         events: EventLog,
         dispatch: Arc<dyn Dispatch>,
         existence: Arc<dyn ExistenceAnswers>,
     ) -> Self {
-        Self { config, store, events, dispatch, existence, unsigned: false, metrics: None }
+        Self { config, store, events, dispatch, existence, metrics: None }
     }
 
     /// Counts every delivery it drops in `metrics` (the dispatcher counts the rest).
@@ -143,15 +141,9 @@ impl Intake {
         self
     }
 
-    /// Repeats the unsigned-deliveries warning on every reload (SPEC §1).
-    pub fn warn_unsigned(mut self, unsigned: bool) -> Self {
-        self.unsigned = unsigned;
-        self
-    }
-
     /// Judges one delivery and hands it on, or drops it with a reasoned line.
     pub fn process(&mut self, item: &Journalled) {
-        let config = self.reload();
+        let config = self.config.refresh();
         let receipt = &item.receipt;
         let delivery = Delivery {
             seq: item.seq,
@@ -194,34 +186,5 @@ impl Intake {
         {
             self.dispatch.dispatch(judged);
         }
-    }
-
-    /// The config in force for this delivery, re-read when the file changed.
-    fn reload(&mut self) -> Arc<Config> {
-        match self.config.reload_if_changed() {
-            Reload::Unchanged => {}
-            Reload::Reloaded { config, warnings } => {
-                let mut detail = vec![format!("reloaded `{}`", self.config.path().display())];
-                detail.extend(warnings.iter().map(ToString::to_string));
-                detail.extend(super::filter_warning(&config));
-                if self.unsigned {
-                    detail.push(super::UNSIGNED_WARNING.to_owned());
-                }
-                for warning in detail.iter().skip(1) {
-                    tracing::warn!("{warning}");
-                }
-                self.events
-                    .emit(Line::info(Kind::ConfigReloaded).field("detail", detail.join("; ")));
-            }
-            Reload::Failed { error, .. } => {
-                tracing::warn!(error = %error, "the config file changed but cannot be used; keeping the previous config");
-                self.events.emit(
-                    Line::warning(Kind::ConfigReloadFailed)
-                        .field("path", self.config.path())
-                        .field("error", error.to_string()),
-                );
-            }
-        }
-        Arc::clone(self.config.current())
     }
 }

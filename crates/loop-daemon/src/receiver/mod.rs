@@ -39,12 +39,12 @@ use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 use loop_core::route::KnownExistence;
 use loop_store::inbox::{Inbox, Receipt};
-use loop_store::{EventLog, StateLayout, StateStore, StoreError};
+use loop_store::{EventLog, StateStore, StoreError};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config_source::ConfigSource;
+use crate::live_config::LiveConfig;
 use crate::metrics::{Metrics, Outcome};
 use crate::shutdown::Trigger;
 pub use intake::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
@@ -128,7 +128,7 @@ impl std::fmt::Debug for Secret {
 /// A receiver ready to run: config checked, journal opened.
 #[derive(Debug)]
 pub struct Receiver {
-    config: ConfigSource,
+    config: LiveConfig,
     store: StateStore,
     events: EventLog,
     secret: Option<Secret>,
@@ -148,33 +148,23 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Checks the start-time settings (path, secret) and opens the inbox journal,
-    /// reading what it still holds. The event log goes where `layout` says unless
-    /// `eventLog.enabled` is off.
+    /// Checks the start-time settings (path, secret) and opens the inbox journal under
+    /// `store`'s root, reading what it still holds. Its lines go to `store`'s event log
+    /// (the process's one writer: see [`loop_store::EventLog::for_source`]); the soft
+    /// settings follow `config` per delivery.
     pub fn new(
-        config: ConfigSource,
-        layout: StateLayout,
+        config: LiveConfig,
+        store: StateStore,
         secret: Option<Secret>,
     ) -> Result<Self, ReceiverError> {
-        let current = Arc::clone(config.current());
+        let current = config.current();
+        if let Some(refusal) = misconfigurations(&current, secret.as_ref()).into_iter().next() {
+            return Err(refusal);
+        }
         let gh = &current.webhooks.gh_webhook;
-        let path = gh.path.as_str();
-        let path_ok = path.starts_with('/')
-            && !path.contains(['{', '}', '*'])
-            && !["/health", "/healthz"].contains(&path.trim_end_matches('/'));
-        if !path_ok {
-            return Err(ReceiverError::Path { path: gh.path.clone() });
-        }
-        if secret.is_none() && !gh.allow_unsigned {
-            return Err(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
-        }
-        let events = if current.event_log.enabled {
-            // A long-running process: one writer thread owns the file.
-            EventLog::new(layout.event_log(), "gh-webhook").with_writer()
-        } else {
-            EventLog::disabled()
-        };
-        let (inbox, contents) = Inbox::open(&layout.inbox_dir()).map_err(ReceiverError::Inbox)?;
+        let events = store.events().clone();
+        let (inbox, contents) =
+            Inbox::open(&store.layout().inbox_dir()).map_err(ReceiverError::Inbox)?;
         for torn in &contents.ignored {
             events.emit(
                 Line::warning(Kind::InboxTornTail)
@@ -199,7 +189,6 @@ impl Receiver {
                 "`repositories` is empty: deliveries from every repository are routed".to_owned(),
             );
         }
-        let store = StateStore::new(layout, events.clone());
         let pending = contents.pending.len() as u64;
         Ok(Self {
             dispatch: Arc::new(RecordDecision::new(events.clone())),
@@ -298,7 +287,7 @@ impl Receiver {
             metrics,
             inbox_depth,
         } = self;
-        let current = Arc::clone(config.current());
+        let current = config.current();
         let trigger = Trigger::new();
         let (journal_tx, journal_rx) = mpsc::channel(JOURNAL_QUEUE);
         let (process_tx, process_rx) = mpsc::channel(PROCESS_QUEUE);
@@ -322,7 +311,6 @@ impl Receiver {
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(
                     intake::Intake::new(config, store.clone(), events.clone(), dispatch, existence)
-                        .warn_unsigned(secret.is_none())
                         .count_in(metrics.clone()),
                 )),
                 backlog,
@@ -398,6 +386,25 @@ impl Receiver {
         let _ = tokio::task::spawn_blocking(move || events.flush()).await;
         result
     }
+}
+
+/// Why a receiver cannot start with `config` and `secret`: its route cannot be served
+/// (it must be absolute, hold no route syntax and not be a health check), or it has no
+/// secret while unsigned deliveries are refused. The service's preflight asks the same.
+pub fn misconfigurations(config: &Config, secret: Option<&Secret>) -> Vec<ReceiverError> {
+    let gh = &config.webhooks.gh_webhook;
+    let path = gh.path.as_str();
+    let servable = path.starts_with('/')
+        && !path.contains(['{', '}', '*'])
+        && !["/health", "/healthz"].contains(&path.trim_end_matches('/'));
+    let mut refusals = Vec::new();
+    if !servable {
+        refusals.push(ReceiverError::Path { path: gh.path.clone() });
+    }
+    if secret.is_none() && !gh.allow_unsigned {
+        refusals.push(ReceiverError::UnsetSecret { env: gh.secret_env.clone() });
+    }
+    refusals
 }
 
 /// The start-up (and reload) warning for an event filter without `issues` or

@@ -1,54 +1,35 @@
-//! Hosting the service: every ingress given over one opened dispatcher, run until a stop,
-//! then brought down in the one right order.
+//! Running a built [`Service`]: every ingress over its one dispatcher until a stop, then
+//! brought down in the one right order.
 //!
 //! [`Service::run`] is what `the-loop start --foreground` runs with TERM-or-INT as its
-//! shutdown and what the demo runs with a oneshot. The caller builds and locks the parts
-//! (its start-time checks and their messages are the caller's); this runs them: the webhook
-//! receiver (with the dispatcher, the existence answers and `GET /metrics` wired in), the
-//! poller, the config reload for the poller and the live-sessions gauge. When `shutdown`
-//! resolves or the receiver fails, every ingress stops, the dispatcher finishes what it
-//! holds within [`Service::grace`] and the poller's abandoned attempts are given back.
+//! shutdown and what the demo runs with a oneshot: the webhook receiver (with the
+//! dispatcher, the existence answers and `GET /metrics` wired in), the poller, the config
+//! source's periodic re-read (the dispatcher and the poller follow it) and the
+//! live-sessions gauge. When `shutdown` resolves or the receiver fails, every ingress
+//! stops, the dispatcher finishes what it holds within the mode's grace, the poller's
+//! abandoned attempts are given back and the event log is flushed; the locks go last.
+//! [`Service::poll_once`] is `poll --once`'s one cycle in the same shape, and
+//! [`Service::close`] ends an operator's verb.
 //!
-//! It prints nothing: what a person would be told goes to [`Service::on_event`].
+//! It prints nothing: what a person would be told goes to the caller's `on_event`.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loop_core::config::Config;
-use loop_store::{StateStore, StoreError};
-use tokio::net::TcpListener;
-use tokio::sync::{broadcast, watch};
+use loop_store::{EventLog, StateStore};
+use tokio::sync::broadcast;
 
-use crate::config_source::{ConfigSource, Reload};
-use crate::dispatcher::Dispatcher;
+use super::build::{Polling, Receiving, Service, ServiceError};
+use super::preflight::Misconfiguration;
+use crate::dispatcher::{Dispatcher, blocking};
+use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
-use crate::poller::{self, CycleObserver, Poller};
-use crate::receiver::{Receiver, ReceiverError};
+use crate::poller::{self, CycleObserver, CycleReport};
 use crate::shutdown::Shutdown;
 
-/// How often the config file is looked at for a change (for the poller), and the live
-/// sessions counted.
+/// How often the config file is looked at for a change, and the live sessions counted.
 const RELOAD_EVERY: Duration = Duration::from_secs(2);
-
-/// What to host: the ingresses, over one dispatcher.
-pub struct Service {
-    /// The opened dispatcher both ingresses hand their work to.
-    pub dispatcher: Dispatcher,
-    /// The webhook receiver (not yet wired to the dispatcher) and its bound listener.
-    pub receiver: Option<(Receiver, TcpListener)>,
-    /// The poller, over the same dispatcher; its lock is the caller's to hold.
-    pub poller: Option<Poller<Dispatcher>>,
-    /// The config file re-read for the poller (`None`: never reloaded).
-    pub config_path: Option<PathBuf>,
-    /// What `GET /metrics` on the receiver's port answers.
-    pub metrics: Metrics,
-    /// How long the dispatcher may finish its queues once the ingresses stopped.
-    pub grace: Duration,
-    /// Told what happens, in order (the caller prints it).
-    pub on_event: Box<dyn Fn(Event) + Send + Sync>,
-}
 
 /// What the hosted service tells its caller.
 #[derive(Debug)]
@@ -68,58 +49,51 @@ pub struct Stopped {
     pub abandoned: Vec<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error("the webhook receiver failed")]
-    Receiver(#[from] ReceiverError),
-    #[error("cannot release the abandoned attempts")]
-    Release(#[from] StoreError),
-}
-
-impl std::fmt::Debug for Service {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service")
-            .field("receiving", &self.receiver.is_some())
-            .field("polling", &self.poller.is_some())
-            .field("config_path", &self.config_path)
-            .field("grace", &self.grace)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Service {
     /// Runs every ingress until `shutdown` resolves or the receiver fails, then stops them,
-    /// lets the dispatcher finish and gives the poller's abandoned attempts back.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<Stopped, ServiceError> {
-        let Self { dispatcher, receiver, poller, config_path, metrics, grace, on_event } = self;
+    /// lets the dispatcher finish, gives the poller's abandoned attempts back and flushes
+    /// the event log; `on_event` hears what happens, in order.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+        on_event: impl Fn(Event) + Send + Sync,
+    ) -> Result<Stopped, ServiceError> {
+        let Self { mode, config, events, dispatcher, metrics, receiver, poller, .. } = self;
         let (stop, _) = broadcast::channel::<()>(1);
         dispatcher.count_in(metrics.clone());
 
-        let mut poller = poller.map(|poller| {
-            let counted = metrics.clone();
-            poller.with_observer(CycleObserver::new(move |cycle| counted.poll_cycle(cycle.took)))
-        });
-        let receiver_run = receiver.map(|(receiver, listener)| {
-            let receiver = receiver
-                .with_dispatch(Arc::new(dispatcher.clone()))
-                .with_existence(Arc::new(dispatcher.clone()))
-                .with_routes(metrics.router())
-                .with_metrics(metrics.clone());
-            metrics.watch_inbox(receiver.inbox_depth());
-            let mut stopped = stop.subscribe();
-            receiver.run(listener, async move {
-                let _ = stopped.recv().await;
-            })
-        });
+        let (mut poller, poll_lock) = match poller {
+            Some(Polling { poller, lock }) => {
+                let counted = metrics.clone();
+                let observer = CycleObserver::new(move |cycle| counted.poll_cycle(cycle.took));
+                (Some(poller.with_observer(observer)), Some(lock))
+            }
+            None => (None, None),
+        };
+        let (receiver_run, receiver_lock) = match receiver {
+            Some(Receiving { receiver, listener, lock, .. }) => {
+                let receiver = receiver
+                    .with_dispatch(Arc::new(dispatcher.clone()))
+                    .with_existence(Arc::new(dispatcher.clone()))
+                    .with_routes(metrics.router())
+                    .with_metrics(metrics.clone());
+                metrics.watch_inbox(receiver.inbox_depth());
+                let mut stopped = stop.subscribe();
+                let run = receiver.run(listener, async move {
+                    let _ = stopped.recv().await;
+                });
+                (Some(run), Some(lock))
+            }
+            None => (None, None),
+        };
         on_event(Event::Ready);
 
-        let (config_tx, config_rx) = watch::channel(dispatcher.config());
-        let reload =
-            reload_config(config_path, config_tx, &dispatcher, stop.subscribe(), &on_event);
+        let polled = config.subscribe();
+        let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
         let poll = async {
             if let Some(poller) = poller.as_mut() {
-                poller::run(poller, config_rx, Shutdown::new(stop.subscribe())).await;
+                poller::run(poller, polled, Shutdown::new(stop.subscribe())).await;
             }
         };
         // `shutdown` stops everything; so does a receiver that failed.
@@ -139,53 +113,104 @@ impl Service {
             received
         };
         let (received, (), (), (), ()) = tokio::join!(receive, poll, reload, gauges, stopping);
-        let abandoned = dispatcher.shutdown(grace).await;
-        if let Some(poller) = poller.as_mut() {
-            poller.release_attempts(&abandoned)?;
+        let abandoned = dispatcher.shutdown(mode.grace()).await;
+        if let Some(poller) = poller {
+            release(poller, abandoned.clone()).await?;
         }
+        flush(events).await;
+        drop((poll_lock, receiver_lock));
         received?;
         Ok(Stopped { abandoned })
     }
+
+    /// One poll cycle (`poll --once`): the poller says it started, polls every scope —
+    /// stopping after the item in flight once `shutdown` resolves — then the dispatcher
+    /// finishes what the cycle queued, the abandoned attempts are given back, the poller
+    /// says it stopped and the event log is flushed.
+    pub async fn poll_once(
+        self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<CycleReport, ServiceError> {
+        let Self { mode, config, events, dispatcher, poller, .. } = self;
+        let Some(Polling { mut poller, lock }) = poller else {
+            return Err(ServiceError::Misconfigured(vec![Misconfiguration::NothingToPoll]));
+        };
+        let current = config.current();
+        poller.announce_start(&current, true);
+        let (stop, signalled) = broadcast::channel(1);
+        let report = {
+            let mut stop_signal = Shutdown::new(signalled);
+            let mut cycle = std::pin::pin!(poller.cycle(&current, &mut stop_signal));
+            tokio::select! {
+                report = cycle.as_mut() => report,
+                () = shutdown => {
+                    let _ = stop.send(());
+                    cycle.await
+                }
+            }
+        };
+        let abandoned = dispatcher.shutdown(mode.grace()).await;
+        let poller = release(poller, abandoned).await?;
+        poller.announce_stop();
+        flush(events).await;
+        drop(lock);
+        Ok(report)
+    }
+
+    /// Ends an operator's verb: the dispatcher finishes what it holds (the mode's grace)
+    /// and the event log is flushed.
+    pub async fn close(self) {
+        self.dispatcher.shutdown(self.mode.grace()).await;
+        flush(self.events).await;
+    }
 }
 
-/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, handing each
-/// change to the poller (it applies it between cycles) and to the dispatcher (its
-/// concurrency bound and later decisions follow it, with no webhook needed); a change
-/// that does not load keeps the previous config and is reported once. The receiver
-/// reloads on its own, per event. Without a path it only keeps the poller's config
-/// channel open.
-async fn reload_config(
-    path: Option<PathBuf>,
-    config: watch::Sender<Arc<Config>>,
+/// Gives the poller's attempts the dispatcher abandoned back, off the runtime's threads.
+async fn release(
+    mut poller: poller::Poller<Dispatcher>,
+    abandoned: Vec<String>,
+) -> Result<poller::Poller<Dispatcher>, ServiceError> {
+    let (poller, released) = blocking(move || {
+        let released = poller.release_attempts(&abandoned);
+        (poller, released)
+    })
+    .await;
+    released.map_err(ServiceError::Release)?;
+    Ok(poller)
+}
+
+/// Waits, off the runtime's threads, until every line the process emitted is written.
+async fn flush(events: EventLog) {
+    blocking(move || events.flush()).await;
+}
+
+/// Re-reads the config file every [`RELOAD_EVERY`] until the service stops, and keeps
+/// the dispatcher on the config in force (its concurrency bound and later decisions
+/// follow a change with no webhook needed, whichever part noticed it); a change that
+/// could not be used is told once.
+async fn follow_config(
+    config: LiveConfig,
     dispatcher: &Dispatcher,
     mut stop: broadcast::Receiver<()>,
     on_event: &(dyn Fn(Event) + Send + Sync),
 ) {
-    let Some(Ok((mut source, _))) = path.map(|path| ConfigSource::open(&path)) else {
-        let _ = stop.recv().await;
-        return;
-    };
+    let (mut current, mut rejected) = (config.subscribe(), config.rejections());
     loop {
         tokio::select! {
-            () = tokio::time::sleep(RELOAD_EVERY) => {}
+            () = tokio::time::sleep(RELOAD_EVERY) => {
+                let source = config.clone();
+                blocking(move || source.refresh()).await;
+            }
+            Ok(()) = current.changed() => {
+                dispatcher.set_config(current.borrow_and_update().clone());
+            }
+            Ok(()) = rejected.changed() => {
+                let error = rejected.borrow_and_update().clone();
+                if let Some(error) = error {
+                    on_event(Event::ConfigNotApplied { error: error.to_string() });
+                }
+            }
             _ = stop.recv() => return,
-        }
-        let (next, reloaded) = tokio::task::spawn_blocking(move || {
-            let reloaded = source.reload_if_changed();
-            (source, reloaded)
-        })
-        .await
-        .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
-        source = next;
-        match reloaded {
-            Reload::Unchanged => {}
-            Reload::Reloaded { config: fresh, .. } => {
-                dispatcher.set_config(fresh.clone());
-                let _ = config.send(fresh);
-            }
-            Reload::Failed { error, .. } => {
-                on_event(Event::ConfigNotApplied { error: error.to_string() });
-            }
         }
     }
 }
@@ -216,47 +241,27 @@ async fn sample_gauges(store: StateStore, metrics: Metrics, mut stop: broadcast:
 mod tests {
     use std::sync::Mutex;
 
-    use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
-    use loop_store::{EventLog, StateLayout};
-
     use super::*;
-    use crate::dispatcher::DispatcherParts;
-
-    async fn dispatcher(dir: &std::path::Path) -> Dispatcher {
-        let store = StateStore::new(StateLayout::new(dir.join("state")), EventLog::disabled());
-        let tmux = TmuxSettings::new(TmuxSocket::Path(dir.join("tmux.sock")), dir.to_owned());
-        Dispatcher::open(DispatcherParts {
-            config: Arc::new(Config::default()),
-            store,
-            github: None,
-            tmux: Arc::new(Tmux::new(tmux)),
-            harness: Arc::new(CommandHarness {
-                name: "none".into(),
-                fresh: vec!["true".into()],
-                resume: None,
-                transcript: None,
-            }),
-            claude_files: None,
-        })
-        .await
-        .expect("the dispatcher opens")
-    }
+    use crate::config_source::ConfigSource;
+    use crate::service::{Environment, Mode};
 
     #[tokio::test]
     async fn it_says_ready_then_stops_when_shutdown_resolves() {
         let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cli-config.yaml");
+        let state = dir.path().join("state").display().to_string();
+        std::fs::write(&path, format!("state:\n  root: {}\n", serde_json::json!(state))).unwrap();
+        let (source, _) = ConfigSource::open(&path).unwrap();
+        let env = Environment {
+            scratch_dir: dir.path().to_owned(),
+            tmux_socket: Some(dir.path().join("tmux.sock")),
+            ..Environment::default()
+        };
+        let service = Service::from_config(source, env, Mode::Operate).await.unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&events);
-        let service = Service {
-            dispatcher: dispatcher(dir.path()).await,
-            receiver: None,
-            poller: None,
-            config_path: None,
-            metrics: Metrics::new(),
-            grace: Duration::from_millis(100),
-            on_event: Box::new(move |event| seen.lock().unwrap().push(format!("{event:?}"))),
-        };
-        let stopped = tokio::time::timeout(Duration::from_secs(5), service.run(async {}))
+        let told = move |event: Event| seen.lock().unwrap().push(format!("{event:?}"));
+        let stopped = tokio::time::timeout(Duration::from_secs(5), service.run(async {}, told))
             .await
             .expect("it stops once shutdown resolved")
             .expect("nothing failed");
@@ -271,31 +276,34 @@ mod tests {
      {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cli-config.yaml");
-        std::fs::write(&path, "routing:\n  maxConcurrentDispatches: 1\n").unwrap();
-        let dispatcher = dispatcher(dir.path()).await;
-        let (told, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let service = Service {
-            dispatcher: dispatcher.clone(),
-            receiver: None,
-            poller: None,
-            config_path: Some(path.clone()),
-            metrics: Metrics::new(),
-            grace: Duration::from_millis(100),
-            on_event: Box::new(move |event| {
-                let _ = told.send(format!("{event:?}"));
-            }),
+        let state = serde_json::json!(dir.path().join("state").display().to_string());
+        let config = |routing: &str| format!("state:\n  root: {state}\nrouting:\n{routing}");
+        std::fs::write(&path, config("  maxConcurrentDispatches: 1\n")).unwrap();
+        let (source, _) = ConfigSource::open(&path).unwrap();
+        let env = Environment {
+            scratch_dir: dir.path().to_owned(),
+            tmux_socket: Some(dir.path().join("tmux.sock")),
+            ..Environment::default()
         };
+        let service = Service::from_config(source, env, Mode::Operate).await.unwrap();
+        let dispatcher = service.dispatcher().clone();
+        let (told, mut events) = tokio::sync::mpsc::unbounded_channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = tokio::spawn(service.run(async {
-            let _ = stopped.await;
-        }));
+        let running = tokio::spawn(service.run(
+            async {
+                let _ = stopped.await;
+            },
+            move |event: Event| {
+                let _ = told.send(format!("{event:?}"));
+            },
+        ));
         assert_eq!(events.recv().await.as_deref(), Some("Ready"));
 
-        std::fs::write(&path, "routing:\n  maxConcurrentDispatches: 3\n").unwrap();
+        std::fs::write(&path, config("  maxConcurrentDispatches: 3\n")).unwrap();
         tokio::time::sleep(RELOAD_EVERY * 2).await;
         assert_eq!(dispatcher.config().routing.max_concurrent_dispatches, 3, "no webhook needed");
 
-        std::fs::write(&path, "routing:\n  enabled: \"yes\"\n").unwrap();
+        std::fs::write(&path, config("  enabled: \"yes\"\n")).unwrap();
         let refused = events.recv().await.expect("the service runs");
         assert!(refused.starts_with("ConfigNotApplied"), "{refused}");
         tokio::time::sleep(RELOAD_EVERY * 3).await;

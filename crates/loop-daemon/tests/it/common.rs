@@ -2,9 +2,10 @@
 //! [`Dispatch`] that hands every judged event to the test, and a plain HTTP/1.1 client.
 
 use loop_daemon::config_source::ConfigSource;
+use loop_daemon::live_config::{Hosted, LiveConfig};
 use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
 use loop_sim::test_support::{PATIENCE, read_lines};
-use loop_store::StateLayout;
+use loop_store::{EventLog, StateLayout, StateStore};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -64,8 +65,7 @@ impl Site {
         &self,
         secret: Option<&str>,
     ) -> Result<Receiver, loop_daemon::receiver::ReceiverError> {
-        let (config, _) = ConfigSource::open(self.config_path()).expect("the config loads");
-        Receiver::new(config, self.layout(), Secret::from_value(secret))
+        standalone_receiver(&self.config_path(), self.layout(), Secret::from_value(secret))
     }
 
     /// Every event-log line, parsed.
@@ -81,6 +81,20 @@ impl Site {
     pub fn inbox_dir(&self) -> PathBuf {
         self.layout().inbox_dir()
     }
+}
+
+/// A receiver hosted alone in its process, as a test runs one: the process's one event
+/// log writer and its config file, reloads described as a receiver's.
+pub fn standalone_receiver(
+    config_path: &Path,
+    layout: StateLayout,
+    secret: Option<Secret>,
+) -> Result<Receiver, loop_daemon::receiver::ReceiverError> {
+    let events = EventLog::new(layout.event_log(), "gh-webhook").with_writer();
+    let (source, _) = ConfigSource::open(config_path).expect("the config loads");
+    let hosted = Hosted { receiver: true, unsigned: secret.is_none(), poller: false };
+    let config = LiveConfig::new(source, events.clone(), hosted);
+    Receiver::new(config, StateStore::new(layout, events), secret)
 }
 
 /// A running receiver.

@@ -17,7 +17,7 @@ use loop_core::WorkItemRef;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
 use loop_daemon::metrics::Metrics;
-use loop_daemon::receiver::{Dispatch, Judged, Receiver, Secret};
+use loop_daemon::receiver::{Dispatch, Judged, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
@@ -142,15 +142,16 @@ impl Lab {
     }
 
     async fn start_receiver(&mut self) {
-        let (config, _) = ConfigSource::open(self.config_path()).expect("the config loads");
         let counting =
             Counting { dispatcher: self.dispatcher.clone(), sentinels: self.sentinels_tx.clone() };
-        let receiver = Receiver::new(config, self.layout(), Secret::from_value(Some(SECRET)))
-            .expect("the receiver opens")
-            .with_dispatch(Arc::new(counting))
-            .with_existence(Arc::new(self.dispatcher.clone()))
-            .with_metrics(self.metrics.clone())
-            .with_routes(self.metrics.router());
+        let secret = Secret::from_value(Some(SECRET));
+        let receiver =
+            crate::common::standalone_receiver(&self.config_path(), self.layout(), secret)
+                .expect("the receiver opens")
+                .with_dispatch(Arc::new(counting))
+                .with_existence(Arc::new(self.dispatcher.clone()))
+                .with_metrics(self.metrics.clone())
+                .with_routes(self.metrics.router());
         self.dispatcher.count_in(self.metrics.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
         let addr = listener.local_addr().expect("an address");

@@ -673,7 +673,7 @@ async fn run_polls_until_shutdown_then_says_it_stopped() {
 /// as soon as the runtime is idle (the test's channel sends keep it busy until the
 /// config change is in), not in a real second.
 #[tokio::test(start_paused = true)]
-async fn a_config_change_between_cycles_is_used_by_the_next_cycle_with_config_reloaded() {
+async fn a_config_change_between_cycles_is_used_by_the_next_cycle() {
     let mut bench = Bench::new(&[REPO], "polling:\n  intervalSeconds: 1\n").await;
     bench.open_issue(REPO, "ann");
     let (config_tx, config_rx) =
@@ -703,9 +703,9 @@ async fn a_config_change_between_cycles_is_used_by_the_next_cycle_with_config_re
     assert_eq!(cycled.recv().await, Some(1), "the second cycle");
     stop.send(()).unwrap();
     running.await.unwrap();
-    let reloaded = bench.events("config.reloaded");
-    assert_eq!(reloaded.len(), 1);
-    assert_eq!(reloaded[0].0["detail"], "polling: 2 scope(s), interval=1s");
+    // The change's `config.reloaded` line is the config source's (`live_config`), not
+    // the poller's: one line per change, whichever part of the process noticed it.
+    assert!(bench.events("config.reloaded").is_empty());
     let cycles = bench.events("poll.cycle");
     assert_eq!(cycles[1].0["scopes_polled"], 2, "the new scope is listed");
 }

@@ -8,11 +8,17 @@
 //! appends directly: each append takes an exclusive `flock` on the sidecar
 //! `events.jsonl.lock`, rotates if the line would push the file past
 //! [`Rotation::max_bytes`], and writes the whole line with one `write` in append mode. A
-//! long-running one (the service) calls [`EventLog::with_writer`]: its appends go over a
-//! channel to one writer thread holding the file open ([`writer`]), which writes whole
-//! lines in batches and takes the same lock only to rotate. Either way no line is ever
-//! interleaved with another and rotation never loses one. Rotation renames
+//! long-running one (the service) calls [`EventLog::with_writer`] once: its appends go
+//! over a channel to one writer thread holding the file open ([`writer`]), which writes
+//! whole lines in batches and takes the same lock only to rotate. Either way no line is
+//! ever interleaved with another and rotation never loses one. Rotation renames
 //! `events.jsonl` → `.1` → `.2` … keeping [`Rotation::keep`] old files.
+//!
+//! One writer per process: every component of it (receiver, poller, dispatcher) logs
+//! through [`EventLog::for_source`] of the one log, which shares the writer and stamps
+//! the component's own `source`. Code on an async runtime emits with
+//! [`EventLog::emit_async`], which waits for room and for an effect's line without
+//! blocking the runtime's thread; code on a blocking thread uses [`EventLog::emit`].
 //!
 //! Emission is best-effort: a failure to append is reported through `tracing` once and
 //! swallowed, because the log must never be what fails a delivery. A disabled log
@@ -26,11 +32,14 @@ pub mod read;
 mod writer;
 
 use std::fs::{self, OpenOptions};
+use std::future::Future;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use jiff::Timestamp;
 pub use loop_core::log::{Level, Line, format_ts};
@@ -63,21 +72,23 @@ impl Default for Rotation {
 pub struct EventLog {
     /// `None` when the log is disabled.
     path: Option<PathBuf>,
-    source: String,
+    /// What every line it emits names as its emitter (`gh-webhook`, `poll`, `cli`, …).
+    source: Arc<str>,
     rotation: Rotation,
     /// Set once a failed append was reported, so a broken disk warns once, not per event.
     warned: Arc<AtomicBool>,
-    /// The writer thread appends go to, once [`EventLog::with_writer`] started one; the
-    /// last clone to go stops it after it wrote everything.
+    /// The writer thread appends go to, once [`EventLog::with_writer`] started one; shared
+    /// by every clone and [`EventLog::for_source`] view, the last of which to go stops it
+    /// after it wrote everything.
     writer: Option<Arc<writer::Writer>>,
 }
 
 impl EventLog {
     /// A log appending to `path`, stamping every line with `source`.
-    pub fn new(path: impl Into<PathBuf>, source: impl Into<String>) -> Self {
+    pub fn new(path: impl Into<PathBuf>, source: &str) -> Self {
         Self {
             path: Some(path.into()),
-            source: source.into(),
+            source: Arc::from(source),
             rotation: Rotation::DEFAULT,
             warned: Arc::new(AtomicBool::new(false)),
             writer: None,
@@ -88,7 +99,7 @@ impl EventLog {
     pub fn disabled() -> Self {
         Self {
             path: None,
-            source: String::new(),
+            source: Arc::from(""),
             rotation: Rotation::DEFAULT,
             warned: Arc::new(AtomicBool::new(false)),
             writer: None,
@@ -101,24 +112,26 @@ impl EventLog {
         self
     }
 
-    /// Sends this log's appends (and its clones') to a writer thread of their own, for a
-    /// long-running process: emitting no longer waits for the disk, and the file stays open.
-    /// [`EventLog::flush`] waits for what was emitted; the last clone dropped waits too. If
-    /// the thread cannot start, appends stay direct (reported through `tracing`).
+    /// Sends this log's appends (and its clones' and views') to a writer thread of their
+    /// own, for a long-running process: emitting no longer waits for the disk, and the file
+    /// stays open. [`EventLog::flush`] waits for what was emitted; the last clone dropped
+    /// waits too. If the thread cannot start, appends stay direct (reported through
+    /// `tracing`). Call it once per process, then hand out [`EventLog::for_source`] views.
     pub fn with_writer(mut self) -> Self {
         let Some(path) = self.path.clone() else { return self };
-        match writer::Writer::spawn(
-            path,
-            self.source.clone(),
-            self.rotation,
-            Arc::clone(&self.warned),
-        ) {
+        match writer::Writer::spawn(path, self.rotation, Arc::clone(&self.warned)) {
             Ok(writer) => self.writer = Some(Arc::new(writer)),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot start the event log's writer thread; appending directly");
             }
         }
         self
+    }
+
+    /// The same log (file, rotation, writer thread) stamping its lines with `source`: how
+    /// each component of a process gets its own name on the one writer.
+    pub fn for_source(&self, source: &str) -> Self {
+        Self { source: Arc::from(source), ..self.clone() }
     }
 
     /// Returns once every line emitted before the call is in the file (at once for a log
@@ -143,13 +156,27 @@ impl EventLog {
         }
         if let Some(writer) = &self.writer {
             let wait = event.records_an_effect();
-            writer.append(event, Timestamp::now());
+            writer.append(event, Timestamp::now(), &self.source);
             if wait {
                 writer.flush();
             }
             return;
         }
-        if let Err(err) = self.append(&event, Timestamp::now())
+        self.append_directly(&event);
+    }
+
+    /// [`EventLog::emit`] for code on an async runtime: the future resolves once the line
+    /// is queued and, when it records an effect, written — waiting for either without
+    /// blocking the thread (the writer thread wakes the task). A log without a writer
+    /// thread appends on the calling thread, as `emit` does: a process that runs a runtime
+    /// gives its log a writer.
+    pub fn emit_async(&self, event: Line) -> Emit<'_> {
+        Emit { log: self, line: Some((event, Timestamp::now())), written: None }
+    }
+
+    /// Appends on the calling thread; a failure is reported once through `tracing`.
+    fn append_directly(&self, event: &Line) {
+        if let Err(err) = self.append(event, Timestamp::now())
             && !self.warned.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(error = %err, event = event.name(), "could not append to the event log");
@@ -161,7 +188,7 @@ impl EventLog {
     pub fn append(&self, event: &Line, ts: Timestamp) -> Result<(), StoreError> {
         let Some(path) = &self.path else { return Ok(()) };
         if let Some(writer) = &self.writer {
-            writer.append(event.clone(), ts);
+            writer.append(event.clone(), ts, &self.source);
             return Ok(());
         }
         let line = event.render(ts, &self.source, std::process::id());
@@ -184,6 +211,51 @@ impl EventLog {
             .open(path)
             .map_err(StoreError::io("open", path))?;
         file.write_all(&line).map_err(StoreError::io("append to", path))
+    }
+}
+
+/// What [`EventLog::emit_async`] returns: ready once its line is queued and, for a line
+/// that records an effect, in the file.
+#[derive(Debug)]
+#[must_use = "the line is emitted only when the future is awaited"]
+pub struct Emit<'a> {
+    log: &'a EventLog,
+    /// The line, until the writer's queue took it.
+    line: Option<(Line, Timestamp)>,
+    /// The queued line's number, while waiting for it to be written.
+    written: Option<u64>,
+}
+
+impl Future for Emit<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let log = this.log;
+        if log.path.is_none() {
+            return Poll::Ready(());
+        }
+        let Some(writer) = &log.writer else {
+            if let Some((line, _)) = this.line.take() {
+                log.append_directly(&line);
+            }
+            return Poll::Ready(());
+        };
+        if let Some((line, ts)) = this.line.take() {
+            let effect = line.records_an_effect();
+            match writer.poll_append((line, ts, Arc::clone(&log.source)), cx.waker()) {
+                Ok(number) if effect => this.written = Some(number),
+                Ok(_) => return Poll::Ready(()),
+                Err((line, ts, _)) => {
+                    this.line = Some((line, ts));
+                    return Poll::Pending;
+                }
+            }
+        }
+        match this.written {
+            Some(number) => writer.poll_written(number, cx.waker()),
+            None => Poll::Ready(()),
+        }
     }
 }
 

@@ -1,10 +1,14 @@
 //! The event log's writer thread: the one owner of `events.jsonl` in a long-running
-//! process (STYLE §4.2).
+//! process (STYLE §4.2), shared by every component of it — each line carries the
+//! `source` of the [`EventLog`](super::EventLog) that emitted it.
 //!
 //! [`EventLog::with_writer`](super::EventLog::with_writer) starts it; from then on an
 //! append is a push onto a bounded queue, so emitting never waits for the disk (only for
 //! room, when the disk is [`QUEUE`] lines behind) — except a line recording an effect,
-//! whose `emit` flushes (see `records_an_effect` in the parent module). The thread takes whatever is queued —
+//! whose `emit` flushes (see `records_an_effect` in the parent module). An emitter on an
+//! async runtime waits for neither by blocking: [`Writer::poll_append`] and
+//! [`Writer::poll_written`] register its task's [`Waker`], which the thread wakes after
+//! each batch (no runtime needed here). The thread takes whatever is queued —
 //! woken when [`WAKE_AT`] lines wait or someone flushes, else within [`LINGER`] — formats
 //! it and appends it to a cached file descriptor opened `O_APPEND` with as few `write(2)`
 //! calls as the batch needs, each a run of whole lines, so lines of other processes
@@ -29,6 +33,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -69,15 +74,29 @@ struct Shared {
     written: Condvar,
 }
 
+/// One line waiting for the thread, with its timestamp and its emitter's `source`.
+type Pending = (Line, Timestamp, Arc<str>);
+
 #[derive(Debug, Default)]
 struct Queue {
-    pending: Vec<(Line, Timestamp)>,
+    pending: Vec<Pending>,
     /// Lines queued so far, and of those, written so far (in order).
     queued: u64,
     done: u64,
     /// Someone waits until `done` reaches this.
     flush_to: u64,
     closed: bool,
+    /// Async emitters waiting for room or for their line to be written; woken (and
+    /// taken out) after each batch.
+    wakers: Vec<Waker>,
+}
+
+impl Queue {
+    fn wait_with(&mut self, waker: &Waker) {
+        if !self.wakers.iter().any(|w| w.will_wake(waker)) {
+            self.wakers.push(waker.clone());
+        }
+    }
 }
 
 impl Shared {
@@ -87,33 +106,63 @@ impl Shared {
 }
 
 impl Writer {
-    /// Starts the thread appending to `path` as `source`.
+    /// Starts the thread appending to `path`.
     pub(crate) fn spawn(
         path: PathBuf,
-        source: String,
         rotation: Rotation,
         warned: Arc<AtomicBool>,
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let served = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("event-log".into()).spawn(move || {
-            Appender { path, source, rotation, warned, pid: std::process::id(), file: None }
-                .run(&served);
+            Appender { path, rotation, warned, pid: std::process::id(), file: None }.run(&served);
         })?;
         Ok(Self { shared, thread: Mutex::new(Some(thread)) })
     }
 
-    /// Queues `event` (waits only when [`QUEUE`] lines are already waiting).
-    pub(crate) fn append(&self, event: Line, ts: Timestamp) {
+    /// Queues `event` as `source`'s (waits only when [`QUEUE`] lines are already waiting).
+    pub(crate) fn append(&self, event: Line, ts: Timestamp, source: &Arc<str>) {
         let mut queue = self.shared.queue();
         while queue.pending.len() >= QUEUE && !queue.closed {
             queue = self.shared.written.wait(queue).unwrap_or_else(PoisonError::into_inner);
         }
-        queue.pending.push((event, ts));
-        queue.queued += 1;
-        if queue.pending.len() == WAKE_AT {
-            self.shared.work.notify_one();
+        Self::push(&self.shared, &mut queue, (event, ts, Arc::clone(source)));
+    }
+
+    /// [`Writer::append`] for an async emitter: queues `line` and returns its number (for
+    /// [`Writer::poll_written`]), or hands it back with `waker` registered when the queue
+    /// is full.
+    pub(crate) fn poll_append(&self, line: Pending, waker: &Waker) -> Result<u64, Pending> {
+        let mut queue = self.shared.queue();
+        if queue.pending.len() >= QUEUE && !queue.closed {
+            queue.wait_with(waker);
+            return Err(line);
         }
+        Ok(Self::push(&self.shared, &mut queue, line))
+    }
+
+    fn push(shared: &Shared, queue: &mut Queue, line: Pending) -> u64 {
+        queue.pending.push(line);
+        queue.queued += 1;
+        // The first line of a batch starts the thread's linger; the WAKE_AT-th ends it.
+        if queue.pending.len() == 1 || queue.pending.len() == WAKE_AT {
+            shared.work.notify_one();
+        }
+        queue.queued
+    }
+
+    /// [`Writer::flush`] up to line number `line`, for an async emitter: ready once it is
+    /// written (or the thread is gone), else the thread is asked to write at once and
+    /// `waker` is registered.
+    pub(crate) fn poll_written(&self, line: u64, waker: &Waker) -> Poll<()> {
+        let mut queue = self.shared.queue();
+        if queue.done >= line || queue.closed {
+            return Poll::Ready(());
+        }
+        queue.flush_to = queue.flush_to.max(line);
+        queue.wait_with(waker);
+        self.shared.work.notify_one();
+        Poll::Pending
     }
 
     /// Returns once everything queued before the call is written (or the thread is gone).
@@ -134,7 +183,12 @@ impl Writer {
 impl Drop for Writer {
     /// Closes the queue and waits until the thread has written what it held.
     fn drop(&mut self) {
-        self.shared.queue().closed = true;
+        let wakers = {
+            let mut queue = self.shared.queue();
+            queue.closed = true;
+            std::mem::take(&mut queue.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
         self.shared.work.notify_one();
         let thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(thread) = thread
@@ -148,7 +202,6 @@ impl Drop for Writer {
 /// The thread's side: the cached descriptor and where it points.
 struct Appender {
     path: PathBuf,
-    source: String,
     rotation: Rotation,
     warned: Arc<AtomicBool>,
     pid: u32,
@@ -168,7 +221,7 @@ impl Appender {
     /// Writes what is queued — at once when a flush waits, the queue is closing or
     /// [`WAKE_AT`] lines wait, else after [`LINGER`] — until the queue is closed and empty.
     fn run(mut self, shared: &Shared) {
-        let mut taken: Vec<(Line, Timestamp)> = Vec::with_capacity(WAKE_AT);
+        let mut taken: Vec<Pending> = Vec::with_capacity(WAKE_AT);
         let mut lines: Vec<Vec<u8>> = Vec::with_capacity(WAKE_AT);
         let mut queue = shared.queue();
         loop {
@@ -191,7 +244,7 @@ impl Appender {
             std::mem::swap(&mut queue.pending, &mut taken);
             drop(queue);
             lines.extend(
-                taken.drain(..).map(|(event, ts)| event.render(ts, &self.source, self.pid)),
+                taken.drain(..).map(|(event, ts, source)| event.render(ts, &source, self.pid)),
             );
             if let Err(err) = self.write_batch(&lines)
                 && !self.warned.swap(true, Ordering::Relaxed)
@@ -203,6 +256,12 @@ impl Appender {
             queue = shared.queue();
             queue.done += count;
             shared.written.notify_all();
+            if !queue.wakers.is_empty() {
+                let wakers = std::mem::take(&mut queue.wakers);
+                drop(queue);
+                wakers.into_iter().for_each(Waker::wake);
+                queue = shared.queue();
+            }
         }
     }
 

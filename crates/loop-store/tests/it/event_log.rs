@@ -3,6 +3,11 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use loop_core::log::{Kind, Line, Weight};
@@ -153,6 +158,102 @@ fn after_another_process_rotates_the_writer_appends_to_the_new_live_file() {
         rotated.contains("webhook.received") && !rotated.contains("routing.routed"),
         "{rotated}"
     );
+}
+
+#[test]
+fn components_sharing_one_writer_keep_their_own_source_and_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "service").with_writer();
+    let views = [
+        ("gh-webhook", log.for_source("gh-webhook")),
+        ("poll", log.for_source("poll")),
+        ("service", log.clone()),
+    ];
+    std::thread::scope(|scope| {
+        for (source, view) in &views {
+            scope.spawn(move || {
+                for n in 0..200u64 {
+                    view.emit(
+                        Line::info(Kind::WebhookReceived).field("writer", *source).field("n", n),
+                    );
+                }
+            });
+        }
+    });
+    drop(views);
+    log.flush();
+    let records = read_all(&path).unwrap();
+    for record in &records {
+        assert_eq!(record.0["source"], record.0["writer"], "each line names its emitter");
+    }
+    let by_writer = appended(&path);
+    for source in ["gh-webhook", "poll", "service"] {
+        assert_eq!(by_writer[source], (0..200).collect::<Vec<u64>>(), "{source}");
+    }
+}
+
+/// Polls `future` once with a waker that reports its wake on a channel.
+fn poll_once<F: Future + Unpin>(
+    future: &mut F,
+) -> (Poll<F::Output>, std::sync::mpsc::Receiver<()>) {
+    struct Report(std::sync::Mutex<std::sync::mpsc::Sender<()>>);
+    impl Wake for Report {
+        fn wake(self: Arc<Self>) {
+            let _ = self.0.lock().unwrap().send(());
+        }
+    }
+    let (woken, wakes) = std::sync::mpsc::channel();
+    let waker = Waker::from(Arc::new(Report(std::sync::Mutex::new(woken))));
+    (Pin::new(future).poll(&mut Context::from_waker(&waker)), wakes)
+}
+
+#[test]
+fn an_effect_emitted_asynchronously_is_in_the_file_when_its_future_is_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "service").with_writer();
+    assert_eq!(Kind::SessionSpawned.weight(), Weight::Effect);
+    let mut spawned = log.emit_async(Line::info(Kind::SessionSpawned).field("n", 1));
+    let (first, wakes) = poll_once(&mut spawned);
+    if first.is_pending() {
+        // The writer thread wakes the task once the line is written; nothing blocked.
+        wakes.recv_timeout(Duration::from_secs(10)).expect("the writer wakes the emitter");
+        assert!(poll_once(&mut spawned).0.is_ready());
+    }
+    let events: Vec<String> =
+        read_all(&path).unwrap().iter().map(|r| r.event().to_owned()).collect();
+    assert_eq!(events, ["session.spawned"]);
+}
+
+#[test]
+fn a_routine_line_emitted_asynchronously_is_ready_once_queued_and_written_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "service").with_writer();
+    assert_eq!(Kind::WebhookReceived.weight(), Weight::Trail);
+    let mut received = log.emit_async(Line::info(Kind::WebhookReceived));
+    assert!(poll_once(&mut received).0.is_ready(), "a routine line waits for nobody");
+    drop(log);
+    assert_eq!(read_all(&path).unwrap().len(), 1, "the last clone dropped wrote it");
+}
+
+#[test]
+fn a_lone_routine_line_reaches_the_file_without_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.jsonl");
+    let log = EventLog::new(&path, "poll").with_writer();
+    log.emit(Line::info(Kind::PollerStarted));
+    log.flush();
+    // The thread has caught up and waits for work: one more line must wake it.
+    log.emit(Line::info(Kind::PollCycle));
+    // A hang guard, not a timing assertion: the writer lingers a few milliseconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while read_all(&path).unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the line was never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(log);
 }
 
 #[test]

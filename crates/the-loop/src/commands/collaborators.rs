@@ -3,15 +3,14 @@
 //! the work item's session as input; a collaborator never commands, spawns or arms.
 //!
 //! The roster edit is the dispatcher's (`Dispatcher::issue`, `source: cli`); then the
-//! keyword with its logins is posted back to the work item, self-marked. Glue only.
-
-use std::sync::Arc;
+//! keyword with its logins is posted back to the work item, self-marked
+//! (`Dispatcher::post_keyword`). Glue only.
 
 use loop_core::control::Command;
 use loop_core::login::Login;
 use loop_daemon::operator::Issued;
 
-use super::sessions::{self, Site};
+use super::sessions;
 use crate::ExitStatus;
 use crate::cli::{CollaboratorsArgs, CollaboratorsCommand, GlobalArgs};
 use crate::config_file::CliConfig;
@@ -46,13 +45,14 @@ fn edit(
         }
     }
     let loaded = CliConfig::load(global, printer)?;
-    let config: &Arc<_> = &loaded.config;
-    let site = Site::new(config);
     let item = &args.work_item;
     let operator = sessions::operator();
-    let edited = logins.clone();
-    let issued = sessions::with_dispatcher(config, &site, async |d| {
-        d.issue(item, command, &operator, edited).await
+    let (issued, posted) = sessions::with_dispatcher(loaded.source, async |d| {
+        let issued = d.issue(item, command, &operator, logins.clone()).await;
+        let post = !args.no_comment && matches!(issued, Issued::Roster(_));
+        let posted =
+            if post { d.post_keyword(item, command, &logins, &operator).await } else { Ok(()) };
+        (issued, posted)
     })?;
     let Issued::Roster(effects) = issued else {
         printer.error(format!("{item}: {} was not applied ({issued:?})", command.name()));
@@ -61,11 +61,8 @@ fn edit(
     for (login, effect) in &effects {
         printer.info(format!("{item}: @{login} {}", effect.as_str()));
     }
-    if !args.no_comment {
-        let mentions: Vec<String> = logins.iter().map(|l| format!("@{l}")).collect();
-        let keyword =
-            format!("{} {}", command.keyword(&config.routing.control.keywords), mentions.join(" "));
-        sessions::post_keyword(config, &site, item, &keyword, &operator, printer);
+    if let Err(not_posted) = posted {
+        printer.warning(not_posted);
     }
     Ok(ExitStatus::Success)
 }

@@ -7,17 +7,11 @@
 //! config, routing disabled, nothing to poll, the lock held by another poller). SIGINT/SIGTERM stop the
 //! cycle after the item in flight.
 //!
-//! Glue only: the poller and the dispatcher are loop-daemon's.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! Glue only: the service that polls once (poller, dispatcher, checks) is loop-daemon's.
 
 use anyhow::Context as _;
-use loop_core::config::Config;
-use loop_daemon::dispatcher::Dispatcher;
-use loop_daemon::poller::{CycleReport, GithubClients, Poller, PollerError, scope};
-use loop_daemon::shutdown::Shutdown;
-use loop_store::{EventLog, StateStore};
+use loop_daemon::poller::{CycleReport, PollerError};
+use loop_daemon::service::{Mode, Service, ServiceError};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::service;
@@ -25,10 +19,6 @@ use crate::ExitStatus;
 use crate::cli::{GlobalArgs, PollArgs};
 use crate::config_file::CliConfig;
 use crate::printer::Printer;
-use crate::state_root;
-
-/// How long queued deliveries may take to finish after the cycle.
-const DRAIN: Duration = Duration::from_secs(30);
 
 pub fn run(args: PollArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> {
     if !args.once {
@@ -37,36 +27,12 @@ pub fn run(args: PollArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
         return Ok(ExitStatus::CouldNotRun);
     }
     let loaded = CliConfig::load(global, printer)?;
-    let config = loaded.config;
-    if !config.routing.enabled {
-        // The dispatcher acts on nothing then: every polled comment would be retried and
-        // given up, with a notice on GitHub.
-        printer.error("nothing would be acted on: `routing.enabled` is false");
-        printer
-            .hint(format!("set `routing.enabled: true` in `{}`", loaded.location.path.display()));
-        return Ok(ExitStatus::CouldNotRun);
-    }
-    if scope::scopes(&config).is_empty() {
-        printer.error("nothing to poll: no repository is configured");
-        printer.hint(format!(
-            "list the repositories to poll under `repositories` in `{}`",
-            loaded.location.path.display()
-        ));
-        return Ok(ExitStatus::CouldNotRun);
-    }
-    let github = match GithubClients::for_config(&config) {
-        Ok(github) => github,
-        Err(err) => {
-            printer.error(&err);
-            return Ok(ExitStatus::CouldNotRun);
-        }
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the poller's runtime")?;
-    let report = runtime.block_on(once(config, github, printer))?;
+    let report = runtime.block_on(once(loaded, printer))?;
     let Some(report) = report else { return Ok(ExitStatus::CouldNotRun) };
     if global.json {
         printer.data(summary_json(&report));
@@ -81,47 +47,33 @@ pub fn run(args: PollArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
     Ok(if report.scopes_degraded.is_empty() { ExitStatus::Success } else { ExitStatus::Negative })
 }
 
-/// Lock, one cycle, drain, release. `None` when another poller holds the lock.
-async fn once(
-    config: Arc<Config>,
-    github: GithubClients,
-    printer: Printer,
-) -> anyhow::Result<Option<CycleReport>> {
-    let layout = state_root::layout(&config);
-    let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
-    let parts = loop_daemon::service::dispatcher_parts(
-        config.clone(),
-        store.clone(),
-        github.primary().cloned(),
-        &service::host(),
-    );
-    let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
-    let mut poller = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
-    let _lock = match poller.lock() {
-        Ok(lock) => lock,
-        Err(err @ PollerError::Blocked { .. }) => {
-            printer.error(&err);
-            return Ok(None);
-        }
-        Err(err) => return Err(err).context("cannot take the poller's lock"),
-    };
-    poller.announce_start(&config, true);
-    let (stop, signalled) = tokio::sync::broadcast::channel(1);
+/// Builds the one-cycle service and runs its cycle until done or SIGINT/SIGTERM. `None`
+/// when it cannot run (already said why).
+async fn once(loaded: CliConfig, printer: Printer) -> anyhow::Result<Option<CycleReport>> {
+    // Listening before anything is built: a TERM from then on is a clean stop.
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let stopper = tokio::spawn(async move {
+    let stop = async move {
         tokio::select! {
             _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
         }
-        let _ = stop.send(());
-    });
-    let report = poller.cycle(&config, &mut Shutdown::new(signalled)).await;
-    stopper.abort();
-    let abandoned = dispatcher.shutdown(DRAIN).await;
-    poller.release_attempts(&abandoned).context("cannot release the abandoned attempts")?;
-    poller.announce_stop();
-    Ok(Some(report))
+    };
+    let CliConfig { location, config, source } = loaded;
+    let env = service::environment(&config);
+    let service = match Service::from_config(source, env, Mode::PollOnce).await {
+        Ok(service) => service,
+        Err(ServiceError::Misconfigured(problems)) => {
+            service::refuse(&problems, &location.path, printer);
+            return Ok(None);
+        }
+        Err(ServiceError::Poller(err @ PollerError::Blocked { .. })) => {
+            printer.error(&err);
+            return Ok(None);
+        }
+        Err(err) => return Err(err).context("cannot start the poller"),
+    };
+    Ok(Some(service.poll_once(stop).await?))
 }
 
 fn summary_line(report: &CycleReport) -> String {

@@ -2,26 +2,28 @@
 //! levers over them (reference §2.4, sessions §1.7, §2.8, §6.1–6.2).
 //!
 //! Views (`list`, `show`) read the records; `attach` execs `tmux attach-session`;
-//! `link-pr` and `reset` edit this machine's records. The control verbs (`start`,
-//! `stop`, `pause`, `resume`, `cleanup`) and `close` run in this process through the
-//! dispatcher — the same decisions and effects as the keyword comments — and then post
-//! the keyword back to the work item, self-marked and naming the instance, so the thread
-//! stays the record (`--no-comment` skips it; a failed post only warns). Glue only.
+//! `link-pr` edits this machine's records. The control verbs (`start`, `stop`, `pause`,
+//! `resume`, `cleanup`), `close` and `reset` run in this process through the service's
+//! dispatcher (loop-daemon's `Service`, built for the operator) — the same decisions and
+//! effects as the keyword comments — and the control verbs then post the keyword back
+//! to the work item (the operator layer's `post_keyword`: self-marked, naming the
+//! instance), so the thread stays the record (`--no-comment` skips it; a failed post
+//! only warns). Glue only.
 
 use std::os::unix::process::CommandExt as _;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::Command;
+use loop_core::control::{Command, Executed};
 use loop_core::explain::{ItemState, describe_item};
-use loop_core::guards::mark_self_authored;
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
+use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
+use loop_daemon::service::{Mode, Service};
 use loop_sessions::Liveness;
 use loop_store::index::PortableIndex;
 use loop_store::{EventLog, StateLayout, StateStore};
@@ -42,33 +44,25 @@ pub fn run(
     global: &GlobalArgs,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let loaded = CliConfig::load(global, printer)?;
-    let site = Site::new(&loaded.config);
+    let CliConfig { config, source, .. } = CliConfig::load(global, printer)?;
+    let site = Site::new(&config);
     match command {
         SessionsCommand::List { status } => list(&site, status, global.json, printer),
         SessionsCommand::Show(item) => show(&site, &item.work_item, global.json, printer),
         SessionsCommand::Attach { item, read_only } => {
             attach(&site, &item.work_item, read_only, printer)
         }
-        SessionsCommand::Start(args) => {
-            control(&loaded.config, &site, Command::Start, args, printer)
-        }
-        SessionsCommand::Stop(args) => control(&loaded.config, &site, Command::Stop, args, printer),
-        SessionsCommand::Pause(args) => {
-            control(&loaded.config, &site, Command::Pause, args, printer)
-        }
-        SessionsCommand::Resume(args) => {
-            control(&loaded.config, &site, Command::Resume, args, printer)
-        }
-        SessionsCommand::Cleanup(args) => {
-            control(&loaded.config, &site, Command::Cleanup, args, printer)
-        }
+        SessionsCommand::Start(args) => control(source, &site, Command::Start, args, printer),
+        SessionsCommand::Stop(args) => control(source, &site, Command::Stop, args, printer),
+        SessionsCommand::Pause(args) => control(source, &site, Command::Pause, args, printer),
+        SessionsCommand::Resume(args) => control(source, &site, Command::Resume, args, printer),
+        SessionsCommand::Cleanup(args) => control(source, &site, Command::Cleanup, args, printer),
         SessionsCommand::Close { item, keep_tmux, kill_tmux } => {
             let keep = if kill_tmux { Some(false) } else { keep_tmux.then_some(true) };
-            close(&loaded.config, &site, &item.work_item, keep, printer)
+            close(source, &item.work_item, keep, printer)
         }
         SessionsCommand::Reset { work_items, all, dry_run } => {
-            reset(&loaded.config, &site, work_items, all, dry_run, printer)
+            reset(source, &site, work_items, all, dry_run, printer)
         }
         SessionsCommand::LinkPr { item, pull_request } => {
             link_pr(&site, &item.work_item, &pull_request, printer)
@@ -301,10 +295,10 @@ pub fn operator() -> Login {
         })
 }
 
-/// Runs `f` with a dispatcher over this machine's state, on a runtime of its own.
+/// Runs `f` with the dispatcher of the operator's service (loop-daemon's `Service` in
+/// `Mode::Operate`) over this machine's state, on a runtime of its own.
 pub fn with_dispatcher<T>(
-    config: &Arc<Config>,
-    site: &Site,
+    source: ConfigSource,
     f: impl AsyncFnOnce(&Dispatcher) -> T,
 ) -> anyhow::Result<T> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -313,21 +307,18 @@ pub fn with_dispatcher<T>(
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        let parts = loop_daemon::service::dispatcher_parts(
-            Arc::clone(config),
-            site.store.clone(),
-            loop_daemon::service::github_client(config).ok(),
-            &service::host(),
-        );
-        let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
-        let value = f(&dispatcher).await;
-        dispatcher.shutdown(std::time::Duration::from_secs(5)).await;
+        let env = service::environment(source.current());
+        let service = Service::from_config(source, env, Mode::Operate)
+            .await
+            .context("cannot open the dispatcher")?;
+        let value = f(service.dispatcher()).await;
+        service.close().await;
         Ok(value)
     })
 }
 
 fn control(
-    config: &Arc<Config>,
+    source: ConfigSource,
     site: &Site,
     command: Command,
     args: ControlArgs,
@@ -335,24 +326,28 @@ fn control(
 ) -> anyhow::Result<ExitStatus> {
     let item = &args.item.work_item;
     let operator = operator();
-    let issued = with_dispatcher(config, site, async |d| {
-        d.issue(item, command, &operator, Vec::new()).await
+    let (issued, posted) = with_dispatcher(source, async |d| {
+        let issued = d.issue(item, command, &operator, Vec::new()).await;
+        let post = !args.no_comment && matches!(issued, Issued::Executed { .. });
+        let posted =
+            if post { d.post_keyword(item, command, &[], &operator).await } else { Ok(()) };
+        (issued, posted)
     })?;
     let (status, say) = match (&issued, command) {
-        (Issued::Executed { effect: "noop" }, Command::Start) => {
+        (Issued::Executed { effect: Executed::Noop }, Command::Start) => {
             (ExitStatus::Success, "already running".to_owned())
         }
-        (Issued::Executed { effect: "noop" }, Command::Pause) => {
+        (Issued::Executed { effect: Executed::Noop }, Command::Pause) => {
             (ExitStatus::Negative, "nothing to pause (recorded: paused)".to_owned())
         }
-        (Issued::Executed { effect: "noop" }, Command::Stop) => {
+        (Issued::Executed { effect: Executed::Noop }, Command::Stop) => {
             (ExitStatus::Negative, "no live session (recorded: stopped)".to_owned())
         }
-        (Issued::Executed { effect: "partial" }, _) => (
+        (Issued::Executed { effect: Executed::PartlyCleaned }, _) => (
             ExitStatus::Negative,
             "partly cleaned up — see `the-loop events --event session.cleaned`".to_owned(),
         ),
-        (Issued::Executed { effect }, _) => (ExitStatus::Success, (*effect).to_owned()),
+        (Issued::Executed { effect }, _) => (ExitStatus::Success, effect.as_str().to_owned()),
         (Issued::SpawnFailed, _) => (
             ExitStatus::Negative,
             format!("no session could be spawned — `the-loop explain {item}` says why"),
@@ -372,15 +367,8 @@ fn control(
     } else {
         printer.error(line)
     }
-    if !args.no_comment && matches!(issued, Issued::Executed { .. }) {
-        post_keyword(
-            config,
-            site,
-            item,
-            command.keyword(&config.routing.control.keywords),
-            &operator,
-            printer,
-        );
+    if let Err(not_posted) = posted {
+        printer.warning(not_posted);
     }
     if let (Command::Start, Some(record)) = (command, site.record(item)?)
         && let Some(own) = record.own_endpoint().filter(|e| !e.tmux_target.is_empty())
@@ -393,57 +381,13 @@ fn control(
     Ok(status)
 }
 
-/// Posts `keyword` (and its arguments) on `item`, self-marked and addressed to this
-/// instance; a failure is a warning and a `control.announce_failed` line.
-pub fn post_keyword(
-    config: &Config,
-    site: &Site,
-    item: &WorkItemRef,
-    keyword: &str,
-    operator: &Login,
-    printer: Printer,
-) {
-    let instance =
-        config.instance.name.as_deref().map(|n| format!(" instance:{n}")).unwrap_or_default();
-    let body = mark_self_authored(&format!(
-        "{keyword}{instance}\n\n_Issued from the-loop CLI by `{operator}`._"
-    ));
-    let posted =
-        loop_daemon::service::github_client(config).map_err(|e| e.to_string()).and_then(|client| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            runtime.block_on(client.post_comment(item, &body)).map_err(|e| e.to_string())
-        });
-    match posted {
-        Ok(comment) => site.store.events().emit(
-            Line::info(Kind::ControlAnnounced)
-                .work_item(item)
-                .field("comment_url", comment.html_url),
-        ),
-        Err(error) => {
-            printer.warning(format!("could not post `{keyword}` on {item}: {error}"));
-            site.store.events().emit(
-                Line::warning(Kind::ControlAnnounceFailed).work_item(item).field("error", error),
-            );
-        }
-    }
-}
-
 fn close(
-    config: &Arc<Config>,
-    site: &Site,
+    source: ConfigSource,
     item: &WorkItemRef,
     keep_tmux: Option<bool>,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let mut config = Config::clone(config);
-    if let Some(keep) = keep_tmux {
-        config.routing.tmux.keep_session_on_close = keep;
-    }
-    let closed =
-        with_dispatcher(&Arc::new(config), site, async |d| d.close_for_operator(item).await)?;
+    let closed = with_dispatcher(source, async |d| d.close_for_operator(item, keep_tmux).await)?;
     if closed {
         printer.info(format!("{item}: closed"));
         Ok(ExitStatus::Success)
@@ -454,7 +398,7 @@ fn close(
 }
 
 fn reset(
-    config: &Arc<Config>,
+    source: ConfigSource,
     site: &Site,
     items: Vec<WorkItemRef>,
     all: bool,
@@ -482,31 +426,35 @@ fn reset(
     }
     items.sort();
     items.dedup();
-    let verb = if dry_run { "would reset" } else { "reset" };
-    let mut failed = 0;
-    for item in &items {
-        if dry_run {
+    if dry_run {
+        for item in &items {
             let live =
                 site.record(item)?.is_some_and(|r| loop_sessions::registry::rules::is_live(&r));
             printer.info(format!(
                 "{item}: would {}remove the session record and clear `control` and `poll`",
                 if live { "end the live session, " } else { "" }
             ));
-            continue;
         }
-        let outcome = with_dispatcher(config, site, async |d| d.reset_for_operator(item).await)?;
-        match outcome {
-            Ok(ended) => printer.info(format!(
-                "{item}: {}reset — removed session, control, poll",
-                if ended { "ended a live session; " } else { "" }
-            )),
-            Err(err) => {
-                failed += 1;
-                printer.error(format!("{item}: {err}"));
+        printer.info(format!("would reset {} work item(s)", items.len()));
+        return Ok(ExitStatus::Success);
+    }
+    let failed = with_dispatcher(source, async |d| {
+        let mut failed = 0;
+        for item in &items {
+            match d.reset_for_operator(item).await {
+                Ok(ended) => printer.info(format!(
+                    "{item}: {}reset — removed session, control, poll",
+                    if ended { "ended a live session; " } else { "" }
+                )),
+                Err(err) => {
+                    failed += 1;
+                    printer.error(format!("{item}: {err}"));
+                }
             }
         }
-    }
-    printer.info(format!("{verb} {} work item(s)", items.len() - failed));
+        failed
+    })?;
+    printer.info(format!("reset {} work item(s)", items.len() - failed));
     Ok(if failed == 0 { ExitStatus::Success } else { ExitStatus::Negative })
 }
 

@@ -2,48 +2,40 @@
 //!
 //! `--foreground` runs the service in this process: the webhook receiver
 //! (`webhooks.ghWebhook.enabled`) and the poller (`polling.enabled`) over one
-//! dispatcher. The receiver's order is the reference's: its pidfile lock (a second one is
-//! refused naming the holder's pid, exit 1) → the secret (unset is refused unless
-//! `allowUnsigned`, exit 2) → the inbox journal → bind. The poller checks it has
-//! something to poll and a GitHub client per host before taking `poll.pid`. Both run
-//! until TERM or INT; then they stop, the dispatcher finishes the item in flight, and
-//! the process exits within 5 s. The config file is re-read at natural points: per
-//! delivery by the receiver, between cycles by the poller.
+//! dispatcher, as loop-daemon's `Service::from_config` builds them. Its order is the
+//! reference's: the receiver's pidfile lock (a second one is refused naming the holder's
+//! pid, exit 1) → the preflight (an unset secret unless `allowUnsigned`, nothing to poll,
+//! no GitHub client: every problem is listed, exit 2) → the inbox journal → the
+//! dispatcher → `poll.pid` → bind. Both run until TERM or INT; then they stop, the
+//! dispatcher finishes the item in flight, and the process exits within 5 s. The config
+//! file is re-read at natural points (before each delivery, every few seconds) and each
+//! change is logged once.
 //!
-//! Without `--foreground` (detached): refuse when nothing is enabled, an enabled ingress
-//! is misconfigured (exit 2) or one is already running (exit 1, naming the pid); else
-//! re-run this binary as `start --foreground --own-session` in its own session, with the
-//! resolved config path exported, stdin from `/dev/null` and its output appended to
+//! Without `--foreground` (detached): refuse when an ingress is already running (exit 1,
+//! naming the pid) or the same preflight finds a problem (exit 2); else re-run this
+//! binary as `start --foreground --own-session` in its own session, with the resolved
+//! config path exported, stdin from `/dev/null` and its output appended to
 //! `<root>/logs/service.out`, and report success only once the child holds every
 //! enabled ingress's lock and has said it is ready (every ingress listening). A child
 //! that exits first, or is not ready within [`START_PATIENCE`], is a failure reported
 //! with what it wrote and the log's path.
 //!
 //! The service also answers `GET /metrics` on the receiver's port (loop-daemon's
-//! `metrics`). Glue only: the ingresses, the dispatcher and running them together
-//! (`service::Service`) are loop-daemon's, the locks loop-store's.
+//! `metrics`). Glue only: building, checking and running the service are loop-daemon's,
+//! the locks loop-store's; this verb prints and picks the exit code.
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use loop_daemon::config_source::ConfigSource;
-use loop_daemon::dispatcher::Dispatcher;
-use loop_daemon::metrics::Metrics;
-use loop_daemon::poller::{GithubClients, Poller, PollerError, scope};
-use loop_daemon::receiver::{self, Receiver, ReceiverError, Secret};
-use loop_daemon::service::{Event, Service};
-use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
+use loop_daemon::poller::PollerError;
+use loop_daemon::service::{Event, Ingress, Mode, Service, ServiceError, preflight};
 use tokio::signal::unix::{SignalKind, signal};
 
-use loop_core::Hint as _;
-
-use super::service::{self, Ingress};
-use super::status::{self, State};
+use super::service;
 use crate::ExitStatus;
 use crate::cli::{GlobalArgs, StartArgs};
 use crate::config_file::CliConfig;
@@ -60,76 +52,6 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
         rustix::process::setsid().context("cannot start a session of its own")?;
     }
     let loaded = CliConfig::load(global, printer)?;
-    let config = &loaded.config;
-    let gh = &config.webhooks.gh_webhook;
-    if !gh.enabled && !config.polling.enabled {
-        printer.error("nothing to start: no ingress is enabled");
-        printer.hint(format!(
-            "set `webhooks.ghWebhook.enabled: true` (webhooks) or `polling.enabled: true` (polling) in `{}`",
-            loaded.location.path.display()
-        ));
-        return Ok(ExitStatus::CouldNotRun);
-    }
-    let layout = state_root::layout(config);
-
-    // The receiver: its lock, then its start-time checks (reference order).
-    let mut receiving = None;
-    if gh.enabled {
-        let lock = match PidLock::acquire(layout.gh_webhook_pidfile()) {
-            Ok(lock) => lock,
-            Err(StoreError::PidfileHeld { path, pid }) => {
-                let holder =
-                    pid.map_or_else(|| "another process".to_owned(), |pid| format!("pid {pid}"));
-                printer.error(format!(
-                    "the webhook receiver is already running ({holder} holds `{}`)",
-                    path.display()
-                ));
-                return Ok(ExitStatus::Negative);
-            }
-            Err(err) => return Err(err).context("cannot take the webhook receiver's pidfile lock"),
-        };
-        let secret = Secret::from_value(std::env::var(&gh.secret_env).ok().as_deref());
-        let (source, _) = ConfigSource::open(&loaded.location.path)?;
-        let receiver = match Receiver::new(source, layout.clone(), secret) {
-            Ok(receiver) => receiver.hold_processing(args.hold_processing),
-            Err(err @ (ReceiverError::UnsetSecret { .. } | ReceiverError::Path { .. })) => {
-                printer.error(&err);
-                if let Some(hint) = err.hint() {
-                    printer.hint(hint);
-                }
-                return Ok(ExitStatus::CouldNotRun);
-            }
-            Err(err) => return Err(err.into()),
-        };
-        for warning in receiver.warnings() {
-            printer.warning(warning);
-        }
-        if receiver.backlog() > 0 {
-            printer.info(format!("replaying {} journalled deliveries", receiver.backlog()));
-        }
-        receiving = Some((lock, receiver));
-    }
-
-    // The poller: something to poll and a client per host, checked before any lock.
-    let mut polling = None;
-    if config.polling.enabled {
-        if scope::scopes(config).is_empty() {
-            printer.error("nothing to poll: no repository is configured");
-            printer.hint(format!(
-                "list the repositories to poll under `repositories` (or `polling.sources`) in `{}`",
-                loaded.location.path.display()
-            ));
-            return Ok(ExitStatus::CouldNotRun);
-        }
-        match GithubClients::for_config(config) {
-            Ok(clients) => polling = Some(clients),
-            Err(err) => {
-                printer.error(format!("the poller cannot reach GitHub: {err}"));
-                return Ok(ExitStatus::CouldNotRun);
-            }
-        }
-    }
-
     // The service reports through `tracing` (journal failures, reload problems) on stderr.
     let level = if global.verbose > 0 { tracing::Level::INFO } else { tracing::Level::WARN };
     let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).try_init();
@@ -139,137 +61,68 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
         .enable_all()
         .build()
         .context("cannot start the service's runtime")?;
-    let status = runtime.block_on(serve(
-        &loaded,
-        layout,
-        receiving,
-        polling,
-        args.hold_processing,
-        printer,
-    ))?;
-    printer.info("the service stopped");
+    let status = runtime.block_on(serve(loaded, args.hold_processing, printer))?;
+    if status == ExitStatus::Success {
+        printer.info("the service stopped");
+    }
     Ok(status)
 }
 
-/// Runs every enabled ingress over one dispatcher until TERM or INT (loop-daemon's
-/// [`Service`]), then stops them, lets the dispatcher finish what it holds and gives the
-/// poller's abandoned attempts back.
-async fn serve(
-    loaded: &CliConfig,
-    layout: StateLayout,
-    receiving: Option<(PidLock, Receiver)>,
-    polling: Option<GithubClients>,
-    held: bool,
-    printer: Printer,
-) -> anyhow::Result<ExitStatus> {
-    let config = &loaded.config;
+/// Builds the service the config describes, says what it runs, and runs it until TERM
+/// or INT.
+async fn serve(loaded: CliConfig, held: bool, printer: Printer) -> anyhow::Result<ExitStatus> {
+    // Listening before anything is built: a TERM from then on is a clean stop.
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-
-    let github = match &polling {
-        Some(clients) => clients.primary().cloned(),
-        None => loop_daemon::service::github_client(config)
-            .inspect_err(|err| {
-                printer.warning(format!(
-                    "no GitHub access ({err}): no existence checks, reactions or announcements"
-                ));
-            })
-            .ok(),
+    let stop = async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
     };
-    let watched = github.clone();
-    let service_store = StateStore::new(layout.clone(), service_events(config, &layout, "service"));
-    let parts = loop_daemon::service::dispatcher_parts(
-        Arc::clone(config),
-        service_store,
-        github,
-        &service::host(),
-    );
-    let dispatcher = Dispatcher::open(parts).await.context("cannot open the dispatcher")?;
-    let metrics = Metrics::new();
-    if let Some(client) = watched {
-        metrics.watch_github(client);
-    }
-
-    let poller = polling.map(|clients| {
-        let store = StateStore::new(layout.clone(), service_events(config, &layout, "poll"));
-        Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"))
-    });
-    let _poll_lock = match poller.as_ref().map(Poller::lock).transpose() {
-        Ok(lock) => lock,
-        Err(err @ PollerError::Blocked { .. }) => {
+    let CliConfig { location, config, source } = loaded;
+    let mode = Mode::Serve { hold_processing: held };
+    let service = match Service::from_config(source, service::environment(&config), mode).await {
+        Ok(service) => service,
+        Err(
+            err @ (ServiceError::ReceiverRunning { .. }
+            | ServiceError::Poller(PollerError::Blocked { .. })),
+        ) => {
             printer.error(&err);
             return Ok(ExitStatus::Negative);
         }
-        Err(err) => return Err(err).context("cannot take the poller's lock"),
+        Err(ServiceError::Misconfigured(problems)) => {
+            service::refuse(&problems, &location.path, printer);
+            return Ok(ExitStatus::CouldNotRun);
+        }
+        Err(err) => return Err(err).context("cannot start the service"),
     };
-
-    let mut receiver = None;
-    let mut _receiver_lock = None;
-    if let Some((lock, receiving)) = receiving {
-        let gh = &config.webhooks.gh_webhook;
-        let listener = tokio::net::TcpListener::bind((gh.host.as_str(), gh.port))
-            .await
-            .with_context(|| format!("cannot listen on {}:{}", gh.host, gh.port))?;
-        let addr = listener.local_addr().context("cannot read the bound address")?;
-        printer.info(format!(
-            "receiving webhooks at {} (pid {}){}",
-            receiver::url(addr, &gh.path),
-            std::process::id(),
-            if held { "; holding deliveries unprocessed" } else { "" }
-        ));
-        receiver = Some((receiving, listener));
-        _receiver_lock = Some(lock);
+    for warning in service.warnings() {
+        printer.warning(warning);
     }
-    if poller.is_some() {
-        printer.info(format!(
-            "polling every {}s (pid {})",
-            config.polling.interval_seconds.max(1),
-            std::process::id()
-        ));
+    if service.backlog() > 0 {
+        printer.info(format!("replaying {} journalled deliveries", service.backlog()));
+    }
+    let pid = std::process::id();
+    if let Some(url) = service.webhook_url() {
+        let holding = if held { "; holding deliveries unprocessed" } else { "" };
+        printer.info(format!("receiving webhooks at {url} (pid {pid}){holding}"));
+    }
+    if let Some(interval) = service.poll_interval() {
+        printer.info(format!("polling every {}s (pid {pid})", interval.as_secs()));
     }
 
-    let service = Service {
-        dispatcher,
-        receiver,
-        poller,
-        config_path: Some(loaded.location.path.clone()),
-        metrics,
-        grace: DISPATCH_GRACE,
-        on_event: Box::new(move |event| match event {
+    service
+        .run(stop, move |event| match event {
             // Every ingress holds its lock and listens: what a detached start waits for.
-            Event::Ready => printer.info(format!("{READY} (pid {})", std::process::id())),
+            Event::Ready => printer.info(format!("{READY} (pid {pid})")),
             Event::ReceiverStopped => printer.info("webhook receiver stopped"),
             Event::ConfigNotApplied { error } => printer.warning(format!(
                 "the config change was not applied (the previous config stays): {error}"
             )),
-        }),
-    };
-    service
-        .run(async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
         })
         .await?;
     Ok(ExitStatus::Success)
-}
-
-/// How long the dispatcher may finish its queues at shutdown, after the ingresses
-/// stopped (all within the 5 s every process has to exit).
-const DISPATCH_GRACE: Duration = Duration::from_millis(400);
-
-/// The event log the service writes (`eventLog.enabled: false` disables it).
-fn service_events(
-    config: &loop_core::config::Config,
-    layout: &StateLayout,
-    source: &str,
-) -> EventLog {
-    if config.event_log.enabled {
-        EventLog::new(layout.event_log(), source)
-    } else {
-        EventLog::disabled()
-    }
 }
 
 /// The line the service writes once every ingress holds its lock and listens.
@@ -289,40 +142,27 @@ pub fn detached(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitSta
     let loaded = CliConfig::load(global, printer)?;
     let config = &loaded.config;
     let layout = state_root::layout(config);
-    let rows = status::rows(config, &layout)?;
-    if let Some(row) = rows.iter().find(|row| row.live.running()) {
-        let holder =
-            row.live.pid().map_or_else(|| "a process".to_owned(), |pid| format!("pid {pid}"));
-        printer.error(format!(
-            "the service is already running: {holder} holds `{}` ({})",
-            row.live.pidfile.display(),
-            row.live.ingress.name()
-        ));
-        printer.hint("`the-loop restart` replaces it; `the-loop status` shows what runs");
-        return Ok(ExitStatus::Negative);
-    }
-    let enabled: Vec<Ingress> = rows.iter().filter(|r| r.enabled).map(|r| r.live.ingress).collect();
-    if enabled.is_empty() {
-        printer.error("nothing to start: no ingress is enabled");
-        printer.hint(format!(
-            "set `webhooks.ghWebhook.enabled: true` or `polling.enabled: true` in `{}`",
-            loaded.location.path.display()
-        ));
-        return Ok(ExitStatus::CouldNotRun);
-    }
-    let misconfigured: Vec<_> = rows
-        .iter()
-        .filter_map(|row| match &row.state {
-            State::Misconfigured { reason } => Some((row.live.ingress, reason)),
-            _ => None,
-        })
-        .collect();
-    if !misconfigured.is_empty() {
-        for (ingress, reason) in misconfigured {
-            printer.error(format!("the {} cannot start: {reason}", ingress.name()));
+    for ingress in Ingress::ALL {
+        let live = service::liveness(ingress, &layout)?;
+        if live.running() {
+            let holder =
+                live.pid().map_or_else(|| "a process".to_owned(), |pid| format!("pid {pid}"));
+            printer.error(format!(
+                "the service is already running: {holder} holds `{}` ({})",
+                live.pidfile.display(),
+                ingress.name()
+            ));
+            printer.hint("`the-loop restart` replaces it; `the-loop status` shows what runs");
+            return Ok(ExitStatus::Negative);
         }
+    }
+    let problems = preflight(config, &service::environment(config));
+    if !problems.is_empty() {
+        service::refuse(&problems, &loaded.location.path, printer);
         return Ok(ExitStatus::CouldNotRun);
     }
+    let enabled: Vec<Ingress> =
+        Ingress::ALL.into_iter().filter(|ingress| ingress.enabled(config)).collect();
 
     let log_path = service::output_log(&layout);
     let log = open_log(&log_path)?;

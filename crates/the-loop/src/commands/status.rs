@@ -5,11 +5,12 @@
 //! if every enabled ingress is running (the keepalive primitive: `status || start`).
 
 use jiff::{SignedDuration, Timestamp};
+use loop_daemon::service::{Environment, Ingress, Liveness, Misconfiguration, preflight};
 use loop_store::heartbeat::Heartbeat;
 use loop_store::{EventLog, StateLayout, StateStore};
 use serde_json::{Value, json};
 
-use super::service::{self, Ingress, Liveness};
+use super::service;
 use crate::ExitStatus;
 use crate::cli::GlobalArgs;
 use crate::config_file::CliConfig;
@@ -49,20 +50,30 @@ pub struct Row {
     pub state: State,
 }
 
-/// The rows for every ingress, in start order.
-pub fn rows(config: &loop_core::config::Config, layout: &StateLayout) -> anyhow::Result<Vec<Row>> {
-    let secret_set = service::secret_set(config);
+/// The rows for every ingress, in start order, with what the service's preflight says
+/// about an enabled one in `env`.
+pub fn rows(
+    config: &loop_core::config::Config,
+    layout: &StateLayout,
+    env: &Environment,
+) -> anyhow::Result<Vec<Row>> {
+    let problems = preflight(config, env);
     Ingress::ALL
         .into_iter()
         .map(|ingress| {
             let live = service::liveness(ingress, layout)?;
             let enabled = ingress.enabled(config);
+            let reasons: Vec<String> = problems
+                .iter()
+                .filter(|problem| problem.ingress() == Some(ingress))
+                .map(Misconfiguration::to_string)
+                .collect();
             let state = if live.running() {
                 State::Running { pid: live.pid() }
             } else if !enabled {
                 State::Disabled
-            } else if let Some(reason) = ingress.misconfiguration(config, secret_set) {
-                State::Misconfigured { reason }
+            } else if !reasons.is_empty() {
+                State::Misconfigured { reason: reasons.join("; ") }
             } else {
                 State::Stopped
             };
@@ -75,7 +86,7 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
     let loaded = CliConfig::load(global, printer)?;
     let config = &loaded.config;
     let layout = state_root::layout(config);
-    let rows = rows(config, &layout)?;
+    let rows = rows(config, &layout, &service::environment(config))?;
     let store = StateStore::new(layout.clone(), EventLog::disabled());
     let heartbeat = store.read_heartbeat().unwrap_or_else(|err| {
         printer.warning(format!("cannot read the poller's heartbeat: {err}"));

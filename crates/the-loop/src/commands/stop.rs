@@ -14,7 +14,9 @@ use anyhow::Context as _;
 use loop_store::StateLayout;
 use rustix::process::{Pid, Signal, kill_process};
 
-use super::service::{self, Ingress, Liveness};
+use loop_daemon::service::{Ingress, Liveness};
+
+use super::service::liveness;
 use crate::ExitStatus;
 use crate::cli::{GlobalArgs, StopArgs};
 use crate::config_file::CliConfig;
@@ -55,12 +57,12 @@ pub fn stop_all(
     let deadline = Instant::now() + timeout;
     let mut held: Vec<Liveness> = Vec::new();
     for ingress in Ingress::ALL.into_iter().rev() {
-        let mut live = service::liveness(ingress, layout)?;
+        let mut live = liveness(ingress, layout)?;
         // A holder that has locked but not yet written its pid is given until the
         // deadline to do so; it cannot be signalled before.
         while live.running() && live.pid().is_none() && Instant::now() < deadline {
             std::thread::sleep(PROBE_EVERY);
-            live = service::liveness(ingress, layout)?;
+            live = liveness(ingress, layout)?;
         }
         held.push(live);
     }
@@ -74,7 +76,7 @@ pub fn stop_all(
             Outcome::NotRunning
         } else {
             wait_for_release(live.ingress, layout, deadline)?;
-            let now = service::liveness(live.ingress, layout)?;
+            let now = liveness(live.ingress, layout)?;
             if now.running() {
                 Outcome::Failed { pid: now.pid().or(live.pid()) }
             } else {
@@ -106,7 +108,7 @@ fn wait_for_release(
     layout: &StateLayout,
     deadline: Instant,
 ) -> anyhow::Result<()> {
-    while service::liveness(ingress, layout)?.running() && Instant::now() < deadline {
+    while liveness(ingress, layout)?.running() && Instant::now() < deadline {
         std::thread::sleep(PROBE_EVERY);
     }
     Ok(())

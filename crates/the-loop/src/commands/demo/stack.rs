@@ -8,30 +8,26 @@
 //! the environment (the webhook secret, the GitHub token) are passed in, never exported.
 //!
 //! It decides nothing and narrates nothing: the story drives the simulator and reads the
-//! effects. The parts run in loop-daemon's [`Service`], as `start --foreground` runs them;
-//! [`Stack::stop`] is its shutdown.
+//! effects. The parts are built and run by loop-daemon's [`Service`], exactly as for
+//! `start --foreground`, with the simulator's client and the stand-in agent as its
+//! stand-ins; [`Stack::stop`] is its shutdown.
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use loop_core::config::Config;
 use loop_daemon::config_source::ConfigSource;
-use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
-use loop_daemon::metrics::Metrics;
-use loop_daemon::poller::{GithubClients, Poller};
-use loop_daemon::receiver::{self, Receiver, Secret};
-use loop_daemon::service::{Service, ServiceError, Stopped};
+use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::receiver::Secret;
+use loop_daemon::service::{Environment, Mode, Service, ServiceError, StandIns, Stopped};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
-use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sessions::{CommandHarness, Tmux};
 use loop_sim::{Sim, SimSettings, WebhookTarget};
-use loop_store::{EventLog, PidLock, StateLayout, StateStore};
+use loop_store::StateLayout;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use crate::state_root;
 
 /// The simulated repository the story plays in.
 pub const REPO: &str = "demo/app";
@@ -40,8 +36,6 @@ pub const REPO: &str = "demo/app";
 const SECRET_ENV: &str = "THE_LOOP_DEMO_WEBHOOK_SECRET";
 /// The variable the demo config names for the GitHub token (never set, see above).
 const TOKEN_ENV: &str = "THE_LOOP_DEMO_GH_TOKEN";
-/// How long the dispatcher may finish its queues when the demo ends.
-const DISPATCH_GRACE: Duration = Duration::from_secs(5);
 
 /// Every path of one demo run, under its directory.
 #[derive(Debug, Clone)]
@@ -96,12 +90,10 @@ pub struct Stack {
     /// Where the simulator sends its webhooks.
     pub webhook_url: String,
     dispatcher: Dispatcher,
-    /// The running service (receiver and poller over the dispatcher).
+    /// The running service (receiver and poller over the dispatcher, holding their locks).
     service: JoinHandle<Result<Stopped, ServiceError>>,
     /// The service's shutdown future holds the other end.
     stop_service: oneshot::Sender<()>,
-    /// The receiver's and the poller's single-instance locks, as the service holds them.
-    _locks: [PidLock; 2],
 }
 
 impl Stack {
@@ -133,46 +125,35 @@ impl Stack {
         // Its warnings are none: a unit test below keeps it so.
         let (source, _) = ConfigSource::open(&paths.config)?;
         let config = Arc::clone(source.current());
-        let layout = state_root::layout(&config);
-        let receiver_lock = PidLock::acquire(layout.gh_webhook_pidfile())
-            .context("cannot take the demo receiver's lock")?;
-
-        let github = GithubClients::new([simulator_client(&sim)?]);
-        let tmux = Arc::new(Tmux::new(tmux_settings(&paths)));
-        let dispatcher = Dispatcher::open(DispatcherParts {
-            config: Arc::clone(&config),
-            store: StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "gh-webhook")),
-            github: github.primary().cloned(),
-            tmux: Arc::clone(&tmux),
-            harness: Arc::new(stand_in_harness(&paths)?),
-            claude_files: None,
-        })
-        .await
-        .context("cannot open the dispatcher")?;
-
+        let layout = StateLayout::for_config(&config, None);
         let secret = random_secret();
-        let receiver = Receiver::new(source, layout.clone(), Secret::from_value(Some(&secret)))
-            .context("cannot open the webhook receiver")?;
-        let webhook_url = receiver::url(addr, &config.webhooks.gh_webhook.path);
-
-        let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
-        let poller = Poller::new(store, github, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
-        let poll_lock = poller.lock().context("cannot take the demo poller's lock")?;
-        let service = Service {
-            dispatcher: dispatcher.clone(),
-            receiver: Some((receiver, listener)),
-            poller: Some(poller),
-            // The demo never changes its config.
-            config_path: None,
-            metrics: Metrics::new(),
-            grace: DISPATCH_GRACE,
-            // It narrates nothing: the story reads the effects.
-            on_event: Box::new(|_| {}),
+        let env = Environment {
+            scratch_dir: paths.scratch.clone(),
+            secret: Secret::from_value(Some(&secret)),
+            tmux_socket: Some(paths.socket.clone()),
+            tmux_config: Some(PathBuf::from("/dev/null")),
+            listener: Some(listener),
+            stand_ins: Some(StandIns {
+                github: simulator_client(&sim)?,
+                harness: Arc::new(stand_in_harness(&paths)?),
+            }),
+            ..Environment::default()
         };
+        let service = Service::from_config(source, env, Mode::Serve { hold_processing: false })
+            .await
+            .context("cannot start the demo's service")?;
+        let webhook_url =
+            service.webhook_url().context("the demo's service receives no webhooks")?;
+        let dispatcher = service.dispatcher().clone();
+        let tmux = Arc::clone(dispatcher.tmux());
         let (stop_service, stopped) = oneshot::channel::<()>();
-        let service = tokio::spawn(service.run(async move {
-            let _ = stopped.await;
-        }));
+        // It narrates nothing: the story reads the effects.
+        let service = tokio::spawn(service.run(
+            async move {
+                let _ = stopped.await;
+            },
+            |_| {},
+        ));
         sim.set_webhook(Some(WebhookTarget { url: webhook_url.clone(), secret: Some(secret) }));
 
         Ok(Self {
@@ -185,7 +166,6 @@ impl Stack {
             dispatcher,
             service,
             stop_service,
-            _locks: [receiver_lock, poll_lock],
         })
     }
 
@@ -233,15 +213,6 @@ fn simulator_client(sim: &Sim) -> anyhow::Result<GithubClient> {
     let token = [(TOKEN_ENV.to_owned(), "demo-token".to_owned())];
     let tokens = TokenSource::new("github.com", &[TOKEN_ENV.to_owned()], token);
     GithubClient::new(settings, tokens).context("cannot build the GitHub client for the simulator")
-}
-
-/// A private tmux server on the demo's socket, ignoring the user's `~/.tmux.conf`.
-fn tmux_settings(paths: &Paths) -> TmuxSettings {
-    let mut settings =
-        TmuxSettings::new(TmuxSocket::Path(paths.socket.clone()), paths.scratch.clone());
-    settings.config_file = Some(PathBuf::from("/dev/null"));
-    settings.withheld_env = vec![SECRET_ENV.to_owned(), TOKEN_ENV.to_owned()];
-    settings
 }
 
 /// This very binary as the harness: `the-loop stand-in-harness --record … --session-id ID`.

@@ -52,6 +52,16 @@ fn kinds(steps: &[Step]) -> Vec<String> {
         .collect()
 }
 
+/// Issue #15 closed by `sender`.
+fn closed_issue(sender: &str) -> Value {
+    json!({
+        "action": "closed",
+        "repository": {"full_name": "octo/app"},
+        "issue": {"number": 15, "labels": []},
+        "sender": {"login": sender},
+    })
+}
+
 fn decision_name(decision: &Decision) -> String {
     format!("{decision:?}").split([' ', '{', '(']).next().unwrap_or("").to_owned()
 }
@@ -80,12 +90,7 @@ fn a_pause_is_recorded_before_it_is_executed_against_the_live_session() {
 fn a_close_ends_the_session_then_stamps_and_only_then_cleans_up() {
     let mut front = Front::new();
     front.session = SessionState::Active;
-    let closed = json!({
-        "action": "closed",
-        "repository": {"full_name": "octo/app"},
-        "issue": {"number": 15, "labels": []},
-        "sender": {"login": "ann"},
-    });
+    let closed = closed_issue("ann");
     let plan = front.plan("issues", &closed).expect("admitted");
     assert_eq!(
         kinds(&plan.steps),
@@ -97,12 +102,7 @@ fn a_close_ends_the_session_then_stamps_and_only_then_cleans_up() {
 fn a_close_by_someone_not_authorized_defers_the_cleanup() {
     let mut front = Front::new();
     front.session = SessionState::Active;
-    let closed = json!({
-        "action": "closed",
-        "repository": {"full_name": "octo/app"},
-        "issue": {"number": 15, "labels": []},
-        "sender": {"login": "mallory"},
-    });
+    let closed = closed_issue("mallory");
     let plan = front.plan("issues", &closed).expect("admitted");
     let Some(Step::StampEnded { then, .. }) = plan.steps.get(2) else {
         panic!("no stamp as the third step: {:#?}", plan.steps)
@@ -196,12 +196,7 @@ fn a_dequeued_job_spawns_only_when_queued_to_and_no_session_exists() {
 fn a_stamp_names_why_the_item_ended() {
     let mut front = Front::new();
     front.session = SessionState::Active;
-    let closed = json!({
-        "action": "closed",
-        "repository": {"full_name": "octo/app"},
-        "issue": {"number": 15, "labels": []},
-        "sender": {"login": "ann"},
-    });
+    let closed = closed_issue("ann");
     let plan = front.plan("issues", &closed).expect("admitted");
     let stamp = plan.steps.iter().find_map(|step| match step {
         Step::StampEnded { ended, .. } => Some(ended.reason.clone()),

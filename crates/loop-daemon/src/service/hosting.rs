@@ -245,19 +245,24 @@ mod tests {
     use crate::config_source::ConfigSource;
     use crate::service::{Environment, Mode};
 
+    /// A service over the config file at `path`, its scratch files and tmux socket in `dir`.
+    async fn operate(dir: &std::path::Path, path: &std::path::Path) -> Service {
+        let (source, _) = ConfigSource::open(path).unwrap();
+        let env = Environment {
+            scratch_dir: dir.to_owned(),
+            tmux_socket: Some(dir.join("tmux.sock")),
+            ..Environment::default()
+        };
+        Service::from_config(source, env, Mode::Operate).await.unwrap()
+    }
+
     #[tokio::test]
     async fn it_says_ready_then_stops_when_shutdown_resolves() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cli-config.yaml");
         let state = dir.path().join("state").display().to_string();
         std::fs::write(&path, format!("state:\n  root: {}\n", serde_json::json!(state))).unwrap();
-        let (source, _) = ConfigSource::open(&path).unwrap();
-        let env = Environment {
-            scratch_dir: dir.path().to_owned(),
-            tmux_socket: Some(dir.path().join("tmux.sock")),
-            ..Environment::default()
-        };
-        let service = Service::from_config(source, env, Mode::Operate).await.unwrap();
+        let service = operate(dir.path(), &path).await;
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&events);
         let told = move |event: Event| seen.lock().unwrap().push(format!("{event:?}"));
@@ -279,13 +284,7 @@ mod tests {
         let state = serde_json::json!(dir.path().join("state").display().to_string());
         let config = |routing: &str| format!("state:\n  root: {state}\nrouting:\n{routing}");
         std::fs::write(&path, config("  maxConcurrentDispatches: 1\n")).unwrap();
-        let (source, _) = ConfigSource::open(&path).unwrap();
-        let env = Environment {
-            scratch_dir: dir.path().to_owned(),
-            tmux_socket: Some(dir.path().join("tmux.sock")),
-            ..Environment::default()
-        };
-        let service = Service::from_config(source, env, Mode::Operate).await.unwrap();
+        let service = operate(dir.path(), &path).await;
         let dispatcher = service.dispatcher().clone();
         let (told, mut events) = tokio::sync::mpsc::unbounded_channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

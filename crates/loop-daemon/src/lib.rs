@@ -17,9 +17,9 @@
 //! - [`shutdown`]: the shutdown signal and completion guards every task holds.
 //!
 //! It prints nothing and reads no environment variable: the binary passes values in and
-//! prints what it is told. Code on the runtime never blocks: file and tmux IO run on
-//! blocking threads, and event-log lines go through the process's one writer with
-//! `EventLog::emit_async`.
+//! prints what it is told. The dispatcher's code on the runtime never blocks: its file
+//! and tmux IO run on blocking threads, and event-log lines go through the process's one
+//! writer with `EventLog::emit_async` (the poller's record IO is not yet moved off it).
 
 pub mod config_source;
 pub mod dispatcher;

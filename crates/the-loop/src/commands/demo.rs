@@ -1,89 +1,72 @@
 //! `the-loop demo`: the whole loop in one command, with no account, token or config.
 //!
-//! It starts a simulated GitHub, the service's parts in this process (webhook receiver
-//! and poller over one dispatcher: hybrid mode), and a private tmux server whose sessions
-//! run the stand-in agent (this binary's hidden `stand-in-harness` verb); then plays a
-//! scripted story and checks each step's effect ([`story`]). Exit 0 only if every effect
-//! was observed, 1 if one was not, 2 if the demo could not run (no tmux, no port).
-//!
-//! Everything it writes is in one directory (a new temp dir unless `--dir`): the config
-//! it ran with, the state root, the tmux socket. When it ends only the tmux server with
-//! the story's (ended) session is left, to be attached; `--clean` removes that too, and
-//! Ctrl-C stops the demo's tmux server (the files stay). It
-//! never touches the user's own tmux server, config or state root, and sets no
-//! environment variable.
+//! The demo is loop-demo's: a simulated GitHub, the service as `start --foreground`
+//! builds it, a private tmux server whose sessions run the stand-in agent (this binary's
+//! hidden `stand-in-harness` verb), and a scripted story whose every effect is checked.
+//! This verb picks the directory, narrates what loop-demo tells it, prints the closing
+//! hints (or `--json`), and exits 0 only if every effect was observed, 1 if one was not
+//! or the demo was interrupted (Ctrl-C), 2 if the demo could not run (no tmux, no port).
 
-mod stack;
-mod story;
-
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use loop_demo::{CAST, Outcome, Paths, REPO, Ran, STEPS, Settings, Told};
 use serde_json::json;
 
-use self::stack::{CAST, Paths, REPO, Stack};
-use self::story::{Outcome, STEPS};
 use crate::ExitStatus;
 use crate::cli::{DemoArgs, GlobalArgs};
 use crate::env_vars;
 use crate::printer::Printer;
 
 pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> {
-    if std::process::Command::new("tmux").arg("-V").output().is_err() {
+    if !loop_demo::tmux_available() {
         printer.error("the demo runs its agent sessions in tmux, and tmux is not installed");
         printer.hint("install it (`apt install tmux`, `dnf install tmux` or `brew install tmux`)");
         return Ok(ExitStatus::CouldNotRun);
     }
-    let root = match &args.dir {
-        Some(dir) => prepare(dir)?,
-        None => tempfile::Builder::new()
-            .prefix("the-loop-demo-")
-            .tempdir()
-            .context("cannot create the demo's directory under the system temp dir")?
-            .keep(),
+    let root = match loop_demo::directory(args.dir.as_deref(), &std::env::temp_dir()) {
+        Ok(root) => root,
+        Err(err @ loop_demo::DemoError::NotEmpty { .. }) => {
+            printer.error(&err);
+            printer.hint("give `--dir` a new or empty directory, or no `--dir`");
+            return Ok(ExitStatus::CouldNotRun);
+        }
+        Err(err) => return Err(err.into()),
     };
     let paths = Paths::new(&root);
+    let exe = std::env::current_exe()
+        .context("cannot find this program's own path to run the stand-in harness")?;
+    let settings = Settings {
+        step_timeout: Duration::from_secs(args.step_timeout.max(1)),
+        harness: vec![exe.display().to_string(), "stand-in-harness".to_owned()],
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the demo's runtime")?;
     let began = Instant::now();
-    let timeout = Duration::from_secs(args.step_timeout.max(1));
-    let played = runtime.block_on(async {
-        let stack = Stack::start(paths.clone()).await?;
-        introduce(&stack, printer);
-        let played = tokio::select! {
-            played = story::play(&stack, printer, timeout) => played.map(Some),
-            _ = tokio::signal::ctrl_c() => Ok(None),
-        };
-        let attach = played.as_ref().ok().and_then(Option::as_ref).and_then(|outcome| {
-            let target = outcome.issue.as_ref()?.tmux_session();
-            let argv = stack.tmux.attach_command(&target, false).ok()?;
-            Some(
-                argv.iter().map(|a| shell_word(&a.to_string_lossy())).collect::<Vec<_>>().join(" "),
-            )
-        });
-        let stopped = stack.stop().await;
-        let outcome = played?;
-        stopped?;
-        anyhow::Ok(outcome.map(|outcome| (outcome, attach)))
-    })?;
+    let interrupted = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let ran = runtime.block_on(loop_demo::run(paths.clone(), &settings, interrupted, |told| {
+        narrate(told, &paths, printer);
+    }))?;
     drop(runtime);
-    let Some((outcome, attach)) = played else {
+    let Ran::Played { outcome, attach } = ran else {
         // Interrupted: nothing of the demo keeps running, its files stay to be read.
-        stop_tmux(&paths);
         printer.error(format_args!(
             "interrupted: the demo is stopped; its files are in `{}`",
             paths.root.display()
         ));
         return Ok(ExitStatus::Negative);
     };
+    let attach =
+        attach.map(|argv| argv.iter().map(|word| shell_word(word)).collect::<Vec<_>>().join(" "));
     let seconds = began.elapsed().as_secs_f64();
 
     if args.clean {
-        clean(&paths)?;
+        loop_demo::clean(&paths)?;
     }
     let me = program_name();
     let config = shell_word(&paths.config.display().to_string());
@@ -130,38 +113,39 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
     Ok(if outcome.ok() { ExitStatus::Success } else { ExitStatus::Negative })
 }
 
-/// Creates `dir`, or accepts it when it exists and is empty.
-fn prepare(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
-    let mut entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read `{}`", dir.display()))?;
-    if entries.next().is_some() {
-        anyhow::bail!(
-            "`{}` is not empty: the demo needs a new or empty directory (or no `--dir`)",
-            dir.display()
-        );
+/// Prints what the demo tells, as it happens.
+fn narrate(told: Told, paths: &Paths, printer: Printer) {
+    match told {
+        Told::Started { simulated_github, webhooks, polls_every } => {
+            printer
+                .info("the-loop demo: everything below is real except GitHub, which is simulated");
+            printer
+                .info(format_args!("  simulated GitHub  {simulated_github} (repository {REPO})"));
+            printer.info(format_args!(
+                "  the service       webhooks at {webhooks} and polling every {polls_every} s, one dispatcher"
+            ));
+            printer.info(format_args!(
+                "  agent sessions    a stand-in agent in a private tmux server ({})",
+                paths.socket.display()
+            ));
+            printer.info(format_args!(
+                "  people            {} (authorized), {} (teammate), {} (stranger)",
+                CAST.maintainer, CAST.teammate, CAST.stranger
+            ));
+            printer.info(format_args!("  files             {}", paths.root.display()));
+            printer.info("");
+        }
+        Told::Step { number, text } => printer.info(format_args!("[{number}/{STEPS}] {text}")),
+        Told::Observed { what } => printer.info(format_args!("      ✓ {what}")),
+        Told::NotObserved { missing, timeout, event_log } => {
+            printer.error(format_args!("✗ not observed within {} s: {missing}", timeout.as_secs()));
+            printer.hint(format_args!(
+                "the event log is `{}` (`the-loop --config {} events`)",
+                event_log.display(),
+                paths.config.display()
+            ));
+        }
     }
-    std::path::absolute(dir).with_context(|| format!("cannot resolve `{}`", dir.display()))
-}
-
-fn introduce(stack: &Stack, printer: Printer) {
-    let interval = stack.config.polling.interval_seconds;
-    printer.info("the-loop demo: everything below is real except GitHub, which is simulated");
-    printer.info(format_args!("  simulated GitHub  {} (repository {REPO})", stack.sim.url()));
-    printer.info(format_args!(
-        "  the service       webhooks at {} and polling every {interval} s, one dispatcher",
-        stack.webhook_url
-    ));
-    printer.info(format_args!(
-        "  agent sessions    a stand-in agent in a private tmux server ({})",
-        stack.paths.socket.display()
-    ));
-    printer.info(format_args!(
-        "  people            {} (authorized), {} (teammate), {} (stranger)",
-        CAST.maintainer, CAST.teammate, CAST.stranger
-    ));
-    printer.info(format_args!("  files             {}", stack.paths.root.display()));
-    printer.info("");
 }
 
 fn conclude(
@@ -208,19 +192,6 @@ fn conclude(
             "next, the real thing: `the-loop config init`, a GitHub token, `the-loop start` (README)",
         );
     }
-}
-
-/// Stops the demo's tmux server (its own socket) and removes the demo's directory.
-fn clean(paths: &Paths) -> anyhow::Result<()> {
-    stop_tmux(paths);
-    std::fs::remove_dir_all(&paths.root)
-        .with_context(|| format!("cannot remove the demo's directory `{}`", paths.root.display()))
-}
-
-/// Stops the demo's own tmux server; "no server running" is fine: nothing to stop.
-fn stop_tmux(paths: &Paths) {
-    let _ =
-        std::process::Command::new("tmux").arg("-S").arg(&paths.socket).arg("kill-server").output();
 }
 
 /// How the user calls this program: `the-loop` when that is what `PATH` finds, else its

@@ -1,6 +1,7 @@
 //! The demo's running loop, in this process: a simulated GitHub, the service's parts
 //! (webhook receiver and poller over one dispatcher — hybrid mode) and a private tmux
-//! server whose sessions run the stand-in harness (`the-loop stand-in-harness`).
+//! server whose sessions run the stand-in harness the caller names (`the-loop
+//! stand-in-harness`).
 //!
 //! Everything lives in one directory ([`Paths`]): the config the parts are built from
 //! (also what `the-loop --config … explain` reads afterwards), the state root, the tmux
@@ -16,7 +17,6 @@ use std::hash::{BuildHasher as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use loop_core::config::Config;
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
@@ -28,6 +28,8 @@ use loop_sim::{Sim, SimSettings, WebhookTarget};
 use loop_store::StateLayout;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::DemoError;
 
 /// The simulated repository the story plays in.
 pub const REPO: &str = "demo/app";
@@ -97,30 +99,41 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Starts everything under `paths.root` (which must exist and be empty).
-    pub async fn start(paths: Paths) -> anyhow::Result<Self> {
+    /// Starts everything under `paths.root` (which must exist and be empty), the
+    /// sessions running `harness` (a program and its leading arguments) as their agent.
+    pub async fn start(paths: Paths, harness: &[String]) -> Result<Self, DemoError> {
+        let create = |dir: &Path| {
+            std::fs::create_dir_all(dir).map_err(|source| DemoError::Io {
+                action: "create",
+                path: dir.to_owned(),
+                source,
+            })
+        };
         for dir in [&paths.state, &paths.work, &paths.scratch] {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+            create(dir)?;
         }
         if let Some(dir) = paths.messages.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+            create(dir)?;
         }
+        let listen = |what| move |source| DemoError::Listen { what, source };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
-            .context("cannot listen on 127.0.0.1 for the simulated GitHub")?;
+            .map_err(listen("the simulated GitHub"))?;
         let sim = Sim::serve(listener, SimSettings::default())
             .await
-            .context("cannot start the simulated GitHub")?;
-        sim.create_repo(REPO).context("cannot create the demo repository")?;
+            .map_err(listen("the simulated GitHub"))?;
+        sim.create_repo(REPO)
+            .map_err(|source| DemoError::Sim { action: "create the demo repository", source })?;
 
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .context("cannot listen on 127.0.0.1 for webhooks")?;
-        let addr = listener.local_addr().context("cannot read the receiver's address")?;
-        std::fs::write(&paths.config, config_text(&paths, &sim.url(), addr.port())).with_context(
-            || format!("cannot write the demo config `{}`", paths.config.display()),
+        let listener =
+            tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(listen("webhooks"))?;
+        let addr = listener.local_addr().map_err(listen("webhooks"))?;
+        std::fs::write(&paths.config, config_text(&paths, &sim.url(), addr.port())).map_err(
+            |source| DemoError::Io {
+                action: "write the demo config",
+                path: paths.config.clone(),
+                source,
+            },
         )?;
         // Its warnings are none: a unit test below keeps it so.
         let (source, _) = ConfigSource::open(&paths.config)?;
@@ -135,15 +148,14 @@ impl Stack {
             listener: Some(listener),
             stand_ins: Some(StandIns {
                 github: simulator_client(&sim)?,
-                harness: Arc::new(stand_in_harness(&paths)?),
+                harness: Arc::new(stand_in_harness(&paths, harness)),
             }),
             ..Environment::default()
         };
-        let service = Service::from_config(source, env, Mode::Serve { hold_processing: false })
-            .await
-            .context("cannot start the demo's service")?;
-        let webhook_url =
-            service.webhook_url().context("the demo's service receives no webhooks")?;
+        let service =
+            Service::from_config(source, env, Mode::Serve { hold_processing: false }).await?;
+        // The demo config enables the receiver, so the service always has its address.
+        let webhook_url = service.webhook_url().ok_or(DemoError::ServiceLost)?;
         let dispatcher = service.dispatcher().clone();
         let tmux = Arc::clone(dispatcher.tmux());
         let (stop_service, stopped) = oneshot::channel::<()>();
@@ -171,10 +183,10 @@ impl Stack {
 
     /// Stops the ingresses, lets the dispatcher finish, gives back what it abandoned and
     /// stops the simulator. The tmux server and everything on disk stay.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> Result<(), DemoError> {
         self.sim.set_webhook(None);
         let _ = self.stop_service.send(());
-        self.service.await.context("the demo service failed")??;
+        self.service.await.map_err(|_| DemoError::ServiceLost)??;
         self.sim.shutdown().await;
         Ok(())
     }
@@ -207,32 +219,31 @@ fn config_text(paths: &Paths, sim_url: &str, port: u16) -> String {
 }
 
 /// The GitHub client of the simulator, with the demo token handed over as a value.
-fn simulator_client(sim: &Sim) -> anyhow::Result<GithubClient> {
+fn simulator_client(sim: &Sim) -> Result<GithubClient, DemoError> {
     let mut settings = GithubSettings::for_host("github.com");
     settings.base_url = Some(sim.url());
     let token = [(TOKEN_ENV.to_owned(), "demo-token".to_owned())];
     let tokens = TokenSource::new("github.com", &[TOKEN_ENV.to_owned()], token);
-    GithubClient::new(settings, tokens).context("cannot build the GitHub client for the simulator")
+    Ok(GithubClient::new(settings, tokens)?)
 }
 
-/// This very binary as the harness: `the-loop stand-in-harness --record … --session-id ID`.
-fn stand_in_harness(paths: &Paths) -> anyhow::Result<CommandHarness> {
-    let exe = std::env::current_exe()
-        .context("cannot find this program's own path to run the stand-in harness")?;
+/// `program` (e.g. `the-loop stand-in-harness`) as the harness, recording what it is sent
+/// under the demo's directory: `… --record … --launches … --session-id ID`.
+fn stand_in_harness(paths: &Paths, program: &[String]) -> CommandHarness {
     let argv = |conversation: &[&str]| -> Vec<String> {
-        let mut argv = vec![exe.display().to_string(), "stand-in-harness".to_owned()];
+        let mut argv = program.to_vec();
         for (flag, path) in [("--record", &paths.messages), ("--launches", &paths.launches)] {
             argv.extend([flag.to_owned(), path.display().to_string()]);
         }
         argv.extend(conversation.iter().map(|s| (*s).to_owned()));
         argv
     };
-    Ok(CommandHarness {
+    CommandHarness {
         name: "stand-in".to_owned(),
         fresh: argv(&["--session-id", loop_sessions::harness::SESSION_ID_PLACEHOLDER]),
         resume: Some(argv(&["--resume", loop_sessions::harness::SESSION_ID_PLACEHOLDER])),
         transcript: Some(paths.messages.display().to_string()),
-    })
+    }
 }
 
 /// A webhook secret nobody else knows: 128 bits from the standard library's randomly

@@ -20,5 +20,5 @@ mod hosting;
 mod preflight;
 
 pub use build::{Environment, Mode, Service, ServiceError, StandIns};
-pub use hosting::{Event, Stopped};
+pub use hosting::{Notice, Stopped};
 pub use preflight::{Ingress, Liveness, Misconfiguration, liveness, preflight};

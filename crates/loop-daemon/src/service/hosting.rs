@@ -33,7 +33,7 @@ const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
 /// What the hosted service tells its caller.
 #[derive(Debug)]
-pub enum Event {
+pub enum Notice {
     /// Every ingress is wired and listening.
     Ready,
     /// The webhook receiver stopped (after the stop, or because it failed).
@@ -56,7 +56,7 @@ impl Service {
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()>,
-        on_event: impl Fn(Event) + Send + Sync,
+        on_event: impl Fn(Notice) + Send + Sync,
     ) -> Result<Stopped, ServiceError> {
         let Self { mode, config, events, dispatcher, metrics, receiver, poller, .. } = self;
         let (stop, _) = broadcast::channel::<()>(1);
@@ -86,7 +86,7 @@ impl Service {
             }
             None => (None, None),
         };
-        on_event(Event::Ready);
+        on_event(Notice::Ready);
 
         let polled = config.subscribe();
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
@@ -109,7 +109,7 @@ impl Service {
             let Some(run) = receiver_run else { return Ok(()) };
             let received = run.await;
             let _ = stop.send(());
-            on_event(Event::ReceiverStopped);
+            on_event(Notice::ReceiverStopped);
             received
         };
         let (received, (), (), (), ()) = tokio::join!(receive, poll, reload, gauges, stopping);
@@ -192,7 +192,7 @@ async fn follow_config(
     config: LiveConfig,
     dispatcher: &Dispatcher,
     mut stop: broadcast::Receiver<()>,
-    on_event: &(dyn Fn(Event) + Send + Sync),
+    on_event: &(dyn Fn(Notice) + Send + Sync),
 ) {
     let (mut current, mut rejected) = (config.subscribe(), config.rejections());
     loop {
@@ -207,7 +207,7 @@ async fn follow_config(
             Ok(()) = rejected.changed() => {
                 let error = rejected.borrow_and_update().clone();
                 if let Some(error) = error {
-                    on_event(Event::ConfigNotApplied { error: error.to_string() });
+                    on_event(Notice::ConfigNotApplied { error: error.to_string() });
                 }
             }
             _ = stop.recv() => return,
@@ -265,7 +265,7 @@ mod tests {
         let service = operate(dir.path(), &path).await;
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&events);
-        let told = move |event: Event| seen.lock().unwrap().push(format!("{event:?}"));
+        let told = move |event: Notice| seen.lock().unwrap().push(format!("{event:?}"));
         let stopped = tokio::time::timeout(Duration::from_secs(5), service.run(async {}, told))
             .await
             .expect("it stops once shutdown resolved")
@@ -292,7 +292,7 @@ mod tests {
             async {
                 let _ = stopped.await;
             },
-            move |event: Event| {
+            move |event: Notice| {
                 let _ = told.send(format!("{event:?}"));
             },
         ));

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use loop_daemon::poller::PollerError;
-use loop_daemon::service::{Event, Ingress, Mode, Service, ServiceError, preflight};
+use loop_daemon::service::{Ingress, Mode, Notice, Service, ServiceError, preflight};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::service;
@@ -115,9 +115,9 @@ async fn serve(loaded: CliConfig, held: bool, printer: Printer) -> anyhow::Resul
     service
         .run(stop, move |event| match event {
             // Every ingress holds its lock and listens: what a detached start waits for.
-            Event::Ready => printer.info(format!("{READY} (pid {pid})")),
-            Event::ReceiverStopped => printer.info("webhook receiver stopped"),
-            Event::ConfigNotApplied { error } => printer.warning(format!(
+            Notice::Ready => printer.info(format!("{READY} (pid {pid})")),
+            Notice::ReceiverStopped => printer.info("webhook receiver stopped"),
+            Notice::ConfigNotApplied { error } => printer.warning(format!(
                 "the config change was not applied (the previous config stays): {error}"
             )),
         })

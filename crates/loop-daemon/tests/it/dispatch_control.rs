@@ -198,7 +198,7 @@ async fn a_dead_pane_is_respawned_with_the_recorded_conversation_on_the_next_eve
         .and_then(|id| id.as_str())
         .expect("the session id")
         .to_owned();
-    lab.kill_harness(number);
+    lab.kill_harness(number).await;
     lab.comment(number, OWNER, "are you back?");
     lab.settle().await;
     let respawned = lab.named("session.respawned").pop().expect("a respawn");

@@ -521,14 +521,20 @@ impl Lab {
         line["delivery_id"].as_str().expect("a delivery id").to_owned()
     }
 
-    /// Kills the harness process of a session, leaving a dead pane.
-    pub fn kill_harness(&self, number: u64) {
+    /// Kills the harness process of a session and waits until tmux has seen it die,
+    /// leaving a dead pane (tmux reaps the process on its own time: an event handled
+    /// before then would still find the pane live).
+    pub async fn kill_harness(&self, number: u64) {
         let target = self.item(number).tmux_session();
         let output = self.tmux(&["list-panes", "-t", &format!("={target}"), "-F", "#{pane_pid}"]);
         let pid = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         assert!(!pid.is_empty(), "a pane pid for {target}");
         let killed = Command::new("kill").args(["-9", &pid]).status().expect("kill runs");
         assert!(killed.success());
+        wait_for_async(&format!("the pane of {target} to die"), || {
+            if self.harness_alive(number) { Err("tmux still shows it live") } else { Ok(()) }
+        })
+        .await;
     }
 
     /// Whether the session's pane runs a live harness.

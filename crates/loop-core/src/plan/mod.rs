@@ -36,7 +36,7 @@ use crate::WorkItemRef;
 use crate::config::Config;
 use crate::control::{
     self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEdit, SessionState,
-    SpawnRequest, Vocabulary,
+    SpawnRefusal, SpawnRequest, Vocabulary,
 };
 use crate::event::{Actor, DedupKey, Event, EventKind};
 use crate::guards::{self, ActorPass, RoutingDrop, ScopePass, ScopeRefusal};
@@ -119,6 +119,8 @@ pub struct Judged {
     pub scope: Result<ScopePass, ScopeRefusal>,
     /// The control decision for the target as it is now.
     pub decision: ControlDecision,
+    /// The spawn-policy gate for the target, which an unmatched event is planned by.
+    pub spawn_gate: Result<(), SpawnRefusal>,
     /// The config the event was judged under.
     pub config: Arc<Config>,
 }
@@ -171,6 +173,7 @@ pub fn judge(
             parsed: front.parsed,
             scope: front.scope,
             decision: front.decision,
+            spawn_gate: front.spawn_gate,
             config,
         })
     });
@@ -186,6 +189,7 @@ struct Front {
     parsed: Parsed,
     scope: Result<ScopePass, ScopeRefusal>,
     decision: ControlDecision,
+    spawn_gate: Result<(), SpawnRefusal>,
 }
 
 fn judge_into(
@@ -298,7 +302,7 @@ fn judge_into(
         last_recorded: target.as_ref().and_then(last_command),
     });
     let decision = control::decide(&parsed, &event.actor, authorized, session, gate);
-    Ok(Front { refs, actor: pass, labeled, target, parsed, scope, decision })
+    Ok(Front { refs, actor: pass, labeled, target, parsed, scope, decision, spawn_gate: gate })
 }
 
 /// What the dispatcher does with a judged event: claim its dedup key, then carry out the
@@ -412,7 +416,7 @@ fn steps(
     ingress: Ingress,
     now: Timestamp,
 ) -> Vec<Step> {
-    let Judged { event, refs, actor, target, parsed, scope, decision, config, .. } = judged;
+    let Judged { event, refs, target, parsed, scope, decision, spawn_gate, config, .. } = judged;
     let mut steps = Vec::new();
     if let Err(refusal) = scope {
         let command = parsed
@@ -529,16 +533,8 @@ fn steps(
         return steps;
     }
     if matched.is_empty() {
-        let gate = control::spawn_gate(&SpawnRequest {
-            policy: config.routing.spawn_on_unmatched,
-            labeled: event.carries_label(&config.routing.auto_execute_label),
-            actor: *actor,
-            target: target.as_ref(),
-            start_required: control::start_required(&config.routing.control),
-            command,
-            last_recorded: target.as_ref().and_then(|t| facts.control(t)).map(|c| c.command),
-        });
-        steps.push(match (gate, target.clone()) {
+        // The gate judged at the front door: the target's control record is read once.
+        steps.push(match (*spawn_gate, target.clone()) {
             (Ok(()), Some(item)) => Step::Enqueue { item, spawn: true },
             (Ok(()), None) => no_work_item,
             (Err(refusal), _) => Step::Record(Decision::SpawnRefused { refusal }),

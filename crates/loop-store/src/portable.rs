@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 
 use loop_core::WorkItemRef;
+use loop_core::explain::ItemState;
 use loop_core::record::{ChannelBinding, Collaborators, Control, Ended, PollLedger};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -115,6 +116,55 @@ impl StateStore {
         let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
         JsonFile { path: &path, lock: &lock, events: &self.events }
             .load(|bytes| parse_record(bytes, item))
+    }
+
+    /// Every portable record on this machine, as [`StateStore::load_portable_record`]
+    /// reads each (a malformed one is quarantined and left out), sorted by ref. Sealed
+    /// stubs hold nothing and are left out too.
+    pub fn list_portable_records(&self) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let dir = self.layout.portable_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(StoreError::io("list", &dir)(err)),
+        };
+        let mut items = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(StoreError::io("list", &dir))?;
+            let name = entry.file_name();
+            if name.to_str().and_then(crate::local::record_slug).is_none() {
+                continue;
+            }
+            let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };
+            let named = serde_json::from_slice::<Map<String, Value>>(&bytes).ok().and_then(|map| {
+                map.get("ref").and_then(Value::as_str).and_then(|r| r.parse::<WorkItemRef>().ok())
+            });
+            // A file that does not even name its ref is the reader's to quarantine; it is
+            // found again by its ref's slug only, so it is skipped here.
+            items.extend(named);
+        }
+        items.sort();
+        let mut records = Vec::with_capacity(items.len());
+        for item in &items {
+            if let Some(record) = self.load_portable_record(item)?
+                && !is_sealed(Some(&record))
+            {
+                records.push(record);
+            }
+        }
+        Ok(records)
+    }
+
+    /// What `explain` and `sessions show` say about `item`: its sections and its session
+    /// record.
+    pub fn item_state(&self, item: &WorkItemRef) -> Result<ItemState, StoreError> {
+        Ok(ItemState {
+            control: self.read_section::<Control>(item)?.into_value(),
+            session: self.load_local_record(item)?,
+            ledger: self.read_section::<PollLedger>(item)?.into_value(),
+            ended: self.read_section::<Ended>(item)?.into_value(),
+            collaborators: self.read_section::<Collaborators>(item)?.into_value(),
+        })
     }
 
     /// Reads one section. When the record has no key for it (not even a tombstone) and is

@@ -12,11 +12,9 @@
 
 use anyhow::Context as _;
 use loop_core::WorkItemRef;
-use loop_core::explain::{self, DeliveryTrail, ItemState, Mark, Record, Verdict};
-use loop_core::record::{Collaborators, Control, Ended, PollLedger};
+use loop_core::explain::{self, DeliveryTrail, Mark, Record, Verdict};
 use loop_store::event_log::read::read_all;
-use loop_store::{EventLog, Section, StateStore};
-use serde_json::json;
+use loop_store::{EventLog, StateStore};
 
 use crate::ExitStatus;
 use crate::cli::{ExplainArgs, GlobalArgs};
@@ -36,30 +34,16 @@ pub fn run(args: ExplainArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
     match args.subject.parse::<WorkItemRef>() {
         Ok(item) => {
             let store = StateStore::new(layout, EventLog::disabled());
-            let state = item_state(&store, &item)?;
+            let state = store
+                .item_state(&item)
+                .with_context(|| format!("cannot read the records of {item}"))?;
             let trails = explain::item_trail(&records, &item, args.limit);
-            let summary = explain::describe_item(&state);
-            let known = !trails.is_empty()
-                || state.control.is_some()
-                || state.session.is_some()
-                || state.ledger.is_some()
-                || state.ended.is_some();
+            let known = !trails.is_empty() || state.known();
             if global.json {
-                printer.data(json!({
-                    "workItem": item.to_string(),
-                    "state": {
-                        "control": state.control,
-                        "session": state.session,
-                        "poll": state.ledger,
-                        "ended": state.ended,
-                        "collaborators": state.collaborators,
-                    },
-                    "summary": summary,
-                    "deliveries": trails,
-                }));
+                printer.data(explain::item_explanation(&item, &state, &trails));
             } else {
                 printer.data(item.to_string());
-                for line in &summary {
+                for line in &explain::describe_item(&state) {
                     printer.data(format!("  {line}"));
                 }
                 if trails.is_empty() {
@@ -102,24 +86,6 @@ pub fn run(args: ExplainArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
             Ok(if found { ExitStatus::Success } else { ExitStatus::Negative })
         }
     }
-}
-
-fn item_state(store: &StateStore, item: &WorkItemRef) -> anyhow::Result<ItemState> {
-    fn section<S: Section>(store: &StateStore, item: &WorkItemRef) -> anyhow::Result<Option<S>> {
-        Ok(store
-            .read_section::<S>(item)
-            .with_context(|| format!("cannot read the portable record of {item}"))?
-            .into_value())
-    }
-    Ok(ItemState {
-        control: section::<Control>(store, item)?,
-        session: store
-            .load_local_record(item)
-            .with_context(|| format!("cannot read the session record of {item}"))?,
-        ledger: section::<PollLedger>(store, item)?,
-        ended: section::<Ended>(store, item)?,
-        collaborators: section::<Collaborators>(store, item)?,
-    })
 }
 
 fn print_trail(trail: &DeliveryTrail, printer: Printer) {

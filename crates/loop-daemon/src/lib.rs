@@ -25,6 +25,7 @@ pub mod agent;
 pub mod config_source;
 pub mod dispatcher;
 pub mod live_config;
+pub mod mcp;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

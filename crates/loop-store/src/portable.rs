@@ -21,7 +21,6 @@
 use std::collections::BTreeMap;
 
 use loop_core::WorkItemRef;
-use loop_core::explain::ItemState;
 use loop_core::record::{ChannelBinding, Collaborators, Control, Ended, PollLedger};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -155,10 +154,14 @@ impl StateStore {
         Ok(records)
     }
 
-    /// What `explain` and `sessions show` say about `item`: its sections and its session
-    /// record.
-    pub fn item_state(&self, item: &WorkItemRef) -> Result<ItemState, StoreError> {
-        Ok(ItemState {
+    /// Everything this machine knows about `item` — arming, session record, ledger,
+    /// ended stamp, roster — as `explain`, the API and the MCP tools show it.
+    pub fn item_state(
+        &self,
+        item: &WorkItemRef,
+    ) -> Result<loop_core::explain::ItemState, StoreError> {
+        use loop_core::record::{Collaborators, Control, Ended, PollLedger};
+        Ok(loop_core::explain::ItemState {
             control: self.read_section::<Control>(item)?.into_value(),
             session: self.load_local_record(item)?,
             ledger: self.read_section::<PollLedger>(item)?.into_value(),

@@ -69,7 +69,7 @@ collaborators:
     for key in ["selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["harnessPlugins", "webTerminal", "graph"] {
+    for key in ["webTerminal", "graph"] {
         assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
     }
 }
@@ -422,7 +422,7 @@ fn a_reference_config_loads_without_errors() {
     assert_eq!(
         warned,
         [
-            "routing.harnessPlugins",
+            "routing.harnessPlugins.marketplaceRepo",
             "routing.webTerminal",
             "routing.graph",
             "integrations.github.transport",

@@ -5,8 +5,8 @@
 //! 1. `session-paused`: every session whose own endpoint is paused;
 //! 2. `armed-without-session`: an item whose recorded command is `start` or `resume`
 //!    with no live session here;
-//! 3. `awaiting-input`: per item, the newest `session.awaiting_input` not followed by a
-//!    `session.reply_sent` (the agent's question, answered from the control plane);
+//! 3. `awaiting-input`: every live session (the item's or a pull request's) holding an
+//!    open question of the agent's (`the-loop ask`) no answer has reached yet;
 //! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
 
 use axum::routing::get;
@@ -115,37 +115,17 @@ fn needs_you(
             rows.push(row(&item.to_string(), "armed-without-session", detail));
         }
     }
-    rows.extend(
-        open_questions(events)
-            .into_iter()
-            .map(|(item, question)| row(&item, "awaiting-input", question)),
-    );
+    for record in sessions {
+        for (served, endpoint) in &record.endpoints {
+            if let Some(open) = endpoint.awaiting_input.as_ref().filter(|_| endpoint.is_live()) {
+                rows.push(row(&served.to_string(), "awaiting-input", open.question.clone()));
+            }
+        }
+    }
     let errors: Vec<&EventRecord> = events.iter().filter(|e| e.level() == "error").collect();
     for error in &errors[errors.len().saturating_sub(RECENT_ERRORS)..] {
         let item = error.work_items().next().unwrap_or("");
         rows.push(row(item, "recent-error", format!("`{}` at {}", error.event(), error.ts())));
     }
     rows
-}
-
-/// Per work item, its newest `session.awaiting_input` that no later
-/// `session.reply_sent` answered: `(ref, question)`, in the order they were asked.
-fn open_questions(events: &[EventRecord]) -> Vec<(String, String)> {
-    let mut open: Vec<(String, String)> = Vec::new();
-    for event in events {
-        let Some(item) = event.work_items().next() else { continue };
-        match event.event() {
-            "session.awaiting_input" => {
-                open.retain(|(asked, _)| asked != item);
-                let question = ["question", "text", "detail"]
-                    .iter()
-                    .find_map(|key| event.0.get(*key).and_then(Value::as_str))
-                    .unwrap_or("the agent is waiting for an answer");
-                open.push((item.to_owned(), question.to_owned()));
-            }
-            "session.reply_sent" => open.retain(|(asked, _)| asked != item),
-            _ => {}
-        }
-    }
-    open
 }

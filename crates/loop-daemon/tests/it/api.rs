@@ -208,6 +208,7 @@ fn session(
         model: None,
         effort: None,
         harness_args: Vec::new(),
+        awaiting_input: None,
     };
     let mut record = loop_core::record::LocalRecord::new(item.clone());
     record.endpoints.insert(item, endpoint.clone());
@@ -425,5 +426,31 @@ async fn daemons_config_and_schema_describe_the_running_service() {
     assert_eq!(config["config"]["service"]["port"], 4114);
     let schema = json(&api.get("/api/v1/config/schema", &[]).await);
     assert_eq!(schema["properties"]["service"]["properties"]["host"]["default"], "127.0.0.1");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_question_of_the_agent_needs_you_until_it_is_answered() {
+    let api = ApiService::start("", None).await;
+    let cwd = api.site.dir.path().join("work");
+    let mut record = session(loop_core::record::EndpointStatus::Active, &cwd);
+    let item: loop_core::WorkItemRef = ITEM.parse().unwrap();
+    if let Some(own) = record.endpoints.get_mut(&item) {
+        own.awaiting_input = Some(loop_core::record::AwaitingInput {
+            asked_at: jiff::Timestamp::UNIX_EPOCH,
+            comment_url: "https://github.com/octo/app/issues/7#issuecomment-1".into(),
+            question: "Which parser?".into(),
+            options: Vec::new(),
+        });
+    }
+    store(&api.site).save_local_record(&record).unwrap();
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    assert_eq!(attention[0]["kind"], "awaiting-input", "{attention:#}");
+    assert_eq!(attention[0]["detail"], "Which parser?");
+    if let Some(own) = record.endpoints.get_mut(&item) {
+        own.awaiting_input = None;
+    }
+    store(&api.site).save_local_record(&record).unwrap();
+    assert_eq!(json(&api.get("/api/v1/attention", &[]).await), serde_json::json!([]));
     api.stop().await;
 }

@@ -68,6 +68,8 @@ macro_rules! kinds {
 }
 
 kinds! {
+    CiFetchFailed = "ci.fetch_failed", Trail;
+    CiFetched = "ci.fetched", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -78,6 +80,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;
     DispatchDropped = "dispatch.dropped", Trail;
     DispatchError = "dispatch.error", Trail;

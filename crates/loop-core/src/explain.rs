@@ -861,6 +861,24 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             ),
         ),
         Kind::ServerStopped => noted(Stage::Outcome, "the webhook receiver stopped".to_owned()),
+        Kind::ApiStarted => noted(
+            Stage::Outcome,
+            format!(
+                "the control plane started on http://{}:{}",
+                field(record, "host"),
+                field(record, "port")
+            ),
+        ),
+        Kind::ApiStopped => noted(Stage::Outcome, "the control plane stopped".to_owned()),
+        Kind::ApiRequest => noted(
+            Stage::Outcome,
+            format!(
+                "{} {} answered {}",
+                field(record, "method"),
+                field(record, "path"),
+                field(record, "status")
+            ),
+        ),
         Kind::RegistryUnreadable => failed(
             Stage::Outcome,
             format!("the session records could not be listed (read as none): {}", error()),

@@ -68,6 +68,9 @@ macro_rules! kinds {
 }
 
 kinds! {
+    ApiRequest = "api.request", Trail;
+    ApiStarted = "api.started", Trail;
+    ApiStopped = "api.stopped", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;

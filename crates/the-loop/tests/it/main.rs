@@ -4,6 +4,7 @@
 //! a private working directory and no `THE_LOOP_*` variables inherited.
 
 mod agent_input;
+mod agent_side;
 mod common;
 mod config;
 mod demo;

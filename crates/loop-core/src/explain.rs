@@ -1015,6 +1015,18 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::WorkspaceTrusted => {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))
         }
+        Kind::HarnessPluginRegistered => done(format!(
+            "wrote or registered the-loop's Claude Code plugin for {}'s session",
+            items(record)
+        )),
+        Kind::HarnessPluginFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not register the-loop's Claude Code plugin for {} (the session runs without it): {}",
+                items(record),
+                error()
+            ),
+        ),
         Kind::WorkspaceTrustFailed => failed(
             Stage::Outcome,
             format!("could not pre-seed the harness's trust for {}: {}", items(record), error()),

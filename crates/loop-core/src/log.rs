@@ -93,6 +93,8 @@ kinds! {
     DispatchQueued = "dispatch.queued", Trail;
     DispatchRecovered = "dispatch.recovered", Trail;
     DispatchSucceeded = "dispatch.succeeded", Trail;
+    HarnessPluginFailed = "harness.plugin_failed", Effect;
+    HarnessPluginRegistered = "harness.plugin_registered", Effect;
     InboxReplaying = "inbox.replaying", Trail;
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;

@@ -325,3 +325,23 @@ fn the_post_tool_use_hook_links_a_created_pull_request_and_ignores_anything_else
     assert!(hook(&site, &created.to_string()).status.success());
     assert_eq!(site.events("session.pr_linked").len(), 1);
 }
+
+#[test]
+fn harness_install_registers_the_plugin_for_a_person_and_status_says_where() {
+    let site = Site::new();
+    site.run(&["harness", "status"]).expect_code(1).expect_stdout("in use:        no");
+    site.run(&["harness", "install", "claude"])
+        .expect_code(0)
+        .expect_stderr("`/the-loop:work-on` in Claude Code");
+    let status = site.run(&["harness", "status", "--json"]);
+    status.expect_code(0);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["inUse"], true, "{status:#}");
+    assert_eq!(status["mcpUrl"], format!("http://127.0.0.1:{}/mcp", site.api_port));
+    assert!(PathBuf::from(status["command"].as_str().unwrap()).is_file());
+    let hooks = std::fs::read_to_string(
+        PathBuf::from(status["marketplace"].as_str().unwrap()).join("the-loop/hooks/hooks.json"),
+    )
+    .unwrap();
+    assert!(hooks.contains("hook link-pr"), "{hooks}");
+}

@@ -423,6 +423,10 @@ pub struct RoutingConfig {
     pub harness_plugins: HarnessPluginsConfig,
     pub reactions: ReactionsConfig,
     pub announce: AnnounceConfig,
+    /// How long a review's or a commit's first delivery waits for the rest of its batch
+    /// (docs/agent-input.md); `0` pastes every delivery on its own.
+    pub batch_window_seconds: f64,
+    pub ci: CiConfig,
 }
 
 impl Section for RoutingConfig {
@@ -461,6 +465,8 @@ impl Section for RoutingConfig {
             harness_plugins: b.section("harnessPlugins"),
             reactions: b.section("reactions"),
             announce: b.section("announce"),
+            batch_window_seconds: b.field_by("batchWindowSeconds", || 2.0, number_at_least(0.0)),
+            ci: b.section("ci"),
         }
     }
 }
@@ -773,6 +779,30 @@ impl Section for AnnounceConfig {
     }
 }
 
+/// `routing.ci`: the evidence read when CI fails on a session's pull request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CiConfig {
+    pub enabled: bool,
+    /// The most log lines a failed job's tail shows.
+    pub max_log_lines: u32,
+    /// The most bytes a failed job's tail shows.
+    pub max_log_bytes: u32,
+    /// The most GitHub requests one report may cost (a log's redirect counts).
+    pub max_requests: u32,
+}
+
+impl Section for CiConfig {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self {
+            enabled: b.field("enabled", || true),
+            max_log_lines: b.field_by("maxLogLines", || 30, integer_at_least(1)),
+            max_log_bytes: b.field_by("maxLogBytes", || 2048, integer_at_least(1)),
+            max_requests: b.field_by("maxRequests", || 10, integer_at_least(1)),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // eventLog, state
 
@@ -907,6 +937,19 @@ impl ServiceConfig {
     /// Whether `host` names this machine's loopback interface only.
     pub fn is_loopback(&self) -> bool {
         is_loopback_host(&self.host)
+    }
+
+    /// Where a client on this machine reaches the service: `http://host:port` (an IPv6
+    /// address in brackets; an unspecified bind address as loopback).
+    pub fn local_url(&self) -> String {
+        let bare = self.host.trim_start_matches('[').trim_end_matches(']');
+        let host = match bare.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+            Ok(ip) if ip.is_unspecified() => "[::1]".to_owned(),
+            Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+            _ => bare.to_owned(),
+        };
+        format!("http://{host}:{}", self.port)
     }
 }
 

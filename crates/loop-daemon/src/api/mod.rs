@@ -14,12 +14,16 @@
 //! - `sessions`: the session records, transcripts, and the operator's levers.
 //! - `observe`: the event log (`events`, `events/types`), `explain`, `daemons`.
 //! - `settings`: the config in force and its schema.
+//! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
+//! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
+//!   same guards and its own DNS-rebinding check.
 //!
 //! [`serve`] runs the app on a bound listener until its shutdown resolves. What may not
 //! start at all — beyond loopback without a token — is [`misconfigurations`], asked by
 //! the service's preflight. It decides nothing about work items: routes read the store
 //! and act through the dispatcher, exactly as the CLI's verbs do.
 
+mod agent;
 mod error;
 mod guard;
 mod health;
@@ -74,6 +78,7 @@ pub struct ApiState {
 pub fn routes() -> Router<ApiState> {
     Router::new()
         .merge(health::routes())
+        .merge(agent::routes())
         .merge(work_items::routes())
         .merge(sessions::routes())
         .merge(observe::routes())
@@ -127,15 +132,36 @@ impl loop_core::Hint for ApiRefusal {
     }
 }
 
-/// The whole app: [`routes`] with the state, behind the guards.
-fn app(state: ApiState, service: &ServiceConfig, token: Option<ApiToken>) -> Router {
+/// The whole app: [`routes`] with the state, and `/mcp`, behind the guards.
+fn app(
+    state: ApiState,
+    service: &ServiceConfig,
+    token: Option<ApiToken>,
+    local: std::net::SocketAddr,
+    mcp_stop: tokio_util::sync::CancellationToken,
+) -> Router {
     let access = Arc::new(guard::Access {
         token,
         loopback: service.is_loopback(),
         origins: service.cors.allow_origins.iter().filter(|o| *o != "*").cloned().collect(),
         events: state.events.clone(),
     });
-    let app = routes()
+    let mut routes = routes();
+    if service.mcp.enabled {
+        let hosts = [service.host.as_str(), "localhost", "127.0.0.1", "::1", "[::1]"];
+        let own = format!("http://{}", local);
+        let origins = std::iter::once(own)
+            .chain(service.cors.allow_origins.iter().filter(|o| *o != "*").cloned())
+            .collect();
+        let mcp = crate::mcp::service(
+            state.dispatcher.clone(),
+            hosts.iter().map(|host| (*host).to_owned()).collect(),
+            origins,
+            mcp_stop,
+        );
+        routes = routes.route_service("/mcp", mcp);
+    }
+    let app = routes
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
@@ -172,8 +198,9 @@ pub async fn serve(
             .field("token", token.is_some()),
     );
     let (stop, stopped) = oneshot::channel::<()>();
+    let mcp_stop = tokio_util::sync::CancellationToken::new();
     let mut server = tokio::spawn(
-        axum::serve(listener, app(state, &service, token))
+        axum::serve(listener, app(state, &service, token, local, mcp_stop.clone()))
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
             })
@@ -181,6 +208,7 @@ pub async fn serve(
     );
     let served = tokio::select! {
         () = shutdown => {
+            mcp_stop.cancel();
             let _ = stop.send(());
             match tokio::time::timeout(GRACE, &mut server).await {
                 Ok(done) => done,

@@ -477,8 +477,7 @@ pub fn plugin_site(config: &Config, layout: &StateLayout) -> Option<PluginSite> 
     let bin = std::env::current_exe()
         .inspect_err(|err| tracing::warn!(%err, "cannot name this executable: no harness plugin"))
         .ok()?;
-    let mcp_url = "http://127.0.0.1:4114/mcp".to_owned();
-    let _ = config;
+    let mcp_url = format!("{}/mcp", config.service.local_url());
     let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_owned());
     Some(PluginSite::under(&root, bin, mcp_url))
 }

@@ -260,7 +260,6 @@ fn params(with: &Yaml, here: &str, problems: &mut Vec<String>) -> Params {
             "artifact" => params.artifact = value.as_str().map(str::to_owned),
             "upstream" => params.upstream = value.as_str().map(str::to_owned),
             "markers" => params.markers = strings(value),
-            "command" => params.command = value.as_str().map(str::to_owned),
             other => problems.push(format!("{here}: unknown parameter `{other}`")),
         }
     }

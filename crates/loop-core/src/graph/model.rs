@@ -141,8 +141,6 @@ pub struct Params {
     /// enforces-boundaries-from: the upstream artifact and its markers.
     pub upstream: Option<String>,
     pub markers: Vec<String>,
-    /// verify-tests: the command to run (no shipped node binds one).
-    pub command: Option<String>,
 }
 
 /// Every hook a shipped loop may name.

@@ -20,7 +20,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use loop_core::config::{CloneProtocol, WorkspaceConfig, WorkspaceStrategy};
+use loop_core::config::{CloneProtocol, CloneUrl, WorkspaceConfig, WorkspaceStrategy};
 use loop_core::{RepoRef, WorkItemRef};
 
 /// Why a checkout could not be prepared or removed.
@@ -127,8 +127,12 @@ pub struct Checkout {
     pub branch: Option<Branch>,
 }
 
-/// The clone URL of `repo` over `protocol`.
-pub fn clone_url(repo: &RepoRef, protocol: CloneProtocol) -> String {
+/// The clone URL of `repo`: under the base `routing.workspace.cloneUrls` gives its host
+/// when there is one, else over `protocol` from the host itself.
+pub fn clone_url(repo: &RepoRef, protocol: CloneProtocol, bases: &[CloneUrl]) -> String {
+    if let Some(base) = bases.iter().find(|b| b.host == repo.host()) {
+        return format!("{}/{}/{}.git", base.base, repo.owner(), repo.name());
+    }
     match protocol {
         CloneProtocol::Https => {
             format!("https://{}/{}/{}.git", repo.host(), repo.owner(), repo.name())
@@ -501,6 +505,7 @@ mod tests {
             default_host: "github.com".into(),
             keep_checkout_on_close: false,
             git_binary: "git".into(),
+            clone_urls: Vec::new(),
         };
         assert!(WorkspaceSettings::from_config(&config, Path::new("/home/me")).is_none());
         config.root = Some(PathBuf::from("~/work"));
@@ -517,7 +522,20 @@ mod tests {
     #[test]
     fn clone_urls_are_derived_from_the_repository_name() {
         let repo: RepoRef = "ghe.example.com/octo/app".parse().unwrap();
-        assert_eq!(clone_url(&repo, CloneProtocol::Https), "https://ghe.example.com/octo/app.git");
-        assert_eq!(clone_url(&repo, CloneProtocol::Ssh), "git@ghe.example.com:octo/app.git");
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Https, &[]),
+            "https://ghe.example.com/octo/app.git"
+        );
+        assert_eq!(clone_url(&repo, CloneProtocol::Ssh, &[]), "git@ghe.example.com:octo/app.git");
+        let mirror = |host: &str| CloneUrl { host: host.into(), base: "file:///srv/git".into() };
+        let bases = [mirror("github.com"), mirror("ghe.example.com")];
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Ssh, &bases[1..]),
+            "file:///srv/git/octo/app.git"
+        );
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Https, &bases[..1]),
+            "https://ghe.example.com/octo/app.git"
+        );
     }
 }

@@ -420,6 +420,7 @@ pub struct RoutingConfig {
     pub harness_trust: HarnessTrustConfig,
     pub reactions: ReactionsConfig,
     pub announce: AnnounceConfig,
+    pub graph: GraphConfig,
 }
 
 impl Section for RoutingConfig {
@@ -457,6 +458,7 @@ impl Section for RoutingConfig {
             harness_trust: b.section("harnessTrust"),
             reactions: b.section("reactions"),
             announce: b.section("announce"),
+            graph: b.section("graph"),
         }
     }
 }
@@ -646,6 +648,77 @@ pub struct WorkspaceConfig {
     pub default_host: String,
     pub keep_checkout_on_close: bool,
     pub git_binary: String,
+    /// Per host, where its repositories are cloned from instead of `https://<host>`
+    /// (a mirror, or the simulator's git server).
+    pub clone_urls: Vec<CloneUrl>,
+}
+
+/// One `routing.workspace.cloneUrls[]` entry: `<base>/<owner>/<repo>.git` for `host`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloneUrl {
+    pub host: String,
+    pub base: String,
+}
+
+impl Section for CloneUrl {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        let host = b.required("host", String::new);
+        let base = b.field_by("base", String::new, read_clone_base);
+        if base.is_empty() {
+            let path = join(b.path(), "base");
+            b.diags().error(
+                &path,
+                None,
+                super::read::ProblemKind::MissingKey,
+                "required key is missing".to_owned(),
+            );
+        }
+        Self { host, base }
+    }
+}
+
+impl Value for CloneUrl {
+    fn read(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Self> {
+        Some(read_section(Some(node), path.to_owned(), diags))
+    }
+}
+
+/// An `http(s)://` or `file://` URL, without a trailing `/`.
+fn read_clone_base(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<String> {
+    let text = string(node, path, diags)?;
+    if ["http://", "https://", "file://"].iter().any(|p| text.starts_with(p)) {
+        Some(text.trim_end_matches('/').to_owned())
+    } else {
+        bad_value(
+            node,
+            path,
+            diags,
+            format!("expected an http://, https:// or file:// URL, got {text:?}"),
+        );
+        None
+    }
+}
+
+/// `routing.graph`: driving the process graph (docs/process-graph.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphConfig {
+    pub enabled: bool,
+    /// Where the specs are in every checkout, relative to it.
+    pub spec_dir: PathBuf,
+}
+
+impl Section for GraphConfig {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self {
+            enabled: b.field("enabled", || true),
+            // `""` (the reference's "no override") is the convention too.
+            spec_dir: b
+                .field_by("specDir", || None, optional_path)
+                .unwrap_or_else(|| PathBuf::from("docs/specs")),
+        }
+    }
 }
 
 impl Section for WorkspaceConfig {
@@ -657,6 +730,7 @@ impl Section for WorkspaceConfig {
             default_host: b.field("defaultHost", || "github.com".to_owned()),
             keep_checkout_on_close: b.field("keepCheckoutOnClose", || false),
             git_binary: b.field("gitBinary", || "git".to_owned()),
+            clone_urls: b.field("cloneUrls", Vec::new),
         }
     }
 }
@@ -863,6 +937,7 @@ fn read_base_url(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Opt
 
 default_from_nothing!(
     Config,
+    GraphConfig,
     InstanceConfig,
     WebhooksConfig,
     GhWebhookConfig,

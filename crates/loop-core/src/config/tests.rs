@@ -70,7 +70,7 @@ collaborators:
     for key in ["service", "selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["harnessPlugins", "webTerminal", "graph"] {
+    for key in ["harnessPlugins", "webTerminal"] {
         assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
     }
 }
@@ -200,6 +200,7 @@ routing:
   graph:
     enabled: false
     specDir: specs
+    repoHooks: true
   control:
     keywords:
       execute: go
@@ -210,8 +211,8 @@ service:
     allowOrigins: []
 ";
     let found = warnings(text);
-    assert_eq!(found.len(), 3, "{found:#?}");
-    for path in ["routing.graph:", "routing.control.keywords.execute:", "service:"] {
+    assert_eq!(found.len(), 2, "{found:#?}");
+    for path in ["routing.graph.repoHooks:", "service:"] {
         assert!(
             found.iter().any(|w| w.starts_with(path) && w.contains("not implemented")),
             "{path}: {found:#?}"
@@ -426,7 +427,7 @@ fn a_reference_config_loads_without_errors() {
         [
             "routing.harnessPlugins",
             "routing.webTerminal",
-            "routing.graph",
+            "routing.graph.repoHooks",
             "integrations.github.transport",
             "service",
             "standingSessions",

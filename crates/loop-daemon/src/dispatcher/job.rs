@@ -553,7 +553,7 @@ impl Dispatcher {
             return std::path::absolute(&workdir)
                 .map_err(|cause| SpawnError::Workdir { workdir, cause });
         };
-        let url = clone_url(endpoint.repo(), workspace.clone_protocol);
+        let url = clone_url(endpoint.repo(), workspace.clone_protocol, &workspace.clone_urls);
         let (endpoint_ref, branch) = (endpoint.clone(), branch.cloned());
         let checkout = blocking(move || {
             workspaces.prepare(&endpoint_ref, &url, branch.as_ref(), require_branch)

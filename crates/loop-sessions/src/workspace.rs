@@ -404,6 +404,27 @@ impl Workspaces {
     }
 }
 
+/// Whether the checkout at `dir` is `repo`'s: its `origin` remote is a URL `repo` is
+/// cloned from (`https://`, `ssh`, or the configured base of its host). A directory that
+/// is no checkout, or has no origin, is not. Runs `git` (blocking).
+pub fn checkout_belongs_to(git: &Path, dir: &Path, repo: &RepoRef, bases: &[CloneUrl]) -> bool {
+    let output = Command::new(git)
+        .arg("-C")
+        .arg(dir)
+        .args(["remote", "get-url", "origin"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output();
+    let Some(output) = output.ok().filter(|o| o.status.success()) else { return false };
+    let origin = String::from_utf8_lossy(&output.stdout);
+    let origin = origin.trim().trim_end_matches('/');
+    let origin = origin.strip_suffix(".git").unwrap_or(origin);
+    [CloneProtocol::Https, CloneProtocol::Ssh].into_iter().any(|protocol| {
+        let url = clone_url(repo, protocol, bases);
+        url.strip_suffix(".git").unwrap_or(&url).eq_ignore_ascii_case(origin)
+    })
+}
+
 /// The branch a checkout is on, `None` when detached or unknown.
 fn current_branch(workspaces: &Workspaces, checkout: &Path) -> Option<Branch> {
     let name = workspaces.git(checkout, &["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()?;
@@ -537,5 +558,26 @@ mod tests {
             clone_url(&repo, CloneProtocol::Https, &bases[..1]),
             "https://ghe.example.com/octo/app.git"
         );
+    }
+
+    #[test]
+    fn a_checkout_belongs_to_the_repository_its_origin_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = Path::new("git");
+        let run = |args: &[&str]| {
+            Command::new(git).arg("-C").arg(dir.path()).args(args).output().unwrap();
+        };
+        let repo: RepoRef = "octo/app".parse().unwrap();
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "not a checkout");
+        run(&["init", "-q"]);
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "no origin");
+        run(&["remote", "add", "origin", "git@github.com:octo/app.git"]);
+        assert!(checkout_belongs_to(git, dir.path(), &repo, &[]));
+        let other: RepoRef = "octo/lib".parse().unwrap();
+        assert!(!checkout_belongs_to(git, dir.path(), &other, &[]));
+        run(&["remote", "set-url", "origin", "file:///srv/git/octo/app.git"]);
+        let base = CloneUrl { host: "github.com".into(), base: "file:///srv/git".into() };
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]));
+        assert!(checkout_belongs_to(git, dir.path(), &repo, &[base]));
     }
 }

@@ -20,6 +20,20 @@ pub struct Comment {
     pub self_authored: bool,
 }
 
+impl Comment {
+    /// The comment an event carries for the gate — a conversation comment, a review or
+    /// an inline comment — with its author; none for any other event, or an author with
+    /// no login. Authorization is the classifier's (it reads [`GateInput::authorized`]).
+    pub fn from_event(event: &crate::event::Event) -> Vec<Comment> {
+        let Some(comment) = &event.comment else { return Vec::new() };
+        let (Some(author), Some(body)) = (comment.author.login(), comment.body.as_deref()) else {
+            return Vec::new();
+        };
+        let self_authored = crate::guards::is_self_authored(body);
+        vec![Comment { author: author.clone(), body: body.to_owned(), self_authored }]
+    }
+}
+
 /// What a gate reads besides comments: the spec folder's files and the inner loops.
 pub trait GateFacts {
     /// The text of `name` in the work item's spec folder, when it exists.

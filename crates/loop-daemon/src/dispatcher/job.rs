@@ -32,6 +32,7 @@ use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
 };
 
+use super::graph::{Boundary, describe};
 use super::queue::Job;
 use super::{Dispatcher, blocking};
 
@@ -155,13 +156,46 @@ impl Dispatcher {
             endpoint.cwd.clone(),
             config.instance.name.clone(),
         );
+        // The work item's own session drives its graph; a pull request's own does not.
+        let link = match endpoint_ref == item {
+            true => self.graph_link(&config, &item, &endpoint.cwd, Boundary::Event).await,
+            false => None,
+        };
+        let (graph_context, judged_first) = match &link {
+            None => (String::new(), false),
+            Some(link) => {
+                let judged_first = if self.graph_at_human_gate(link).await {
+                    self.graph_advance(
+                        &config,
+                        link,
+                        &job.event,
+                        Boundary::Event,
+                        &endpoint.tmux_target,
+                    )
+                    .await
+                } else {
+                    None
+                };
+                let mut context = self.graph_context(link).await;
+                if let Some(step) = &judged_first {
+                    context.push_str(&format!(
+                        "This event was classified by the gate first: {}.\n",
+                        describe(step)
+                    ));
+                }
+                (context, judged_first.is_some())
+            }
+        };
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
         let (event, paste_site, owner, served) =
             (job.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
+        let paste_config = config.clone();
         let (result, noted) = blocking(move || {
-            let prompt = render(&config, &event, &served, key.as_deref(), Template::Event);
+            let config = paste_config;
+            let prompt =
+                render(&config, &event, &served, key.as_deref(), Template::Event, &graph_context);
             let result = session::deliver_or_respawn(
                 &tmux,
                 &*harness,
@@ -192,6 +226,12 @@ impl Dispatcher {
                 .await;
         }
         let harness = endpoint.harness.clone();
+        if let (Some(link), false, Ok(Delivered::Pasted | Delivered::RespawnAverted)) =
+            (&link, judged_first, &result)
+        {
+            self.graph_advance(&config, link, &job.event, Boundary::Event, &endpoint.tmux_target)
+                .await;
+        }
         match result {
             Ok(Delivered::Pasted) => {
                 Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
@@ -304,8 +344,20 @@ impl Dispatcher {
             Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
         self.seed_trust(&config, &item, &cwd).await;
-        let prompt =
-            render_off_thread(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
+        let link = self.graph_link(&config, &item, &cwd, Boundary::Spawn).await;
+        let graph_context = match &link {
+            Some(link) => self.graph_context(link).await,
+            None => String::new(),
+        };
+        let prompt = render_off_thread(
+            &config,
+            &job.event,
+            &item,
+            key.as_deref(),
+            Template::Spawn,
+            graph_context,
+        )
+        .await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
         if let Err(error) = self.begin_spawn(&item, &site.target).await {
             return Decision::SpawnFailed { item, error: error.to_string() };
@@ -351,6 +403,9 @@ impl Dispatcher {
                 return Decision::SpawnFailed { item, error };
             }
         }
+        if let Some(link) = &link {
+            self.graph_advance(&config, link, &job.event, Boundary::Spawn, &site.target).await;
+        }
         // The announcement follows once the worker has recorded `session.spawned`.
         Decision::Spawned {
             item,
@@ -395,8 +450,15 @@ impl Dispatcher {
         }
         self.seed_trust(&config, pr, &cwd).await;
         let key = job.cx.delivery_id.clone();
-        let prompt =
-            render_off_thread(&config, &job.event, pr, key.as_deref(), Template::Event).await;
+        let prompt = render_off_thread(
+            &config,
+            &job.event,
+            pr,
+            key.as_deref(),
+            Template::Event,
+            String::new(),
+        )
+        .await;
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
         let spawn_failed = |error: SpawnError| {
@@ -610,6 +672,7 @@ fn render(
     item: &WorkItemRef,
     key: Option<&str>,
     template: Template,
+    graph_context: &str,
 ) -> String {
     let (path, builtin) = match template {
         Template::Event => (&config.routing.prompt_template, EVENT_TEMPLATE),
@@ -620,7 +683,7 @@ fn render(
         work_item: item,
         event,
         delivery_id: key,
-        graph_context: "",
+        graph_context,
         interaction: config.routing.interaction.mode,
     }
     .render(text.as_deref().unwrap_or(builtin))
@@ -634,10 +697,11 @@ async fn render_off_thread(
     item: &WorkItemRef,
     key: Option<&str>,
     template: Template,
+    graph_context: String,
 ) -> String {
     let (config, event, item, key) =
         (config.clone(), event.clone(), item.clone(), key.map(str::to_owned));
-    blocking(move || render(&config, &event, &item, key.as_deref(), template)).await
+    blocking(move || render(&config, &event, &item, key.as_deref(), template, &graph_context)).await
 }
 
 /// Remembers a delivery on the endpoint (after a respawn, its new launch first): the

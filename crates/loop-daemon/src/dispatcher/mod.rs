@@ -24,6 +24,7 @@ mod bound;
 pub(crate) mod closure;
 mod command;
 mod github;
+mod graph;
 mod job;
 mod queue;
 
@@ -95,6 +96,9 @@ struct Inner {
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<KnownExistence>,
+    /// Checkouts proven to be their work item's (origin remote), so a delivery does not
+    /// run git to prove it again.
+    proven_checkouts: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
@@ -133,6 +137,7 @@ impl Dispatcher {
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),
+                proven_checkouts: Mutex::default(),
                 queues: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),

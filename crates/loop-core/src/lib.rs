@@ -30,6 +30,7 @@
 //! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
 //!   and the runtime that moves it.
 
+pub mod agent;
 pub mod config;
 pub mod control;
 pub mod event;

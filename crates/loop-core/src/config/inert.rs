@@ -11,8 +11,8 @@
 //! values are never read.
 //!
 //! No code outside the config reads a listed key — not
-//! `routing.harnessPlugins.enabled` (harness trust is `routing.harnessTrust`'s alone) and
-//! not `collaborators` (a work item's roster lives in its portable record).
+//! `routing.harnessPlugins.marketplaceRepo` (the plugin ships inside the binary) and not
+//! `collaborators` (a work item's roster lives in its portable record).
 //!
 //! Grammar: dotted key paths, with `[]` standing for every item of a list. The reference
 //! allows no mapping with free-form keys inside these sections, so there is no other
@@ -20,8 +20,7 @@
 
 /// Every key the reference schema has and this version does not act on, as leaf paths.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    // routing.harnessPlugins: registering the-loop's plugin with the harness
-    "routing.harnessPlugins.enabled",
+    // routing.harnessPlugins (typed: `enabled`): the plugin ships in the binary
     "routing.harnessPlugins.marketplaceRepo",
     // routing.webTerminal: a browser terminal (ttyd) onto tmux
     "routing.webTerminal.enabled",

@@ -70,9 +70,7 @@ collaborators:
     for key in ["service", "selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["harnessPlugins", "webTerminal"] {
-        assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
-    }
+    assert!(shown["routing"].get("webTerminal").is_none(), "routing.webTerminal shown");
 }
 
 #[test]
@@ -425,7 +423,7 @@ fn a_reference_config_loads_without_errors() {
     assert_eq!(
         warned,
         [
-            "routing.harnessPlugins",
+            "routing.harnessPlugins.marketplaceRepo",
             "routing.webTerminal",
             "routing.graph.repoHooks",
             "integrations.github.transport",

@@ -189,13 +189,21 @@ impl Dispatcher {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
+        let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
             (job.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
         let paste_config = config.clone();
         let (result, noted) = blocking(move || {
             let config = paste_config;
-            let prompt =
-                render(&config, &event, &served, key.as_deref(), Template::Event, &graph_context);
+            let prompt = render(
+                &config,
+                &event,
+                &served,
+                key.as_deref(),
+                Template::Event,
+                &graph_context,
+                plugin,
+            );
             let result = session::deliver_or_respawn(
                 &tmux,
                 &*harness,
@@ -224,6 +232,12 @@ impl Dispatcher {
                         .field("error", err.to_string()),
                 )
                 .await;
+        }
+        if result.is_ok()
+            && endpoint.awaiting_input.is_some()
+            && loop_core::agent::answers_question(&job.event)
+        {
+            self.note_answered(&item, &endpoint_ref, job.cx.delivery_id.as_deref()).await;
         }
         let harness = endpoint.harness.clone();
         if let (Some(link), false, Ok(Delivered::Pasted | Delivered::RespawnAverted)) =
@@ -356,6 +370,7 @@ impl Dispatcher {
             key.as_deref(),
             Template::Spawn,
             graph_context,
+            self.has_plugin(&config),
         )
         .await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
@@ -457,6 +472,7 @@ impl Dispatcher {
             key.as_deref(),
             Template::Event,
             String::new(),
+            self.has_plugin(&config),
         )
         .await;
         let site =
@@ -634,7 +650,19 @@ impl Dispatcher {
         Ok(checkout.path)
     }
 
-    /// Pre-seeds Claude Code's trust for `cwd` (best-effort; other harnesses need none).
+    /// Whether sessions spawned now run the-loop's plugin (Claude, plugins enabled):
+    /// their spawn prompt may name `/the-loop:work-on`.
+    pub(crate) fn has_plugin(&self, config: &Config) -> bool {
+        self.inner.plugin.is_some()
+            && self.inner.claude_files.is_some()
+            && config.routing.harness_plugins.enabled
+            && self.inner.harness.name() == "claude"
+    }
+
+    /// Pre-seeds Claude Code for a session in `cwd`: trust for the directory
+    /// (`routing.harnessTrust`) and the-loop's plugin (`routing.harnessPlugins`).
+    /// Best-effort, each on its own: a failure is a warning and the spawn goes on. Other
+    /// harnesses need neither.
     async fn seed_trust(&self, config: &Config, item: &WorkItemRef, cwd: &std::path::Path) {
         let Some(files) = self.inner.claude_files.clone() else { return };
         if self.inner.harness.name() != "claude" {
@@ -649,18 +677,34 @@ impl Dispatcher {
         let root = config.routing.workspace.root.clone();
         let args = config.routing.harness_args.claude.clone();
         let dir = cwd.to_owned();
-        let seeded = blocking(move || {
-            loop_sessions::trust::seed_claude_trust(&files, &settings, &dir, root.as_deref(), &args)
+        let plugin = self.inner.plugin.clone().filter(|_| self.has_plugin(config));
+        let (trusted, registered) = blocking(move || {
+            let trusted = loop_sessions::trust::seed_claude_trust(
+                &files,
+                &settings,
+                &dir,
+                root.as_deref(),
+                &args,
+            );
+            let registered =
+                plugin.map(|site| loop_sessions::plugin::seed_claude_plugin(&files, &site));
+            (trusted, registered)
         })
         .await;
-        let line = match seeded {
-            Ok(notes) if notes.is_empty() => return,
-            Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
-            Err(err) => Line::warning(Kind::WorkspaceTrustFailed).field("error", err.to_string()),
-        };
-        self.events()
-            .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
-            .await;
+        let outcomes = [
+            trusted.map_err(|err| err.to_string()),
+            registered.unwrap_or(Ok(Vec::new())).map_err(|err| err.to_string()),
+        ];
+        for outcome in outcomes {
+            let line = match outcome {
+                Ok(notes) if notes.is_empty() => continue,
+                Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
+                Err(error) => Line::warning(Kind::WorkspaceTrustFailed).field("error", error),
+            };
+            self.events()
+                .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
+                .await;
+        }
     }
 }
 
@@ -673,6 +717,7 @@ fn render(
     key: Option<&str>,
     template: Template,
     graph_context: &str,
+    plugin: bool,
 ) -> String {
     let (path, builtin) = match template {
         Template::Event => (&config.routing.prompt_template, EVENT_TEMPLATE),
@@ -685,6 +730,7 @@ fn render(
         delivery_id: key,
         graph_context,
         interaction: config.routing.interaction.mode,
+        plugin,
     }
     .render(text.as_deref().unwrap_or(builtin))
 }
@@ -698,10 +744,14 @@ async fn render_off_thread(
     key: Option<&str>,
     template: Template,
     graph_context: String,
+    plugin: bool,
 ) -> String {
     let (config, event, item, key) =
         (config.clone(), event.clone(), item.clone(), key.map(str::to_owned));
-    blocking(move || render(&config, &event, &item, key.as_deref(), template, &graph_context)).await
+    blocking(move || {
+        render(&config, &event, &item, key.as_deref(), template, &graph_context, plugin)
+    })
+    .await
 }
 
 /// Remembers a delivery on the endpoint (after a respawn, its new launch first): the

@@ -93,11 +93,58 @@ item.\n",
     match (node.actor, status) {
         (_, Status::Complete) => out.push_str("The process is complete.\n"),
         (Actor::Agent, _) => out.push_str(&format!(
-            "When this node's work is done, run `the-loop graph complete {id}`; its gate decides.\n"
+            "When this node's work is done, run `the-loop graph complete` (in this session it \
+names {id}'s work item); its gate decides.\n"
         )),
         _ => out.push_str("This node is a human's decision: do not claim it.\n"),
     }
     out
+}
+
+/// `the-loop graph check`: every node of `graph` in declaration order — where the item
+/// is, what each passed node gave, every gate hook and which of them Tier 0 only stubs —
+/// and whether anything up to the current node is unsatisfied (a block there).
+pub fn check(graph: &Loop, state: Option<&WorkItemState>) -> (String, bool) {
+    use super::model::{Hook, Support};
+    let current = state.map(|s| s.current_node.as_str()).unwrap_or_default();
+    let mut out = format!("{}\n", graph.name);
+    let mut stubs: Vec<Hook> = Vec::new();
+    for node in &graph.nodes {
+        let record = state.and_then(|s| s.nodes.get(&node.id));
+        let mark = if node.id == current { "→" } else { " " };
+        let result = match record {
+            Some(r) if !r.outcome.is_empty() => r.outcome.clone(),
+            Some(_) if node.id == current => {
+                state.map_or("", |s| status(graph, s).as_str()).to_owned()
+            }
+            _ => "not reached yet".to_owned(),
+        };
+        let gates: Vec<&str> = node.exit.iter().map(|c| c.hook.name()).collect();
+        out.push_str(&format!("{mark} {:<22} {:<6} {result}", node.id, node.actor.as_str()));
+        if !gates.is_empty() {
+            out.push_str(&format!("  [{}]", gates.join(", ")));
+        }
+        out.push('\n');
+        for call in node.entry.iter().chain(&node.exit) {
+            if call.hook.support() != Support::Implemented && !stubs.contains(&call.hook) {
+                stubs.push(call.hook);
+            }
+        }
+    }
+    if !stubs.is_empty() {
+        out.push_str("\nnot implemented in this version (Tier 0):\n");
+        for hook in stubs {
+            let what = match hook.support() {
+                Support::StubBlocks => "blocks: it would decide an outcome",
+                _ => "skips: it only adds strictness",
+            };
+            out.push_str(&format!("  {hook}: {what}\n"));
+        }
+    }
+    let blocked = state
+        .and_then(|s| s.nodes.get(&s.current_node))
+        .is_some_and(|r| r.last_block.as_ref().is_some_and(|b| !b.is_empty()));
+    (out, !blocked)
 }
 
 #[cfg(test)]
@@ -126,7 +173,21 @@ mod tests {
         let text = render(LoopName::AdHoc.graph(), Some(&state), "issue-15");
         assert!(text.contains("status: in-progress"), "{text}");
         assert!(text.contains("`/the-loop:do-task issue-15`"), "{text}");
-        assert!(text.contains("`the-loop graph complete issue-15`"), "{text}");
+        assert!(text.contains("`the-loop graph complete`"), "{text}");
+    }
+
+    #[test]
+    fn check_lists_every_node_and_the_stubs_and_fails_on_a_block() {
+        let mut state = WorkItemState::new("github:o/r#15", "pdlc-contribution-loop");
+        state.current_node = "goal-definition".into();
+        let (text, ok) = check(LoopName::Contribution.graph(), Some(&state));
+        assert!(ok, "{text}");
+        assert!(text.contains("→ goal-definition"), "{text}");
+        assert!(text.contains("classify-goal: blocks"), "{text}");
+        assert!(text.contains("lint-artifacts: skips"), "{text}");
+        state.nodes.entry("goal-definition".into()).or_default().last_block =
+            Some(vec!["x".into()]);
+        assert!(!check(LoopName::Contribution.graph(), Some(&state)).1);
     }
 
     #[test]

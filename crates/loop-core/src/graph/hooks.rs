@@ -178,9 +178,9 @@ pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
         text.push_str(&format!("Run `/the-loop:{command} {id}`.\n"));
     }
     match node.actor {
-        Actor::Agent => text.push_str(&format!(
-            "When the work is done, claim it with `the-loop graph complete {id}`; the gate checks it.\n"
-        )),
+        Actor::Agent => text.push_str(
+            "When the work is done, claim it with `the-loop graph complete`; the gate checks it.\n",
+        ),
         Actor::Human | Actor::Code => text.push_str(
             "This node is a human's decision: do not claim it; wait for the reply on the work item.\n",
         ),

@@ -326,6 +326,107 @@ impl Dispatcher {
     }
 }
 
+/// What `the-loop graph status|check` shows for a work item.
+#[derive(Debug, Clone)]
+pub struct GraphView {
+    /// The `$graph_context` block.
+    pub context: String,
+    /// The check table.
+    pub check: String,
+    /// Nothing unsatisfied up to the current node.
+    pub ok: bool,
+}
+
+/// What a `the-loop graph complete` claim came to.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub step: Step,
+    pub messages: Vec<String>,
+    /// Where the item stands afterwards.
+    pub context: String,
+}
+
+impl Dispatcher {
+    /// The work item's own session on this machine and the graph in its checkout.
+    async fn operator_link(&self, item: &WorkItemRef) -> Option<(Link, String)> {
+        let (registry, target) = (self.inner.registry.clone(), item.clone());
+        let record = blocking(move || registry.record_owning(&target)).await.ok().flatten()?;
+        let endpoint = record.own_endpoint()?.clone();
+        let config = self.config();
+        let link =
+            self.graph_link(&config, &record.work_item, &endpoint.cwd, Boundary::Event).await?;
+        Some((link, endpoint.tmux_target))
+    }
+
+    /// `the-loop graph status|check`: where `item` stands. `None`: no graph is driven for
+    /// it on this machine (no session checkout, disabled, not the item's repository).
+    pub async fn graph_view(&self, item: &WorkItemRef) -> Option<GraphView> {
+        let (link, _) = self.operator_link(item).await?;
+        let (events, folder) = (self.events().clone(), link.folder.clone());
+        let state = blocking(move || folder.load(&events)).await.ok().flatten();
+        let (check, ok) = context::check(link.graph.graph(), state.as_ref());
+        Some(GraphView {
+            context: context::render(link.graph.graph(), state.as_ref(), &link.id),
+            check,
+            ok,
+        })
+    }
+
+    /// `the-loop graph complete`: the session's claim that `node` (default: the current
+    /// one) is done, judged by its gate under the state file's lock; what the next node's
+    /// entry asks is carried out as on any boundary. `None`: no graph for `item` here.
+    pub async fn graph_complete(
+        &self,
+        item: &WorkItemRef,
+        node: Option<String>,
+        by: &str,
+    ) -> Option<Claimed> {
+        let (link, tmux) = self.operator_link(item).await?;
+        let (events, folder, graph, by) =
+            (self.events().clone(), link.folder.clone(), link.graph, by.to_owned());
+        let (work_item, id, keyword) =
+            (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let report = blocking(move || {
+            folder.update(&events, |state| {
+                let Some(mut state) = state else { return (None, None) };
+                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let report = runtime::complete(
+                    graph.graph(),
+                    &mut state,
+                    item,
+                    node.as_deref(),
+                    &by,
+                    &folder,
+                    Timestamp::now(),
+                );
+                (report.changed.then_some(state), Some(report))
+            })
+        })
+        .await;
+        let report = match report {
+            Ok(Some(report)) => report,
+            Ok(None) => {
+                let context = self.graph_context(&link).await;
+                return Some(Claimed { step: Step::NotStarted, messages: Vec::new(), context });
+            }
+            Err(err) => {
+                self.events()
+                    .emit_async(
+                        Line::error(Kind::GraphLinkFailed)
+                            .work_item(item)
+                            .field("error", err.to_string()),
+                    )
+                    .await;
+                return None;
+            }
+        };
+        let (step, messages) = (report.step.clone(), report.messages.clone());
+        self.carry_out_graph(&link, report, &tmux).await;
+        let context = self.graph_context(&link).await;
+        Some(Claimed { step, messages, context })
+    }
+}
+
 /// A step in the words a prompt uses.
 pub(crate) fn describe(step: &Step) -> String {
     match step {

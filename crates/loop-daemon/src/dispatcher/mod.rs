@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+pub use self::graph::{Claimed, GraphView};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;

@@ -116,3 +116,93 @@ async fn a_session_outside_the_work_items_checkout_drives_no_graph_and_still_get
     assert!(!pasted[0].contains("## Process graph"), "no graph, no block: {}", pasted[0]);
     assert!(pasted.iter().any(|p| p.contains("the-loop execute")), "delivered anyway: {pasted:#?}");
 }
+
+fn spec_dir(git: &Path, number: u64) -> std::path::PathBuf {
+    git.join(format!(
+        "workspaces/.work-items/github-octo-app-{number}/github.com/octo/app/docs/specs/issue-{number}"
+    ))
+}
+
+/// A labelled issue armed with `keyword`, spawned.
+async fn armed(lab: &mut Lab, keyword: &str) -> u64 {
+    let number = lab.open_labelled_issue();
+    lab.comment(number, OWNER, keyword);
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1, "{:#?}", lab.events());
+    number
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_without_its_artifact_is_blocked_with_the_gates_message_and_a_valid_one_advances() {
+    let git = tempfile::tempdir().expect("a temp dir");
+    let mut lab = lab_with_checkouts(git.path()).await;
+    let number = lab.started_issue().await;
+    lab.comment(number, OWNER, "the-loop execute");
+    lab.settle().await;
+    let item = lab.item(number);
+
+    let blocked = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    assert!(matches!(blocked.step, loop_core::graph::runtime::Step::Blocked { .. }), "{blocked:?}");
+    assert_eq!(blocked.messages, ["brainstorm.md is missing from the spec folder"]);
+    assert!(blocked.context.contains("- gate: brainstorm.md is missing"), "{}", blocked.context);
+    assert_eq!(labels(&lab, number), [LABEL, "loop:brainstorming"]);
+
+    std::fs::write(
+        spec_dir(git.path(), number).join("brainstorm.md"),
+        "---\nstatus: approved\n---\n## Problem / opportunity\nThe widget.\n## Open questions\nNone.\n",
+    )
+    .expect("the artifact");
+    let advanced = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    assert!(
+        matches!(advanced.step, loop_core::graph::runtime::Step::Advanced { .. }),
+        "{advanced:?}"
+    );
+    assert_eq!(state_file(git.path(), number).current_node, "requirements-definition");
+    assert_eq!(labels(&lab, number), [LABEL, "loop:requirements-definition"]);
+    let pasted = lab.pasted().await;
+    assert!(pasted.iter().any(|p| p.contains("node `requirements-definition`")), "{pasted:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_walks_the_adhoc_loop_and_an_authorized_done_completes_it() {
+    let git = tempfile::tempdir().expect("a temp dir");
+    let mut lab = lab_with_checkouts(git.path()).await;
+    let number = armed(&mut lab, "the-loop do").await;
+    assert_eq!(labels(&lab, number), [LABEL, "loop:implementation"], "{:#?}", lab.events());
+    assert_eq!(state_file(git.path(), number).loop_name, "pdlc-adhoc-loop");
+
+    let item = lab.item(number);
+    let claimed = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    assert!(
+        matches!(claimed.step, loop_core::graph::runtime::Step::Advanced { .. }),
+        "{claimed:?}"
+    );
+    assert_eq!(state_file(git.path(), number).current_node, "review");
+    lab.settle().await;
+    assert!(
+        comments(&lab, number).iter().any(|c| c.contains("`review` is ready for review")),
+        "{:#?}",
+        comments(&lab, number)
+    );
+
+    lab.comment(number, OWNER, "done, thanks");
+    lab.settle().await;
+    assert_eq!(state_file(git.path(), number).current_node, "complete");
+    assert_eq!(labels(&lab, number), [LABEL, "loop:complete"]);
+    assert_eq!(lab.named("graph.completed").len(), 1, "{:#?}", lab.events());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contribute_without_a_goal_waits_at_goal_definition() {
+    let git = tempfile::tempdir().expect("a temp dir");
+    let mut lab = lab_with_checkouts(git.path()).await;
+    let number = armed(&mut lab, "the-loop contribute").await;
+    let state = state_file(git.path(), number);
+    assert_eq!(
+        (state.loop_name.as_str(), state.current_node.as_str()),
+        ("pdlc-contribution-loop", "goal-definition")
+    );
+    assert_eq!(labels(&lab, number), [LABEL], "goal-definition writes no label");
+    let blocked = lab.named("graph.blocked");
+    assert!(blocked.iter().any(|e| e["hook"] == "classify-goal"), "{:#?}", lab.events());
+}

@@ -68,6 +68,9 @@ macro_rules! kinds {
 }
 
 kinds! {
+    ApiRequest = "api.request", Trail;
+    ApiStarted = "api.started", Trail;
+    ApiStopped = "api.stopped", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -99,6 +102,8 @@ kinds! {
     GraphParked = "graph.parked", Effect;
     GraphSkipped = "graph.skipped", Effect;
     GraphStarted = "graph.started", Effect;
+    HarnessPluginFailed = "harness.plugin_failed", Effect;
+    HarnessPluginRegistered = "harness.plugin_registered", Effect;
     InboxReplaying = "inbox.replaying", Trail;
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;

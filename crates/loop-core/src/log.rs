@@ -100,7 +100,7 @@ kinds! {
     GraphLinkFailed = "graph.link_failed", Effect;
     GraphNoEdge = "graph.no_edge", Effect;
     GraphParked = "graph.parked", Effect;
-    GraphSkipped = "graph.skipped", Effect;
+    GraphSkipped = "graph.skipped", Trail;
     GraphStarted = "graph.started", Effect;
     HarnessPluginFailed = "harness.plugin_failed", Effect;
     HarnessPluginRegistered = "harness.plugin_registered", Effect;

@@ -298,6 +298,9 @@ pub fn reason_text(reason: &str, record: &Record) -> String {
         "payload-too-large" => "the body is larger than the receiver accepts".to_owned(),
         "not-found" => "GitHub says it does not exist".to_owned(),
         "issue-closed" => "the issue was closed".to_owned(),
+        "foreign-checkout" => "the session's checkout is not the work item's repository (its `origin` remote names another)".to_owned(),
+        "spec-dir-outside-checkout" => "`routing.graph.specDir` is not a relative path inside the checkout".to_owned(),
+        "no-spec-dir" => "the work item's spec folder does not exist in its checkout yet".to_owned(),
         "pr-merged" => "the pull request was merged".to_owned(),
         "pr-closed" => "the pull request was closed without merging".to_owned(),
         "control-consumed" => "the comment's command was already carried out (this is a replay after a restart): it is not executed twice".to_owned(),
@@ -1011,6 +1014,82 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::WorkspaceCleanFailed => failed(
             Stage::Outcome,
             format!("could not remove {}'s checkout: {}", items(record), error()),
+        ),
+        Kind::GraphStarted => done(format!(
+            "entered {}'s process graph ({}) at `{}`",
+            items(record),
+            field(record, "loop"),
+            field(record, "node")
+        )),
+        Kind::GraphAdvanced => done(format!(
+            "the gate of `{}` gave `{}`: {} moved to `{}`{}",
+            field(record, "from"),
+            field(record, "outcome"),
+            items(record),
+            field(record, "to"),
+            match strings(record, "skipped").collect::<Vec<_>>() {
+                skipped if skipped.is_empty() => String::new(),
+                skipped => format!(", past {} (declared away)", skipped.join(", ")),
+            }
+        )),
+        Kind::GraphParked => noted(
+            Stage::Outcome,
+            format!("`{}` waits: {}", field(record, "node"), field(record, "reason")),
+        ),
+        Kind::GraphBlocked => failed(
+            Stage::Outcome,
+            format!(
+                "the gate of `{}` blocked: {}",
+                field(record, "node"),
+                field(record, "messages")
+            ),
+        ),
+        Kind::GraphEscalated => failed(
+            Stage::Outcome,
+            format!(
+                "the gate of `{}` blocked again ({} attempts): escalated to a human — {}",
+                field(record, "node"),
+                field(record, "attempts"),
+                field(record, "messages")
+            ),
+        ),
+        Kind::GraphNoEdge => failed(
+            Stage::Outcome,
+            format!(
+                "`{}` passed with `{}`, but the loop declares no edge for it: parked for a human",
+                field(record, "node"),
+                field(record, "outcome")
+            ),
+        ),
+        Kind::GraphCompleted => done(format!(
+            "{} reached `{}`: its process is complete",
+            items(record),
+            field(record, "node")
+        )),
+        Kind::GraphLinkFailed => failed(
+            Stage::Outcome,
+            format!(
+                "the process graph could not be driven (the event was still delivered): {}",
+                error()
+            ),
+        ),
+        Kind::GraphSkipped => {
+            noted(Stage::Outcome, format!("the process graph was not driven: {}", reason()))
+        }
+        Kind::GraphAssignmentDelivered => {
+            done(format!("pasted the `{}` assignment into the session", field(record, "node")))
+        }
+        Kind::GraphAssignmentFailed => failed(
+            Stage::Outcome,
+            format!("could not paste the `{}` assignment: {}", field(record, "node"), error()),
+        ),
+        Kind::GraphHookDegraded => noted(
+            Stage::Outcome,
+            format!(
+                "hook `{}` degraded (the gate's verdict stands): {}",
+                field(record, "hook"),
+                error()
+            ),
         ),
         Kind::WorkspaceTrusted => {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))

@@ -30,6 +30,8 @@
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
+//! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
+//!   and the runtime that moves it.
 
 pub mod agent;
 pub mod batch;
@@ -39,6 +41,7 @@ pub mod control;
 pub mod event;
 pub mod excerpt;
 pub mod explain;
+pub mod graph;
 pub mod guards;
 pub mod hint;
 pub mod linkage;

@@ -559,6 +559,38 @@ impl GithubClient {
         Ok(PostedComment { id: raw.id, node_id: raw.node_id, html_url: raw.html_url })
     }
 
+    /// Adds labels to an issue or pull request, leaving every other label on it:
+    /// `POST /repos/{owner}/{repo}/issues/{issue_number}/labels`. Answers the labels the
+    /// item carries afterwards. (Never the `PUT` of the same path, which replaces them.)
+    pub async fn add_labels(
+        &self,
+        item: &WorkItemRef,
+        labels: &[&str],
+    ) -> Result<Vec<String>, GithubError> {
+        let url = self.item_url(item, "/issues", "/labels")?;
+        let answer =
+            self.transport.post(&url, &json!({ "labels": labels }), Resource::Core, true).await?;
+        let rows: Vec<RawLabel> = decode_bytes(&url, &answer.body)?;
+        Ok(rows.into_iter().map(|l| l.name).collect())
+    }
+
+    /// Removes one label from an issue or pull request:
+    /// `DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}`. `false` when the
+    /// item did not carry it (GitHub's 404).
+    pub async fn remove_label(&self, item: &WorkItemRef, label: &str) -> Result<bool, GithubError> {
+        let base = self.item_url(item, "/issues", "/labels")?;
+        let mut url = reqwest::Url::parse(&base)
+            .map_err(|err| malformed(&base, &format!("not a URL: {err}")))?;
+        url.path_segments_mut()
+            .map_err(|()| malformed(&base, "the URL cannot carry a path"))?
+            .push(label);
+        match self.transport.delete(url.as_str()).await {
+            Ok(_) => Ok(true),
+            Err(err) if err.is_not_found() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Adds a reaction. A node id goes through the GraphQL mutation
     /// `addReaction(input: {subjectId, content})`; the numeric targets through
     /// `POST /repos/{owner}/{repo}/issues/{issue_number}/reactions`,

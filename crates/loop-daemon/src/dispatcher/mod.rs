@@ -28,6 +28,7 @@ mod ci;
 pub(crate) mod closure;
 mod command;
 mod github;
+mod graph;
 mod job;
 mod queue;
 
@@ -35,6 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+pub use self::graph::{Claimed, GraphView};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
@@ -106,6 +108,9 @@ struct Inner {
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
+    /// Checkouts proven to be their work item's (origin remote), so a delivery does not
+    /// run git to prove it again.
+    proven_checkouts: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
@@ -146,6 +151,7 @@ impl Dispatcher {
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),
                 ci_failures: Mutex::default(),
+                proven_checkouts: Mutex::default(),
                 queues: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),

@@ -13,6 +13,7 @@ mod dispatch_control;
 mod dispatch_crash;
 mod dispatch_edges;
 mod dispatch_existence;
+mod dispatch_graph;
 mod dispatch_lab;
 mod dispatch_poll;
 mod dispatch_reactions;

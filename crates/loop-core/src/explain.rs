@@ -462,6 +462,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 format!("queued for delivery into {}'s session", items(record))
             },
         ),
+        Kind::DispatchAwaitingSpawn => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "waits for {}'s session, being spawned, and is decided again once it is",
+                items(record)
+            ),
+        ),
         Kind::DispatchSucceeded => (
             Stage::Effect,
             Mark::Passed,

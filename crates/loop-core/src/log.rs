@@ -78,6 +78,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchAwaitingSpawn = "dispatch.awaiting_spawn", Trail;
     DispatchDecided = "dispatch.decided", Trail;
     DispatchDropped = "dispatch.dropped", Trail;
     DispatchError = "dispatch.error", Trail;

@@ -96,6 +96,9 @@ struct Inner {
     in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<KnownExistence>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
+    /// Work item → jobs queued to spawn its session and not yet ended, each counted by
+    /// the job's [`queue::SpawnInFlight`] guard while it lives.
+    spawning: Mutex<HashMap<WorkItemRef, usize>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
@@ -134,6 +137,7 @@ impl Dispatcher {
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),
                 queues: Mutex::default(),
+                spawning: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
@@ -270,15 +274,26 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::snapshot`] on the calling thread (file IO: a blocking thread's).
+    ///
+    /// The spawns in flight are read before the records: a spawn writes its record before
+    /// it stops counting as in flight, so an item is always seen either spawning or
+    /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
+        let spawning = self.spawning();
         match self.inner.store.list_local_records() {
-            Ok(records) => Snapshot { records },
+            Ok(records) => Snapshot { records, spawning },
             Err(err) => {
                 self.events()
                     .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
-                Snapshot::default()
+                Snapshot { records: Vec::new(), spawning }
             }
         }
+    }
+
+    /// The work items with a spawn queued or running.
+    fn spawning(&self) -> std::collections::BTreeSet<WorkItemRef> {
+        let spawning = self.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        spawning.keys().cloned().collect()
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

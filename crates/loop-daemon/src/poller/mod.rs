@@ -290,18 +290,11 @@ impl Facts {
             }
             facts.session_records.insert(record.work_item);
         }
-        let path = store.layout().portable_index();
-        let index: PortableIndex = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
-                tracing::warn!(path = %path.display(), error = %err, "portable/index.json does not parse; reconciling nothing from it this cycle");
-                PortableIndex::default()
-            }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => PortableIndex::default(),
-            Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "cannot read portable/index.json");
-                PortableIndex::default()
-            }
-        };
+        // Read fresh: records that arrived by `git pull` or were copied in are listed.
+        let index = store.portable_index().unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "cannot list the portable records; reconciling nothing from them this cycle");
+            PortableIndex::default()
+        });
         for entry in index.work_items.into_iter().filter(|e| !e.sealed) {
             let Ok(item) = entry.work_item.parse::<WorkItemRef>() else {
                 tracing::debug!(work_item = %entry.work_item, "index entry with an unparsable ref skipped");

@@ -17,6 +17,7 @@ mod dispatch_poll;
 mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
+mod dispatch_spawning;
 mod metrics;
 mod poll;
 mod poll_closure;

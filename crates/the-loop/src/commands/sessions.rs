@@ -25,8 +25,7 @@ use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
 use loop_daemon::service::{Mode, Service};
 use loop_sessions::Liveness;
-use loop_store::index::PortableIndex;
-use loop_store::{EventLog, StateLayout, StateStore};
+use loop_store::{EventLog, StateStore};
 use serde_json::json;
 
 use super::service;
@@ -72,7 +71,6 @@ pub fn run(
 
 /// The state root this invocation works on.
 pub struct Site {
-    pub layout: StateLayout,
     pub store: StateStore,
 }
 
@@ -84,7 +82,7 @@ impl Site {
         } else {
             EventLog::disabled()
         };
-        Self { store: StateStore::new(layout.clone(), events), layout }
+        Self { store: StateStore::new(layout, events) }
     }
 
     fn control(&self, item: &WorkItemRef) -> anyhow::Result<Option<Control>> {
@@ -414,11 +412,8 @@ fn reset(
                 .into_iter()
                 .map(|r| r.work_item),
         );
-        if let Ok(text) = std::fs::read_to_string(site.layout.portable_index())
-            && let Ok(index) = serde_json::from_str::<PortableIndex>(&text)
-        {
-            items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));
-        }
+        let index = site.store.portable_index().context("cannot list the portable records")?;
+        items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));
         if items.is_empty() {
             printer.error("nothing to reset: no work item has a record on this machine");
             return Ok(ExitStatus::Negative);

@@ -23,6 +23,7 @@
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
+//! - [`hygiene`]: untrusted text cleaned of what GitHub does not show its reader.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
@@ -35,6 +36,7 @@ pub mod excerpt;
 pub mod explain;
 pub mod guards;
 pub mod hint;
+pub mod hygiene;
 pub mod linkage;
 pub mod log;
 pub mod login;

@@ -756,6 +756,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 None => format!("polling {} skipped it: {}", items(record), reason()),
             },
         ),
+        Kind::PollLinkageFallback => noted(
+            Stage::Outcome,
+            format!(
+                "{} did not say which issues pull requests close ({}): they are linked by head branch and closing keywords until the next full sweep asks again",
+                field(record, "host"),
+                error()
+            ),
+        ),
         Kind::PollProviderError => failed(
             Stage::Outcome,
             format!("the {} provider failed: {}", field(record, "provider"), error()),

@@ -101,6 +101,7 @@ kinds! {
     PollGiveupReportFailed = "poll.giveup_report_failed", Trail;
     PollGiveupReported = "poll.giveup_reported", Trail;
     PollItemError = "poll.item_error", Trail;
+    PollLinkageFallback = "poll.linkage_fallback", Trail;
     PollProviderError = "poll.provider_error", Trail;
     PollRearmed = "poll.rearmed", Trail;
     PollScopeDegraded = "poll.scope_degraded", Trail;

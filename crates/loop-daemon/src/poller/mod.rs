@@ -193,6 +193,8 @@ struct Memory {
     threads: BTreeMap<WorkItemRef, RememberedThread<ThreadComment>>,
     /// Each pull request's linked issues, with the description they were read for.
     linkage: BTreeMap<WorkItemRef, RememberedLinkage>,
+    /// Hosts whose linkage query last failed (warned once; asked again each full sweep).
+    linkage_unavailable: BTreeSet<String>,
     /// The poll cache was read (once, at the first cycle).
     cache_read: bool,
     /// The threads, the linkage or the sweep time changed since the cache was written.
@@ -436,7 +438,7 @@ impl<D: Pipeline> Poller<D> {
         }
         if !report.interrupted {
             self.forget_unlisted(&listed, &report.scopes_degraded);
-            self.refresh_linkage(&listed, sweep, &mut report).await;
+            self.refresh_linkage(&listed, sweep).await;
         }
 
         let mut ledgers = Ledgers::open(&self.store);
@@ -632,12 +634,13 @@ impl<D: Pipeline> Poller<D> {
 
     /// Asks for the linked issues of pull requests that are new to this process or whose
     /// description changed (every one on a sweep): one GraphQL request per host.
-    async fn refresh_linkage(
-        &mut self,
-        listed: &[(ListedItem, usize)],
-        sweep: bool,
-        report: &mut CycleReport,
-    ) {
+    ///
+    /// When a host cannot answer (an older Enterprise server without the field, a token
+    /// without access), its pull requests are remembered as linking nothing: they are
+    /// linked by the head-branch and closing-keyword conventions, which routing applies
+    /// anyway, and asked about again at the next full sweep, not every cycle. The first
+    /// failure is one warning (`poll.linkage_fallback`); failures after it are quiet.
+    async fn refresh_linkage(&mut self, listed: &[(ListedItem, usize)], sweep: bool) {
         let mut by_host: BTreeMap<String, Vec<&ListedItem>> = BTreeMap::new();
         for (item, _) in listed.iter().filter(|(i, _)| i.kind == ItemKind::PullRequest) {
             let known =
@@ -649,30 +652,41 @@ impl<D: Pipeline> Poller<D> {
         for (host, prs) in by_host {
             let Some(client) = self.github.by_host.get(&host) else { continue };
             let refs: Vec<WorkItemRef> = prs.iter().map(|p| p.item.clone()).collect();
-            match client.linked_issues(&refs).await {
-                Ok(mut linked) => {
-                    for pr in prs {
-                        let linkage = RememberedLinkage {
-                            body: pr.body.clone(),
-                            linked: linked.remove(&pr.item).unwrap_or_default(),
-                        };
-                        if self.memory.linkage.get(&pr.item) != Some(&linkage) {
-                            self.memory.linkage.insert(pr.item.clone(), linkage);
-                            self.memory.cache_dirty = true;
-                        }
-                    }
+            let mut linked = match client.linked_issues(&refs).await {
+                Ok(linked) => {
+                    self.memory.linkage_unavailable.remove(&host);
+                    linked
                 }
                 Err(err) => {
-                    report.errors.push(format!("github: {err}"));
-                    self.store
-                        .events()
-                        .emit_async(
-                            Line::error(Kind::PollProviderError)
-                                .field("provider", "github")
-                                .field("error", err.to_string())
-                                .field("will_retry", true),
-                        )
-                        .await;
+                    if self.memory.linkage_unavailable.insert(host.clone()) {
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::warning(Kind::PollLinkageFallback)
+                                    .field("provider", "github")
+                                    .field("host", &host)
+                                    .field("error", err.to_string())
+                                    .field(
+                                        "fallback",
+                                        "head-branch and closing-keyword conventions",
+                                    )
+                                    .field("retry", "next full sweep"),
+                            )
+                            .await;
+                    } else {
+                        tracing::debug!(host, error = %err, "the linkage query still fails");
+                    }
+                    BTreeMap::new()
+                }
+            };
+            for pr in prs {
+                let linkage = RememberedLinkage {
+                    body: pr.body.clone(),
+                    linked: linked.remove(&pr.item).unwrap_or_default(),
+                };
+                if self.memory.linkage.get(&pr.item) != Some(&linkage) {
+                    self.memory.linkage.insert(pr.item.clone(), linkage);
+                    self.memory.cache_dirty = true;
                 }
             }
         }

@@ -541,3 +541,25 @@ async fn an_unparsable_index_hides_no_record() {
     assert_eq!(bench.cycle().await.ledger_checks, 3);
     assert_eq!(asked(&bench), 3);
 }
+
+/// Issue #16, item 3 (seed 000, abuse case 1): one planted record nesting many pull
+/// requests costs at most the ledger-only cap a cycle, then waits a window; a live PR
+/// endpoint is still asked every cycle.
+#[tokio::test]
+async fn nested_pull_requests_without_a_live_endpoint_are_asked_within_the_ledger_only_cap() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let planted = bench.item(REPO, 800);
+    let mut poll = PollLedger::default();
+    for n in 900..925 {
+        poll.pull_requests.insert(bench.item(REPO, n), Default::default());
+    }
+    bench.store.write_section(&planted, Some(&poll)).unwrap();
+    bench.sim.clear_requests();
+    let first = bench.cycle().await;
+    assert_eq!(first.ledger_checks, 20, "the cap, not one call per nested PR");
+    let second = bench.cycle().await;
+    assert_eq!(second.ledger_checks, 5 + 1, "the rest, and the planted record itself");
+    bench.sim.clear_requests();
+    assert_eq!(bench.cycle().await.ledger_checks, 0, "then a window's wait");
+    assert_eq!(asked(&bench), 0);
+}

@@ -76,10 +76,9 @@ impl<D: Pipeline> Poller<D> {
         ledgers: &mut Ledgers,
         report: &mut CycleReport,
     ) {
-        let mut pull_requests = pull_requests(cx);
         // A nested ledger with no live endpoint is asked lazily, like a ledger-only record.
-        let nested: BTreeMap<WorkItemRef, Option<WorkItemRef>> =
-            pull_requests.extract_if(.., |pr, _| !cx.facts.live.contains(pr)).collect();
+        let (pull_requests, nested): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            pull_requests(cx).into_iter().partition(|(pr, _)| cx.facts.live.contains(pr));
         let known: BTreeSet<&WorkItemRef> =
             cx.facts.session_records.iter().chain(cx.facts.sections.keys()).collect();
         let mut ledger_only = BTreeMap::new();

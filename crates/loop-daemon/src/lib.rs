@@ -21,9 +21,11 @@
 //! and tmux IO run on blocking threads, and event-log lines go through the process's one
 //! writer with `EventLog::emit_async` (the poller's record IO is not yet moved off it).
 
+pub mod agent;
 pub mod config_source;
 pub mod dispatcher;
 pub mod live_config;
+pub mod mcp;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

@@ -14,8 +14,8 @@
 //! one does: `routing.control.keywords.execute`, because the control parser recognises
 //! the keyword (and hands the comment to the process graph) even though the graph itself
 //! is not implemented. No code outside the config reads any other listed key — not
-//! `routing.harnessPlugins.enabled` (harness trust is `routing.harnessTrust`'s alone) and
-//! not `collaborators` (a work item's roster lives in its portable record).
+//! `routing.harnessPlugins.marketplaceRepo` (the plugin ships inside the binary) and not
+//! `collaborators` (a work item's roster lives in its portable record).
 //!
 //! Grammar: dotted key paths, with `[]` standing for every item of a list. The reference
 //! allows no mapping with free-form keys inside these sections, so there is no other
@@ -25,8 +25,7 @@
 pub const NOT_IMPLEMENTED: &[&str] = &[
     // routing (typed: see the module docs)
     "routing.control.keywords.execute",
-    // routing.harnessPlugins: registering the-loop's plugin with the harness
-    "routing.harnessPlugins.enabled",
+    // routing.harnessPlugins (typed: `enabled`): the plugin ships in the binary
     "routing.harnessPlugins.marketplaceRepo",
     // routing.webTerminal: a browser terminal (ttyd) onto tmux
     "routing.webTerminal.enabled",

@@ -418,6 +418,7 @@ pub struct RoutingConfig {
     pub tmux: TmuxConfig,
     pub workspace: WorkspaceConfig,
     pub harness_trust: HarnessTrustConfig,
+    pub harness_plugins: HarnessPluginsConfig,
     pub reactions: ReactionsConfig,
     pub announce: AnnounceConfig,
 }
@@ -455,6 +456,7 @@ impl Section for RoutingConfig {
             tmux: b.section("tmux"),
             workspace: b.section("workspace"),
             harness_trust: b.section("harnessTrust"),
+            harness_plugins: b.section("harnessPlugins"),
             reactions: b.section("reactions"),
             announce: b.section("announce"),
         }
@@ -696,6 +698,21 @@ impl Section for HarnessTrustConfig {
             accept_bypass_permissions: b
                 .field("acceptBypassPermissions", BypassAcceptance::default),
         }
+    }
+}
+
+/// `routing.harnessPlugins`: registering the-loop's Claude Code plugin (the `work-on`
+/// command, the link-pr hook, the MCP server) before each Claude spawn. The plugin is
+/// shipped in the binary; the reference's `marketplaceRepo` is accepted and not read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HarnessPluginsConfig {
+    pub enabled: bool,
+}
+
+impl Section for HarnessPluginsConfig {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self { enabled: b.field("enabled", || true) }
     }
 }
 

@@ -70,7 +70,7 @@ collaborators:
     for key in ["service", "selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["harnessPlugins", "webTerminal", "graph"] {
+    for key in ["webTerminal", "graph"] {
         assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
     }
 }
@@ -424,7 +424,7 @@ fn a_reference_config_loads_without_errors() {
     assert_eq!(
         warned,
         [
-            "routing.harnessPlugins",
+            "routing.harnessPlugins.marketplaceRepo",
             "routing.webTerminal",
             "routing.graph",
             "integrations.github.transport",

@@ -95,6 +95,7 @@ fn endpoint(status: EndpointStatus) -> Endpoint {
         model: None,
         effort: None,
         harness_args: Vec::new(),
+        awaiting_input: None,
     }
 }
 

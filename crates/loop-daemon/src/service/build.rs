@@ -15,19 +15,21 @@
 //! [`super::hosting`]'s. It reads no environment variable: the caller hands the values in.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use loop_core::config::Config;
 use loop_github::{GithubClient, GithubError};
 use loop_sessions::harness::{Declared, configured};
+use loop_sessions::plugin::PluginSite;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux, TmuxSettings, TmuxSocket};
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::net::TcpListener;
 
 use super::preflight::{Ingress, Misconfiguration, preflight};
+use crate::config_source::CONFIG_ENV;
 use crate::config_source::ConfigSource;
 use crate::dispatcher::{Dispatcher, DispatcherError, DispatcherParts};
 use crate::live_config::{Hosted, LiveConfig};
@@ -204,6 +206,7 @@ impl Service {
         mode: Mode,
     ) -> Result<Self, ServiceError> {
         let config = Arc::clone(source.current());
+        let config_path = source.path().to_owned();
         let layout = StateLayout::for_config(&config, env.working_dir.clone());
         let (receiving, polling) = mode.ingresses(&config);
         let receiver_lock = if receiving { Some(receiver_lock(&layout)?) } else { None };
@@ -290,12 +293,14 @@ impl Service {
             github: github.clone(),
             tmux: Arc::new(Tmux::new(tmux_settings(
                 &config,
+                &config_path,
                 tmux_socket,
                 tmux_config,
                 scratch_dir,
             ))),
             harness,
-            claude_files: config.routing.harness_trust.enabled.then_some(located),
+            claude_files: Some(located),
+            plugin: plugin_site(&config, &layout),
         })
         .await?;
         let metrics = Metrics::new();
@@ -381,9 +386,11 @@ fn receiver_lock(layout: &StateLayout) -> Result<PidLock, ServiceError> {
 }
 
 /// The tmux server sessions run on, as `routing.tmux` configures it; the webhook
-/// secret's variable is withheld from every server it starts.
+/// secret's variable is withheld from every server it starts, and every session is told
+/// the config file (`THE_LOOP_CLI_CONFIG`), so the-loop's verbs in its pane read this one.
 fn tmux_settings(
     config: &Config,
+    config_path: &Path,
     socket: Option<PathBuf>,
     config_file: Option<PathBuf>,
     scratch_dir: PathBuf,
@@ -393,7 +400,27 @@ fn tmux_settings(
     tmux.config_file = config_file;
     tmux.remain_on_exit = config.routing.tmux.remain_on_exit;
     tmux.withheld_env = vec![config.webhooks.gh_webhook.secret_env.clone()];
+    tmux.session_env = vec![(
+        CONFIG_ENV.to_owned(),
+        std::path::absolute(config_path)
+            .unwrap_or_else(|_| config_path.to_owned())
+            .display()
+            .to_string(),
+    )];
     tmux
+}
+
+/// Where the-loop's Claude Code plugin is written (under the state root) and what it
+/// points at: this binary, for the link-pr hook, and the service's MCP endpoint. `None`
+/// when this process cannot name its own executable.
+pub fn plugin_site(config: &Config, layout: &StateLayout) -> Option<PluginSite> {
+    let bin = std::env::current_exe()
+        .inspect_err(|err| tracing::warn!(%err, "cannot name this executable: no harness plugin"))
+        .ok()?;
+    let mcp_url = "http://127.0.0.1:4114/mcp".to_owned();
+    let _ = config;
+    let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_owned());
+    Some(PluginSite::under(&root, bin, mcp_url))
 }
 
 /// The GitHub client of the work items' host (see [`work_item_host`]), as

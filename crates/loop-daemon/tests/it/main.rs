@@ -18,6 +18,7 @@ mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
 mod dispatch_spawning;
+mod mcp;
 mod metrics;
 mod poll;
 mod poll_closure;

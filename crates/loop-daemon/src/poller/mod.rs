@@ -193,7 +193,8 @@ struct Memory {
     threads: BTreeMap<WorkItemRef, RememberedThread<ThreadComment>>,
     /// Each pull request's linked issues, with the description they were read for.
     linkage: BTreeMap<WorkItemRef, RememberedLinkage>,
-    /// Hosts whose linkage query last failed (warned once; asked again each full sweep).
+    /// Hosts that last refused the linkage query (warned once; asked again each full
+    /// sweep).
     linkage_unavailable: BTreeSet<String>,
     /// The poll cache was read (once, at the first cycle).
     cache_read: bool,
@@ -438,7 +439,7 @@ impl<D: Pipeline> Poller<D> {
         }
         if !report.interrupted {
             self.forget_unlisted(&listed, &report.scopes_degraded);
-            self.refresh_linkage(&listed, sweep).await;
+            self.refresh_linkage(&listed, sweep, &mut report).await;
         }
 
         let mut ledgers = Ledgers::open(&self.store);
@@ -633,14 +634,20 @@ impl<D: Pipeline> Poller<D> {
     }
 
     /// Asks for the linked issues of pull requests that are new to this process or whose
-    /// description changed (every one on a sweep): one GraphQL request per host.
+    /// description changed (every one on a sweep): one GraphQL request per host. A failed
+    /// request is a provider error, asked again next cycle.
     ///
-    /// When a host cannot answer (an older Enterprise server without the field, a token
-    /// without access), its pull requests are remembered as linking nothing: they are
-    /// linked by the head-branch and closing-keyword conventions, which routing applies
+    /// When a host refuses the query itself (an older Enterprise server without the field,
+    /// a token without access), its pull requests are remembered as linking nothing: they
+    /// are linked by the head-branch and closing-keyword conventions, which routing applies
     /// anyway, and asked about again at the next full sweep, not every cycle. The first
-    /// failure is one warning (`poll.linkage_fallback`); failures after it are quiet.
-    async fn refresh_linkage(&mut self, listed: &[(ListedItem, usize)], sweep: bool) {
+    /// refusal is one warning (`poll.linkage_fallback`); refusals after it are quiet.
+    async fn refresh_linkage(
+        &mut self,
+        listed: &[(ListedItem, usize)],
+        sweep: bool,
+        report: &mut CycleReport,
+    ) {
         let mut by_host: BTreeMap<String, Vec<&ListedItem>> = BTreeMap::new();
         for (item, _) in listed.iter().filter(|(i, _)| i.kind == ItemKind::PullRequest) {
             let known =
@@ -657,7 +664,7 @@ impl<D: Pipeline> Poller<D> {
                     self.memory.linkage_unavailable.remove(&host);
                     linked
                 }
-                Err(err) => {
+                Err(err) if err.is_query_refused() => {
                     if self.memory.linkage_unavailable.insert(host.clone()) {
                         self.store
                             .events()
@@ -674,9 +681,22 @@ impl<D: Pipeline> Poller<D> {
                             )
                             .await;
                     } else {
-                        tracing::debug!(host, error = %err, "the linkage query still fails");
+                        tracing::debug!(host, error = %err, "the linkage query is still refused");
                     }
                     BTreeMap::new()
+                }
+                Err(err) => {
+                    report.errors.push(format!("github: {err}"));
+                    self.store
+                        .events()
+                        .emit_async(
+                            Line::error(Kind::PollProviderError)
+                                .field("provider", "github")
+                                .field("error", err.to_string())
+                                .field("will_retry", true),
+                        )
+                        .await;
+                    continue;
                 }
             };
             for pr in prs {

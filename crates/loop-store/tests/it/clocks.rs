@@ -26,7 +26,11 @@ fn clocks_are_kept_per_ref_and_an_empty_clock_is_dropped() {
         "{\n  \"clocks\": {\n    \"github:octo/app#15\": {\n      \"lastPolledAt\": \"2026-11-29T10:42:00Z\"\n    },\n    \"github:octo/lib#7\": {\n      \"lastPolledAt\": \"2026-11-29T10:42:00Z\"\n    }\n  }\n}\n"
     );
     store.put_poll_clock(&pr, PollClock::default()).unwrap();
-    store.forget_poll_clock(&issue).unwrap();
+    store
+        .update_poll_clocks(|clocks| {
+            clocks.clocks.remove(&issue);
+        })
+        .unwrap();
     assert!(store.poll_clocks().clocks.is_empty());
 }
 

@@ -427,7 +427,7 @@ fn reset(
             let live =
                 site.record(item)?.is_some_and(|r| loop_sessions::registry::rules::is_live(&r));
             printer.info(format!(
-                "{item}: would {}remove the session record and clear `control` and `poll`",
+                "{item}: would {}remove the session record and clear `control`, `poll`, `collaborators` and `ended`",
                 if live { "end the live session, " } else { "" }
             ));
         }
@@ -439,7 +439,7 @@ fn reset(
         for item in &items {
             match d.reset_for_operator(item).await {
                 Ok(ended) => printer.info(format!(
-                    "{item}: {}reset — removed session, control, poll",
+                    "{item}: {}reset — removed session, control, poll, collaborators, ended",
                     if ended { "ended a live session; " } else { "" }
                 )),
                 Err(err) => {

@@ -36,7 +36,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 pub use loop_core::poll::DeliveryStatus;
-use loop_core::route::KnownExistence;
+use loop_core::route::ExistenceCache;
 use loop_github::GithubClient;
 use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
@@ -98,7 +98,7 @@ struct Inner {
     /// it ended, so its first delivery in this process asks the harness first (taken
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
-    existence: Mutex<KnownExistence>,
+    existence: Mutex<ExistenceCache>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// Work item → jobs queued to spawn its session and not yet ended, each counted by
     /// the job's [`queue::SpawnInFlight`] guard while it lives.
@@ -140,7 +140,7 @@ impl Dispatcher {
                 plugin: parts.plugin,
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
-                existence: Mutex::default(),
+                existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
                 queues: Mutex::default(),
                 spawning: Mutex::default(),
                 bound,

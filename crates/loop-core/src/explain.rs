@@ -877,6 +877,24 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             ),
         ),
         Kind::ServerStopped => noted(Stage::Outcome, "the webhook receiver stopped".to_owned()),
+        Kind::ApiStarted => noted(
+            Stage::Outcome,
+            format!(
+                "the control plane started on http://{}:{}",
+                field(record, "host"),
+                field(record, "port")
+            ),
+        ),
+        Kind::ApiStopped => noted(Stage::Outcome, "the control plane stopped".to_owned()),
+        Kind::ApiRequest => noted(
+            Stage::Outcome,
+            format!(
+                "{} {} answered {}",
+                field(record, "method"),
+                field(record, "path"),
+                field(record, "status")
+            ),
+        ),
         Kind::RegistryUnreadable => failed(
             Stage::Outcome,
             format!("the session records could not be listed (read as none): {}", error()),
@@ -983,6 +1001,18 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::WorkspaceTrusted => {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))
         }
+        Kind::HarnessPluginRegistered => done(format!(
+            "wrote or registered the-loop's Claude Code plugin for {}'s session",
+            items(record)
+        )),
+        Kind::HarnessPluginFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not register the-loop's Claude Code plugin for {} (the session runs without it): {}",
+                items(record),
+                error()
+            ),
+        ),
         Kind::WorkspaceTrustFailed => failed(
             Stage::Outcome,
             format!("could not pre-seed the harness's trust for {}: {}", items(record), error()),

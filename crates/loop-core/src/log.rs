@@ -68,6 +68,9 @@ macro_rules! kinds {
 }
 
 kinds! {
+    ApiRequest = "api.request", Trail;
+    ApiStarted = "api.started", Trail;
+    ApiStopped = "api.stopped", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -88,6 +91,8 @@ kinds! {
     DispatchQueued = "dispatch.queued", Trail;
     DispatchRecovered = "dispatch.recovered", Trail;
     DispatchSucceeded = "dispatch.succeeded", Trail;
+    HarnessPluginFailed = "harness.plugin_failed", Effect;
+    HarnessPluginRegistered = "harness.plugin_registered", Effect;
     InboxReplaying = "inbox.replaying", Trail;
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;

@@ -635,14 +635,22 @@ impl Dispatcher {
         })
         .await;
         let outcomes = [
-            trusted.map_err(|err| err.to_string()),
-            registered.unwrap_or(Ok(Vec::new())).map_err(|err| err.to_string()),
+            (
+                Kind::WorkspaceTrusted,
+                Kind::WorkspaceTrustFailed,
+                trusted.map_err(|e| e.to_string()),
+            ),
+            (
+                Kind::HarnessPluginRegistered,
+                Kind::HarnessPluginFailed,
+                registered.unwrap_or(Ok(Vec::new())).map_err(|e| e.to_string()),
+            ),
         ];
-        for outcome in outcomes {
+        for (done, failed, outcome) in outcomes {
             let line = match outcome {
                 Ok(notes) if notes.is_empty() => continue,
-                Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
-                Err(error) => Line::warning(Kind::WorkspaceTrustFailed).field("error", error),
+                Ok(notes) => Line::info(done).field("applied", notes),
+                Err(error) => Line::warning(failed).field("error", error),
             };
             self.events()
                 .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))

@@ -29,6 +29,7 @@ use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::net::TcpListener;
 
 use super::preflight::{Ingress, Misconfiguration, preflight};
+use crate::api::ApiToken;
 use crate::config_source::CONFIG_ENV;
 use crate::config_source::ConfigSource;
 use crate::dispatcher::{Dispatcher, DispatcherError, DispatcherParts};
@@ -59,6 +60,12 @@ pub struct Environment {
     /// A listener the caller bound for the receiver; `None`: it binds
     /// `webhooks.ghWebhook.host:port`.
     pub listener: Option<TcpListener>,
+    /// A listener the caller bound for the control plane; `None`: it binds
+    /// `service.host:port`.
+    pub api_listener: Option<TcpListener>,
+    /// The control plane's bearer token: the value of the variable `service.tokenEnv`
+    /// names.
+    pub api_token: Option<ApiToken>,
     /// Stand-ins for what the config would reach; `None`: GitHub and the configured harness.
     pub stand_ins: Option<StandIns>,
 }
@@ -141,6 +148,9 @@ pub enum ServiceError {
     #[error("the webhook receiver failed")]
     Receiver(#[from] ReceiverError),
 
+    #[error("the control plane failed")]
+    Api(#[source] std::io::Error),
+
     #[error("cannot listen on {host}:{port}")]
     Listen {
         host: String,
@@ -175,7 +185,16 @@ pub struct Service {
     pub(super) metrics: Metrics,
     pub(super) receiver: Option<Receiving>,
     pub(super) poller: Option<Polling>,
+    pub(super) api: Option<Serving>,
     warnings: Vec<String>,
+}
+
+/// The control plane's listener and token, for [`Service::run`] to serve.
+#[derive(Debug)]
+pub(super) struct Serving {
+    pub(super) listener: TcpListener,
+    pub(super) address: SocketAddr,
+    pub(super) token: Option<ApiToken>,
 }
 
 /// The receiver, not yet wired to the dispatcher, with its listener and its lock.
@@ -240,6 +259,8 @@ impl Service {
             tmux_socket,
             tmux_config,
             listener,
+            api_listener,
+            api_token,
             stand_ins,
         } = env;
         let hosted = Hosted { receiver: receiving, unsigned: secret.is_none(), poller: polling };
@@ -340,7 +361,37 @@ impl Service {
             None => None,
         };
 
-        Ok(Self { mode, config: live, events, dispatcher, metrics, receiver, poller, warnings })
+        let api = match mode {
+            Mode::Serve { .. } if config.service.enabled => {
+                let service = &config.service;
+                let listen = |source| ServiceError::Listen {
+                    host: service.host.clone(),
+                    port: service.port,
+                    source,
+                };
+                let listener = match api_listener {
+                    Some(listener) => listener,
+                    None => TcpListener::bind((service.host.as_str(), service.port))
+                        .await
+                        .map_err(listen)?,
+                };
+                let address = listener.local_addr().map_err(listen)?;
+                Some(Serving { listener, address, token: api_token })
+            }
+            _ => None,
+        };
+
+        Ok(Self {
+            mode,
+            config: live,
+            events,
+            dispatcher,
+            metrics,
+            receiver,
+            poller,
+            api,
+            warnings,
+        })
     }
 
     /// The dispatcher every ingress hands its work to (the operator's verbs call it).
@@ -364,6 +415,12 @@ impl Service {
     pub fn webhook_url(&self) -> Option<String> {
         let path = &self.config.current().webhooks.gh_webhook.path;
         self.receiver.as_ref().map(|r| receiver::url(r.address, path))
+    }
+
+    /// Where the control plane answers, once bound (`http://host:port`; the dashboard is
+    /// at `/`).
+    pub fn api_url(&self) -> Option<String> {
+        self.api.as_ref().map(|api| format!("http://{}", api.address))
     }
 
     /// How long the poller waits between cycles, when it polls.
@@ -417,8 +474,7 @@ pub fn plugin_site(config: &Config, layout: &StateLayout) -> Option<PluginSite> 
     let bin = std::env::current_exe()
         .inspect_err(|err| tracing::warn!(%err, "cannot name this executable: no harness plugin"))
         .ok()?;
-    let mcp_url = "http://127.0.0.1:4114/mcp".to_owned();
-    let _ = config;
+    let mcp_url = format!("{}/mcp", config.service.local_url());
     let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_owned());
     Some(PluginSite::under(&root, bin, mcp_url))
 }

@@ -27,6 +27,8 @@ struct Site {
     root: PathBuf,
     /// What the stand-in recorded: messages, and the `!` commands it ran.
     record: PathBuf,
+    /// The control plane's port (the API and `/mcp`).
+    api_port: u16,
     _runtime: tokio::runtime::Runtime,
 }
 
@@ -46,6 +48,8 @@ impl Site {
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::create_dir_all(&tmux_dir).unwrap();
         let record = cli.cwd().join("agent.jsonl");
+        let api_port =
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let claude = bin.join("claude");
         std::fs::write(
             &claude,
@@ -66,7 +70,7 @@ impl Site {
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
-                "state:\n  root: {root}\nrepositories: [{REPO}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\npolling:\n  enabled: true\n  intervalSeconds: 1\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n",
+                "state:\n  root: {root}\nrepositories: [{REPO}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\npolling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n",
                 root = root.display(),
                 work = cli.cwd().display(),
                 base = sim.url(),
@@ -77,7 +81,7 @@ impl Site {
         cli.env("USER", "alice");
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
         cli.env("PATH", path);
-        Self { cli, sim, tmux_dir, root, record, _runtime: runtime }
+        Self { cli, sim, tmux_dir, root, record, api_port, _runtime: runtime }
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -97,6 +101,24 @@ impl Site {
                 .unwrap();
             assert!(status.success(), "tmux send-keys");
         }
+    }
+
+    /// POSTs `body` as JSON to the control plane; the status and the JSON answer.
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        use std::io::{Read as _, Write as _};
+        let body = body.to_string();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port)).unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            self.api_port,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, serde_json::from_str(rest).unwrap_or(Value::Null))
     }
 
     fn messages(&self) -> Vec<String> {
@@ -210,12 +232,35 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
         "{mirrored:?}"
     );
 
+    // The same from the dashboard: the HTTP route.
+    let (status, answer) = site.post(
+        "/api/v1/sessions/reply",
+        &serde_json::json!({"ref": ITEM, "text": "Ship it behind a flag.", "actor": "bob"}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["delivered"], true);
+    assert!(site.wait_for_message("Ship it behind a flag.").contains("`bob`"));
+    let (status, _) = site.post(
+        "/api/v1/sessions/reply",
+        &serde_json::json!({"ref": "github:octo/app#9", "text": "x"}),
+    );
+    assert_eq!(status, 404);
+    let (status, _) =
+        site.post("/api/v1/sessions/reply", &serde_json::json!({"ref": "octo/app#1", "text": "x"}));
+    assert_eq!(status, 400, "a malformed ref");
+    let (status, answer) = site
+        .post("/api/v1/sessions/link-pr", &serde_json::json!({"ref": ITEM, "pullRequest": "#4"}));
+    assert_eq!((status, &answer["linked"]), (200, &Value::Bool(true)), "{answer}");
+
     site.run(&["reply", ITEM, "  "]).expect_code(2).expect_stderr("empty");
     site.run(&["reply", "github:octo/app#9", "hello"])
         .expect_code(1)
         .expect_stderr("no live session");
     site.run(&["sessions", "pause", "--work-item", ITEM, "--no-comment"]).expect_code(0);
     site.run(&["reply", ITEM, "hello"]).expect_code(2).expect_stderr("paused");
+    let (status, _) =
+        site.post("/api/v1/sessions/reply", &serde_json::json!({"ref": ITEM, "text": "hello"}));
+    assert_eq!(status, 400, "a paused session is refused over HTTP too");
     assert!(!site.messages().iter().any(|m| m.contains("hello")), "nothing pasted when refused");
 }
 
@@ -279,4 +324,24 @@ fn the_post_tool_use_hook_links_a_created_pull_request_and_ignores_anything_else
     // Again: idempotent, still exit 0.
     assert!(hook(&site, &created.to_string()).status.success());
     assert_eq!(site.events("session.pr_linked").len(), 1);
+}
+
+#[test]
+fn harness_install_registers_the_plugin_for_a_person_and_status_says_where() {
+    let site = Site::new();
+    site.run(&["harness", "status"]).expect_code(1).expect_stdout("in use:        no");
+    site.run(&["harness", "install", "claude"])
+        .expect_code(0)
+        .expect_stderr("`/the-loop:work-on` in Claude Code");
+    let status = site.run(&["harness", "status", "--json"]);
+    status.expect_code(0);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["inUse"], true, "{status:#}");
+    assert_eq!(status["mcpUrl"], format!("http://127.0.0.1:{}/mcp", site.api_port));
+    assert!(PathBuf::from(status["command"].as_str().unwrap()).is_file());
+    let hooks = std::fs::read_to_string(
+        PathBuf::from(status["marketplace"].as_str().unwrap()).join("the-loop/hooks/hooks.json"),
+    )
+    .unwrap();
+    assert!(hooks.contains("hook link-pr"), "{hooks}");
 }

@@ -71,6 +71,8 @@ kinds! {
     ApiRequest = "api.request", Trail;
     ApiStarted = "api.started", Trail;
     ApiStopped = "api.stopped", Trail;
+    CiFetchFailed = "ci.fetch_failed", Trail;
+    CiFetched = "ci.fetched", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -82,6 +84,7 @@ kinds! {
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
     DispatchAwaitingSpawn = "dispatch.awaiting_spawn", Trail;
+    DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;
     DispatchDropped = "dispatch.dropped", Trail;
     DispatchError = "dispatch.error", Trail;

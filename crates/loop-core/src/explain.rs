@@ -465,6 +465,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 format!("queued for delivery into {}'s session", items(record))
             },
         ),
+        Kind::DispatchAwaitingSpawn => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "waits for {}'s session, being spawned, and is decided again once it is",
+                items(record)
+            ),
+        ),
         Kind::DispatchSucceeded => (
             Stage::Effect,
             Mark::Passed,
@@ -828,6 +836,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 Some(_) => format!("polling {} failed: {}", items(record), error()),
                 None => format!("polling {} skipped it: {}", items(record), reason()),
             },
+        ),
+        Kind::PollLinkageFallback => noted(
+            Stage::Outcome,
+            format!(
+                "{} did not say which issues pull requests close ({}): they are linked by head branch and closing keywords until the next full sweep asks again",
+                field(record, "host"),
+                error()
+            ),
         ),
         Kind::PollProviderError => failed(
             Stage::Outcome,

@@ -23,6 +23,7 @@
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
+//! - [`hygiene`]: untrusted text cleaned of what GitHub does not show its reader.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 //! - [`batch`]: deliveries pasted as one prompt (a review with its inline comments, the
 //!   CI results of one commit).
@@ -44,6 +45,7 @@ pub mod explain;
 pub mod graph;
 pub mod guards;
 pub mod hint;
+pub mod hygiene;
 pub mod linkage;
 pub mod log;
 pub mod login;

@@ -83,6 +83,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchAwaitingSpawn = "dispatch.awaiting_spawn", Trail;
     DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;
     DispatchDropped = "dispatch.dropped", Trail;
@@ -121,6 +122,7 @@ kinds! {
     PollGiveupReportFailed = "poll.giveup_report_failed", Trail;
     PollGiveupReported = "poll.giveup_reported", Trail;
     PollItemError = "poll.item_error", Trail;
+    PollLinkageFallback = "poll.linkage_fallback", Trail;
     PollProviderError = "poll.provider_error", Trail;
     PollRearmed = "poll.rearmed", Trail;
     PollScopeDegraded = "poll.scope_degraded", Trail;

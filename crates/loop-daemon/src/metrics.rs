@@ -282,6 +282,7 @@ fn decision_reason(decision: &Decision) -> &'static str {
         Decision::SessionPaused { .. } => "session-paused",
         Decision::AlreadyProcessed { .. } => "already-processed",
         Decision::Queued { .. } => "queued",
+        Decision::AwaitingSpawn { .. } => "awaiting-spawn",
         Decision::Closed { reason }
         | Decision::AutoClosed { reason, .. }
         | Decision::KeptOpen { reason, .. } => reason,

@@ -35,6 +35,60 @@ use crate::metrics::{Metrics, Outcome};
 use crate::poller::seam::{self, Dispatched, StampFailed};
 use crate::receiver::Dispatch;
 
+/// What a plan is made from, kept so that a plan waiting for a spawn
+/// ([`Step::AwaitSpawn`]) can be made again once the spawn ended.
+#[derive(Debug)]
+pub(crate) enum Planned {
+    /// A judged event, planned in full.
+    Judged { judged: Box<Judged>, event: Arc<Event>, ingress: Ingress },
+    /// A close the poller found, planned by what it ends alone.
+    Close { event: Arc<Event>, cx: Context },
+}
+
+impl Planned {
+    fn event(&self) -> &Arc<Event> {
+        match self {
+            Self::Judged { event, .. } | Self::Close { event, .. } => event,
+        }
+    }
+
+    fn ingress(&self) -> Ingress {
+        match self {
+            Self::Judged { ingress, .. } => *ingress,
+            Self::Close { .. } => Ingress::Poll,
+        }
+    }
+
+    /// The plan against the session records as they are now. File IO: call it on a
+    /// blocking thread.
+    fn plan(&self, dispatcher: &Dispatcher) -> Plan {
+        let sessions = dispatcher.snapshot_now();
+        let now = Timestamp::now();
+        match self {
+            Self::Judged { judged, ingress, .. } => {
+                let facts =
+                    StoreFacts::new(dispatcher.store(), dispatcher, workspaces(&judged.config));
+                plan::plan(judged, &sessions, &facts, *ingress, now)
+            }
+            Self::Close { event, cx } => {
+                let config = dispatcher.config();
+                let facts = StoreFacts::new(dispatcher.store(), dispatcher, workspaces(&config));
+                let refs = &cx.work_items;
+                let steps = plan::closure::steps(
+                    event,
+                    &sessions,
+                    refs,
+                    &config,
+                    Ingress::Poll,
+                    now,
+                    &facts,
+                );
+                Plan { cx: cx.clone(), claim: None, steps }
+            }
+        }
+    }
+}
+
 impl Dispatcher {
     /// Takes a judged event through the rest of the pipeline: plans it against the
     /// session records as they are now and carries out the plan. Deliveries and spawns
@@ -45,17 +99,17 @@ impl Dispatcher {
         if !Arc::ptr_eq(&judged.config, &self.config()) {
             self.set_config(judged.config.clone());
         }
-        let judged = Arc::new(judged);
-        let (this, planned) = (self.clone(), judged.clone());
-        let plan = blocking(move || {
-            let sessions = this.snapshot_now();
-            let facts = StoreFacts::new(this.store(), &this, workspaces(&planned.config));
-            plan::plan(&planned, &sessions, &facts, ingress, Timestamp::now())
-        })
-        .await;
         let event = Arc::new(judged.event.clone());
+        let planned = Arc::new(Planned::Judged { judged: Box::new(judged), event, ingress });
+        let plan = self.plan(&planned).await;
         // A stamp that could not be written is logged; the webhook path has no retry.
-        let _logged = self.carry_out_plan(plan, event, ingress).await;
+        let _logged = self.carry_out_plan(plan, &planned).await;
+    }
+
+    /// The plan for `planned` now, made on a blocking thread.
+    pub(crate) async fn plan(&self, planned: &Arc<Planned>) -> Plan {
+        let (this, planned) = (self.clone(), planned.clone());
+        blocking(move || planned.plan(&this)).await
     }
 
     /// Carries out a plan's steps in order. `Err` when an `ended` stamp could not be
@@ -64,10 +118,10 @@ impl Dispatcher {
     pub(crate) async fn carry_out_plan(
         &self,
         plan: Plan,
-        event: Arc<Event>,
-        ingress: Ingress,
+        planned: &Arc<Planned>,
     ) -> Result<(), StampFailed> {
         let Plan { cx, claim, steps } = plan;
+        let (event, ingress) = (planned.event(), planned.ingress());
         // Dedup: marked at intake, so an in-flight duplicate cannot run twice.
         if let Some(key) = &claim
             && !self.take_in(key).await
@@ -113,6 +167,9 @@ impl Dispatcher {
                 }
                 Step::Enqueue { item, spawn } => {
                     enqueued |= self.enqueue_or_release(event.clone(), &cx, item, spawn).await;
+                }
+                Step::AwaitSpawn { item } => {
+                    enqueued |= self.await_spawn_or_release(planned.clone(), &cx, item).await;
                 }
                 Step::BindPullRequest { item, pull_request } => {
                     self.bind_pull_request(&item, &pull_request).await;
@@ -215,19 +272,12 @@ impl seam::Pipeline for Dispatcher {
             delivery_id: event.dedup_key().map(|key| key.as_str().to_owned()),
             gh_delivery: None,
             actor: event.actor.name().map(str::to_owned),
-            work_items: refs.clone(),
+            work_items: refs,
             inbox_seq: None,
         };
-        let event = Arc::new(event);
-        let (this, closed) = (self.clone(), event.clone());
-        let steps = blocking(move || {
-            let (sessions, config) = (this.snapshot_now(), this.config());
-            let facts = StoreFacts::new(this.store(), &this, workspaces(&config));
-            let now = Timestamp::now();
-            plan::closure::steps(&closed, &sessions, &refs, &config, Ingress::Poll, now, &facts)
-        })
-        .await;
-        self.carry_out_plan(Plan { cx, claim: None, steps }, event, Ingress::Poll).await
+        let planned = Arc::new(Planned::Close { event: Arc::new(event), cx });
+        let plan = self.plan(&planned).await;
+        self.carry_out_plan(plan, &planned).await
     }
 }
 
@@ -336,7 +386,8 @@ pub fn judge(
     report: Report<'_>,
 ) -> Result<Judged, Dropped> {
     let sessions = match store.list_local_records() {
-        Ok(records) => Snapshot { records },
+        // The front door asks nothing of the spawns in flight; the plan does.
+        Ok(records) => Snapshot { records, ..Snapshot::default() },
         Err(err) => {
             tracing::warn!(error = %err, "cannot list the session records");
             Snapshot::default()

@@ -782,7 +782,7 @@ impl<'a> LinkedIssuesQuery<'a> {
     }
 
     /// Reads the answer. A `NOT_FOUND` error leaves that pull request out; any other error
-    /// fails the batch (its answer is in doubt).
+    /// fails the batch ([`GithubError::QueryRefused`]: its answer is in doubt).
     fn read(
         &self,
         url: &str,
@@ -805,7 +805,8 @@ impl<'a> LinkedIssuesQuery<'a> {
                 .map(|e| e.get("message").and_then(Value::as_str).unwrap_or("unnamed error"))
                 .collect();
             if !doubtful.is_empty() {
-                return Err(malformed(url, &format!("GraphQL errors: {}", doubtful.join("; "))));
+                let messages = doubtful.join("; ");
+                return Err(GithubError::QueryRefused { url: url.to_owned(), messages });
             }
         }
         let data = response
@@ -1054,6 +1055,8 @@ mod tests {
         let partial = json!({ "data": { "r0": { "p1": null, "p2": { "closingIssuesReferences": { "nodes": [] } } } },
                               "errors": [{ "type": "NOT_FOUND", "message": "no #1" }] });
         let linked = query.read("u", &partial, None).unwrap();
+        let refused = json!({ "data": null, "errors": [{ "message": "Field 'closingIssuesReferences' doesn't exist" }] });
+        assert!(query.read("u", &refused, None).is_err_and(|e| e.is_query_refused()));
         assert_eq!(
             linked.keys().map(ToString::to_string).collect::<Vec<_>>(),
             ["github:octo/app#2"]

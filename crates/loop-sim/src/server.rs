@@ -96,6 +96,9 @@ pub enum FaultKind {
     Malformed,
     /// 401 "Bad credentials".
     Unauthorized,
+    /// 200 with a GraphQL error and no data, as an Enterprise server without a field
+    /// the query names (or a token without access to it) answers.
+    GraphqlError { message: String },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -769,6 +772,10 @@ async fn answer(
                     Reply::error(StatusCode::UNAUTHORIZED, "Bad credentials"),
                     false,
                 );
+            }
+            FaultKind::GraphqlError { message } => {
+                let answer = json!({ "data": null, "errors": [{ "message": message }] });
+                return finish(state, Some(&route), Reply::ok(answer), false);
             }
             FaultKind::Malformed => {
                 let mut response = (StatusCode::OK, "{\"id\": 1, \"title\": ").into_response();

@@ -164,7 +164,7 @@ pub const ATTRIBUTES: &[Attribute] = &[
         T::PortableRecord,
         "collaborators",
         L,
-        "who besides the authorized users may command the item",
+        "who besides the authorized users is heard on the item (delivered, never obeyed as a command)",
     ),
     attr(T::PortableRecord, "ended", L, "the closure this deployment observed"),
     attr(

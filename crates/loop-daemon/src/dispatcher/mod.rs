@@ -42,7 +42,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 pub use loop_core::poll::DeliveryStatus;
-use loop_core::route::KnownExistence;
+use loop_core::route::ExistenceCache;
 use loop_github::GithubClient;
 use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
@@ -104,7 +104,7 @@ struct Inner {
     /// it ended, so its first delivery in this process asks the harness first (taken
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
-    existence: Mutex<KnownExistence>,
+    existence: Mutex<ExistenceCache>,
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
@@ -112,6 +112,9 @@ struct Inner {
     /// run git to prove it again.
     proven_checkouts: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
+    /// Work item → jobs queued to spawn its session and not yet ended, each counted by
+    /// the job's [`queue::SpawnInFlight`] guard while it lives.
+    spawning: Mutex<HashMap<WorkItemRef, usize>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
@@ -149,10 +152,11 @@ impl Dispatcher {
                 plugin: parts.plugin,
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
-                existence: Mutex::default(),
+                existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
                 ci_failures: Mutex::default(),
                 proven_checkouts: Mutex::default(),
                 queues: Mutex::default(),
+                spawning: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
@@ -289,15 +293,26 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::snapshot`] on the calling thread (file IO: a blocking thread's).
+    ///
+    /// The spawns in flight are read before the records: a spawn writes its record before
+    /// it stops counting as in flight, so an item is always seen either spawning or
+    /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
+        let spawning = self.spawning();
         match self.inner.store.list_local_records() {
-            Ok(records) => Snapshot { records },
+            Ok(records) => Snapshot { records, spawning },
             Err(err) => {
                 self.events()
                     .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
-                Snapshot::default()
+                Snapshot { records: Vec::new(), spawning }
             }
         }
+    }
+
+    /// The work items with a spawn queued or running.
+    fn spawning(&self) -> std::collections::BTreeSet<WorkItemRef> {
+        let spawning = self.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        spawning.keys().cloned().collect()
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

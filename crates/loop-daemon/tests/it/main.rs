@@ -19,6 +19,7 @@ mod dispatch_poll;
 mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
+mod dispatch_spawning;
 mod mcp;
 mod metrics;
 mod poll;

@@ -327,6 +327,17 @@ fn no_machine_handle_is_portable() {
     }
 }
 
+/// Issue #16, item 9: collaborators' events are delivered; their commands never run.
+#[test]
+fn the_roster_is_described_as_who_is_heard_never_who_commands() {
+    let roster = loop_store::classification::ATTRIBUTES
+        .iter()
+        .find(|a| a.key == "collaborators")
+        .expect("the roster is classified");
+    assert!(!roster.holds.contains("may command"), "{}", roster.holds);
+    assert!(roster.holds.contains("never obeyed as a command"), "{}", roster.holds);
+}
+
 /// `docs/state.md` carries the table between its markers. After changing the table,
 /// regenerate with `UPDATE_STATE_DOC=1 cargo test -p loop-store --test it state_doc`.
 #[test]

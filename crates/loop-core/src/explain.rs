@@ -99,6 +99,38 @@ pub struct ItemState {
     pub collaborators: Option<Collaborators>,
 }
 
+impl ItemState {
+    /// Whether any record holds something about the item.
+    pub fn known(&self) -> bool {
+        self.control.is_some()
+            || self.session.is_some()
+            || self.ledger.is_some()
+            || self.ended.is_some()
+    }
+
+    /// The records as JSON: `{control, session, poll, ended, collaborators}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "control": self.control,
+            "session": self.session,
+            "poll": self.ledger,
+            "ended": self.ended,
+            "collaborators": self.collaborators,
+        })
+    }
+}
+
+/// Everything `explain` says about a work item, as `explain --json` and
+/// `GET /api/v1/explain` print it: `{workItem, state, summary, deliveries}`.
+pub fn item_explanation(item: &WorkItemRef, state: &ItemState, trails: &[DeliveryTrail]) -> Value {
+    serde_json::json!({
+        "workItem": item.to_string(),
+        "state": state.to_json(),
+        "summary": describe_item(state),
+        "deliveries": trails,
+    })
+}
+
 /// The delivery key a record belongs to: the GitHub delivery when it names one.
 fn delivery_key(record: &Record) -> Option<&str> {
     text(record, "gh_delivery").or_else(|| text(record, "delivery_id"))

@@ -210,6 +210,19 @@ pub enum Level {
     Error,
 }
 
+impl Level {
+    /// The level a line's `level` field names (`debug`, `info`, `warning`, `error`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "debug" => Some(Self::Debug),
+            "info" => Some(Self::Info),
+            "warning" => Some(Self::Warning),
+            "error" => Some(Self::Error),
+            _ => None,
+        }
+    }
+}
+
 /// One line to append: a type, a level and its fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {

@@ -51,6 +51,8 @@ struct Shared {
     rejected: watch::Sender<Option<Arc<str>>>,
     events: EventLog,
     hosted: Hosted,
+    /// The file's path (fixed for the process's life).
+    path: std::path::PathBuf,
 }
 
 impl LiveConfig {
@@ -58,6 +60,7 @@ impl LiveConfig {
     /// `hosted` says.
     pub fn new(source: ConfigSource, events: EventLog, hosted: Hosted) -> Self {
         let current = watch::Sender::new(Arc::clone(source.current()));
+        let path = source.path().to_owned();
         Self {
             shared: Arc::new(Shared {
                 source: Mutex::new(Watched { source, failing: None }),
@@ -65,6 +68,7 @@ impl LiveConfig {
                 rejected: watch::Sender::new(None),
                 events,
                 hosted,
+                path,
             }),
         }
     }
@@ -72,6 +76,11 @@ impl LiveConfig {
     /// The config in force.
     pub fn current(&self) -> Arc<Config> {
         self.shared.current.borrow().clone()
+    }
+
+    /// The config file's path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.shared.path
     }
 
     /// Follows the config in force: the receiver sees each change once.

@@ -247,7 +247,12 @@ impl TheLoopMcp {
             (Err(err), _) => Err(err.clone()),
             (_, Err(err)) => Err(err),
             (Ok(item), Ok(since)) => {
-                let filter = EventFilter { work_item: item.clone(), events: params.types, since };
+                let filter = EventFilter {
+                    work_item: item.clone(),
+                    events: params.types,
+                    since,
+                    ..EventFilter::default()
+                };
                 let limit = params.limit.unwrap_or(50).clamp(1, MAX_EVENTS);
                 let path = self.dispatcher.store().layout().event_log().to_owned();
                 blocking(move || read_all(&path))

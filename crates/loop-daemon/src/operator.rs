@@ -48,6 +48,52 @@ pub enum Issued {
     Roster(Vec<(Login, RosterEffect)>),
 }
 
+impl Issued {
+    /// What the operator is told about `command` on `item`: whether it did what was
+    /// asked (the CLI's exit 0 or 1, the API's `exitCode`) and the sentence saying so.
+    pub fn report(&self, command: Command, item: &WorkItemRef) -> (bool, String) {
+        let (done, say) = match (self, command) {
+            (Self::Executed { effect: Executed::Noop }, Command::Start) => {
+                (true, "already running".to_owned())
+            }
+            (Self::Executed { effect: Executed::Noop }, Command::Pause) => {
+                (false, "nothing to pause (recorded: paused)".to_owned())
+            }
+            (Self::Executed { effect: Executed::Noop }, Command::Stop) => {
+                (false, "no live session (recorded: stopped)".to_owned())
+            }
+            (Self::Executed { effect: Executed::PartlyCleaned }, _) => (
+                false,
+                "partly cleaned up — see `the-loop events --event session.cleaned`".to_owned(),
+            ),
+            (Self::Executed { effect }, _) => (true, effect.as_str().to_owned()),
+            (Self::SpawnFailed, _) => {
+                (false, format!("no session could be spawned — `the-loop explain {item}` says why"))
+            }
+            (Self::Rejected { reason }, _) => (
+                false,
+                format!(
+                    "refused: {}",
+                    loop_core::explain::reason_text(reason, &serde_json::Map::new())
+                ),
+            ),
+            (Self::Roster(_), _) => (true, "collaborators edited".to_owned()),
+        };
+        (done, format!("{item}: {} — {say}", command.name()))
+    }
+
+    /// The `effect` word: what the command did (`spawned`, `paused`, `noop`, …),
+    /// `failed` for a spawn that produced no session, `rejected` for a refusal.
+    pub fn effect(&self) -> &'static str {
+        match self {
+            Self::Executed { effect } => effect.as_str(),
+            Self::SpawnFailed => "failed",
+            Self::Rejected { .. } => "rejected",
+            Self::Roster(_) => "edited",
+        }
+    }
+}
+
 /// A keyword the operator's command could not post back to its work item.
 #[derive(Debug, thiserror::Error)]
 #[error("could not post `{keyword}` on {item}: {reason}")]

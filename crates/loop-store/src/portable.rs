@@ -117,6 +117,43 @@ impl StateStore {
             .load(|bytes| parse_record(bytes, item))
     }
 
+    /// Every portable record on this machine, as [`StateStore::load_portable_record`]
+    /// reads each (a malformed one is quarantined and left out), sorted by ref. Sealed
+    /// stubs hold nothing and are left out too.
+    pub fn list_portable_records(&self) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let dir = self.layout.portable_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(StoreError::io("list", &dir)(err)),
+        };
+        let mut items = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(StoreError::io("list", &dir))?;
+            let name = entry.file_name();
+            if name.to_str().and_then(crate::local::record_slug).is_none() {
+                continue;
+            }
+            let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };
+            let named = serde_json::from_slice::<Map<String, Value>>(&bytes).ok().and_then(|map| {
+                map.get("ref").and_then(Value::as_str).and_then(|r| r.parse::<WorkItemRef>().ok())
+            });
+            // A file that does not even name its ref is the reader's to quarantine; it is
+            // found again by its ref's slug only, so it is skipped here.
+            items.extend(named);
+        }
+        items.sort();
+        let mut records = Vec::with_capacity(items.len());
+        for item in &items {
+            if let Some(record) = self.load_portable_record(item)?
+                && !is_sealed(Some(&record))
+            {
+                records.push(record);
+            }
+        }
+        Ok(records)
+    }
+
     /// Everything this machine knows about `item` — arming, session record, ledger,
     /// ended stamp, roster — as `explain`, the API and the MCP tools show it.
     pub fn item_state(

@@ -10,6 +10,10 @@
 //! - `error`: [`ApiError`] (`{"detail": …}` with 400/404/422…) and the [`Body`] /
 //!   [`Params`] extractors that answer with it.
 //! - `health`: `GET /api/v1/health`.
+//! - `work_items`: the portable records and the "Needs you" list (`attention`).
+//! - `sessions`: the session records, transcripts, and the operator's levers.
+//! - `observe`: the event log (`events`, `events/types`), `explain`, `daemons`.
+//! - `settings`: the config in force and its schema.
 //! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
@@ -23,8 +27,13 @@ mod agent;
 mod error;
 mod guard;
 mod health;
+mod observe;
+mod sessions;
+mod settings;
+mod work_items;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,11 +70,35 @@ pub struct ApiState {
     pub events: EventLog,
     /// What the operator's verbs act through, as the CLI's do.
     pub dispatcher: Dispatcher,
+    /// Claude Code's `projects/` directory, where session transcripts are.
+    pub claude_projects: PathBuf,
 }
 
 /// Every route set of the control plane, over [`ApiState`]; add a new set here.
 pub fn routes() -> Router<ApiState> {
-    Router::new().merge(health::routes()).merge(agent::routes())
+    Router::new()
+        .merge(health::routes())
+        .merge(agent::routes())
+        .merge(work_items::routes())
+        .merge(sessions::routes())
+        .merge(observe::routes())
+        .merge(settings::routes())
+}
+
+/// The work item `text` names; a malformed ref is a 400 saying why.
+pub fn work_item(text: &str) -> Result<loop_core::WorkItemRef, ApiError> {
+    text.trim()
+        .parse()
+        .map_err(|err| ApiError::bad_request(format!("`{text}` is not a work-item ref: {err}")))
+}
+
+/// Runs a read of the state root off the runtime's threads; a failure is a 500 naming it.
+pub async fn read<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, loop_store::StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    crate::dispatcher::blocking(f)
+        .await
+        .map_err(|err| ApiError::internal(format!("cannot read the state: {err}")))
 }
 
 /// Why the control plane `service` describes cannot start with `token`.

@@ -195,6 +195,8 @@ pub(super) struct Serving {
     pub(super) listener: TcpListener,
     pub(super) address: SocketAddr,
     pub(super) token: Option<ApiToken>,
+    /// Claude Code's `projects/` directory, for transcripts.
+    pub(super) claude_projects: PathBuf,
 }
 
 /// The receiver, not yet wired to the dispatcher, with its listener and its lock.
@@ -300,6 +302,7 @@ impl Service {
         };
 
         let located = ClaudeFiles::locate(&home, claude_config_dir.as_deref());
+        let claude_projects = located.config_dir.join("projects");
         let harness = stand_in_harness.unwrap_or_else(|| {
             Arc::from(configured(
                 config.routing.default_harness,
@@ -376,7 +379,7 @@ impl Service {
                         .map_err(listen)?,
                 };
                 let address = listener.local_addr().map_err(listen)?;
-                Some(Serving { listener, address, token: api_token })
+                Some(Serving { listener, address, token: api_token, claude_projects })
             }
             _ => None,
         };

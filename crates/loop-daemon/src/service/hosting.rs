@@ -89,12 +89,13 @@ impl Service {
             }
             None => (None, None),
         };
-        let api_run = api.map(|Serving { listener, token, .. }| {
+        let api_run = api.map(|Serving { listener, token, claude_projects, .. }| {
             let state = ApiState {
                 config: config.clone(),
                 store: dispatcher.store().clone(),
                 events: events.for_source("api"),
                 dispatcher: dispatcher.clone(),
+                claude_projects,
             };
             let mut stopped = stop.subscribe();
             api::serve(listener, state, token, async move {

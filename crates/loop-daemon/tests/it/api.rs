@@ -26,6 +26,7 @@ pub struct ApiService {
 async fn environment(site: &Site, token: Option<&str>) -> Environment {
     let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
     Environment {
+        home: site.dir.path().join("home"),
         scratch_dir: site.dir.path().to_owned(),
         tmux_socket: Some(site.dir.path().join("tmux.sock")),
         secret: Secret::from_value(Some(SECRET)),
@@ -179,4 +180,277 @@ async fn binding_beyond_loopback_without_a_token_is_refused_at_boot() {
     // With the token it starts (listening on the test's own loopback listener).
     let service = build(&site, Some("a-long-token")).await.expect("with a token it builds");
     service.close().await;
+}
+
+const ITEM: &str = "github:octo/app#7";
+
+/// The site's store, for a test to write records before the service reads them.
+fn store(site: &Site) -> loop_store::StateStore {
+    loop_store::StateStore::new(site.layout(), loop_store::EventLog::disabled())
+}
+
+/// A session record for [`ITEM`] whose own endpoint is `status`, Claude conversation
+/// `conversation` in `cwd`, with one PR endpoint.
+fn session(
+    status: loop_core::record::EndpointStatus,
+    cwd: &std::path::Path,
+) -> loop_core::record::LocalRecord {
+    let item: loop_core::WorkItemRef = ITEM.parse().unwrap();
+    let endpoint = loop_core::record::Endpoint {
+        harness: "claude".into(),
+        harness_session_id: Some("conv-1".into()),
+        cwd: cwd.to_owned(),
+        tmux_target: item.tmux_session(),
+        status,
+        recent_deliveries: vec!["d-1".into()],
+        created_at: jiff::Timestamp::UNIX_EPOCH,
+        last_event_at: None,
+        model: None,
+        effort: None,
+        harness_args: Vec::new(),
+        awaiting_input: None,
+    };
+    let mut record = loop_core::record::LocalRecord::new(item.clone());
+    record.endpoints.insert(item, endpoint.clone());
+    record.endpoints.insert("github:octo/lib#3".parse().unwrap(), endpoint);
+    record
+}
+
+fn control(command: loop_core::control::Command) -> loop_core::record::Control {
+    loop_core::record::Control {
+        command,
+        source: loop_core::record::ControlSource::Comment,
+        actor: Some("octocat".parse().unwrap()),
+        requested_at: jiff::Timestamp::UNIX_EPOCH,
+        note: None,
+        instance: None,
+        delivery_id: None,
+    }
+}
+
+#[tokio::test]
+async fn work_items_list_the_portable_records_and_one_refuses_a_bad_or_unknown_ref() {
+    let api = ApiService::start("", None).await;
+    let item: loop_core::WorkItemRef = ITEM.parse().unwrap();
+    store(&api.site)
+        .write_section(&item, Some(&control(loop_core::control::Command::Start)))
+        .unwrap();
+    let listed = json(&api.get("/api/v1/work-items", &[]).await);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed:#}");
+    assert_eq!(listed[0]["ref"], ITEM);
+    assert_eq!(listed[0]["control"]["command"], "start");
+    let one = api.get("/api/v1/work-items/one?ref=github:octo/app%237", &[]).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(json(&one)["control"]["actor"], "octocat");
+    let malformed = api.get("/api/v1/work-items/one?ref=octo", &[]).await;
+    assert_eq!(malformed.status, 400, "{}", malformed.body);
+    assert!(json(&malformed)["detail"].as_str().unwrap().contains("`octo`"));
+    let unknown = api.get("/api/v1/work-items/one?ref=github:octo/app%2399", &[]).await;
+    assert_eq!(unknown.status, 404);
+    let missing = api.get("/api/v1/work-items/one", &[]).await;
+    assert_eq!(missing.status, 422, "{}", missing.body);
+    // Armed, with no session here: it needs the operator.
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    assert_eq!(attention[0]["kind"], "armed-without-session", "{attention:#}");
+    assert_eq!(attention[0]["workItem"], ITEM);
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn sessions_list_in_the_reference_shape_and_their_transcript_is_read_safely() {
+    let api = ApiService::start("", None).await;
+    let cwd = api.site.dir.path().join("work");
+    store(&api.site)
+        .save_local_record(&session(loop_core::record::EndpointStatus::Active, &cwd))
+        .unwrap();
+    let listed = json(&api.get("/api/v1/sessions", &[]).await);
+    let row = &listed[0];
+    assert_eq!(row["ref"], ITEM, "{listed:#}");
+    assert_eq!(row["workItem"]["owner"], "octo");
+    assert_eq!(row["workItem"]["number"], 7);
+    assert_eq!(row["status"], "active");
+    assert_eq!(row["harnessSessionId"], "conv-1");
+    assert_eq!(row["attach"], "tmux attach -t loop-github-octo-app-7");
+    assert_eq!(row["pullRequests"][0]["ref"], "github:octo/lib#3");
+    assert_eq!(row["control"], Value::Null);
+    assert_eq!(json(&api.get("/api/v1/sessions?status=paused", &[]).await), serde_json::json!([]));
+    assert_eq!(api.get("/api/v1/sessions?status=sleeping", &[]).await.status, 422);
+    assert_eq!(api.get("/api/v1/sessions/one?ref=github:octo/app%237", &[]).await.status, 200);
+    assert_eq!(api.get("/api/v1/sessions/one?ref=github:octo/app%2399", &[]).await.status, 404);
+    assert_eq!(api.get("/api/v1/sessions/one?ref=nope", &[]).await.status, 400);
+
+    // No file yet: 404. Then the transcript under `$HOME/.claude/projects`.
+    let path = "/api/v1/sessions/transcript?ref=github:octo/app%237&tail=2";
+    assert_eq!(api.get(path, &[]).await.status, 404);
+    let dir = std::path::Path::new(".claude/projects")
+        .join(loop_sessions::harness::claude_project_dir_name(&cwd));
+    let dir = api.site.dir.path().join("home").join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("conv-1.jsonl"),
+        "{\"type\":\"user\"}\nnot json\n{\"type\":\"assistant\"}\n",
+    )
+    .unwrap();
+    let transcript = api.get(path, &[]).await;
+    assert_eq!(transcript.status, 200, "{}", transcript.body);
+    let transcript = json(&transcript);
+    assert_eq!(transcript["totalLines"], 3);
+    assert_eq!(transcript["truncated"], true);
+    assert_eq!(transcript["entries"][0]["malformed"], "not json");
+    assert_eq!(transcript["entries"][1]["type"], "assistant");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn a_transcript_outside_the_projects_root_is_never_read() {
+    let api = ApiService::start("", None).await;
+    let cwd = api.site.dir.path().join("work");
+    let mut record = session(loop_core::record::EndpointStatus::Active, &cwd);
+    for endpoint in record.endpoints.values_mut() {
+        endpoint.harness_session_id = Some("../../../secret".into());
+    }
+    store(&api.site).save_local_record(&record).unwrap();
+    std::fs::write(api.site.dir.path().join("secret.jsonl"), "{\"leak\":true}\n").unwrap();
+    let answer = api.get("/api/v1/sessions/transcript?ref=github:octo/app%237", &[]).await;
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    assert!(!answer.body.contains("leak"));
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn control_pauses_through_the_operator_verbs_and_the_paused_session_needs_you() {
+    let api = ApiService::start("", None).await;
+    let cwd = api.site.dir.path().join("work");
+    store(&api.site)
+        .save_local_record(&session(loop_core::record::EndpointStatus::Active, &cwd))
+        .unwrap();
+    let body = format!(r#"{{"ref": "{ITEM}", "verb": "pause", "comment": false}}"#);
+    let paused = api.post("/api/v1/sessions/control", &[], &body).await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    let paused = json(&paused);
+    assert_eq!(paused["effect"], "paused", "{paused:#}");
+    assert_eq!(paused["exitCode"], 0);
+    let shown = json(&api.get("/api/v1/sessions/one?ref=github:octo/app%237", &[]).await);
+    assert_eq!(shown["status"], "paused");
+    assert_eq!(shown["control"]["command"], "pause");
+    assert_eq!(shown["control"]["source"], "cli");
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    assert_eq!(attention[0]["kind"], "session-paused", "{attention:#}");
+    assert!(attention[0]["detail"].as_str().unwrap().contains("last control: pause"));
+
+    let again = json(&api.post("/api/v1/sessions/control", &[], &body).await);
+    assert_eq!((again["effect"].as_str(), again["exitCode"].as_i64()), (Some("noop"), Some(1)));
+    let verb = format!(r#"{{"ref": "{ITEM}", "verb": "explode"}}"#);
+    assert_eq!(api.post("/api/v1/sessions/control", &[], &verb).await.status, 400);
+    let bad_ref = r#"{"ref": "octo", "verb": "pause"}"#;
+    assert_eq!(api.post("/api/v1/sessions/control", &[], bad_ref).await.status, 400);
+    let shapeless = r#"{"verb": "pause"}"#;
+    assert_eq!(api.post("/api/v1/sessions/control", &[], shapeless).await.status, 422);
+    let not_json = api.post("/api/v1/sessions/control", &[], "{").await;
+    assert_eq!(not_json.status, 400, "{}", not_json.body);
+    let foreign =
+        api.post("/api/v1/sessions/control", &[("Origin", "https://evil.example")], &body).await;
+    assert_eq!(foreign.status, 403);
+    let huge = format!(r#"{{"ref": "{ITEM}", "verb": "{}"}}"#, "x".repeat(100_000));
+    assert_eq!(api.post("/api/v1/sessions/control", &[], &huge).await.status, 413);
+
+    let close = format!(r#"{{"ref": "{ITEM}", "keepTmux": true}}"#);
+    let closed = json(&api.post("/api/v1/sessions/close", &[], &close).await);
+    assert_eq!(closed["closed"], true, "{closed:#}");
+    let twice = json(&api.post("/api/v1/sessions/close", &[], &close).await);
+    assert_eq!((twice["closed"].as_bool(), twice["exitCode"].as_i64()), (Some(false), Some(1)));
+    let site = api.stop().await;
+    let audited = site.events_named("api.request");
+    assert!(audited.iter().any(|l| l["path"] == "/api/v1/sessions/control" && l["status"] == 403));
+}
+
+#[tokio::test]
+async fn events_filter_by_type_item_level_and_limit_and_explain_tells_the_trail() {
+    let api = ApiService::start("", None).await;
+    let item: loop_core::WorkItemRef = ITEM.parse().unwrap();
+    let log = loop_store::EventLog::new(api.site.layout().event_log(), "test");
+    log.emit(loop_core::log::Line::info(loop_core::log::Kind::SessionPaused).work_item(&item));
+    log.emit(
+        loop_core::log::Line::error(loop_core::log::Kind::DispatchError)
+            .work_item(&item)
+            .field("delivery_id", "d-9")
+            .field("error", "boom"),
+    );
+    let events =
+        json(&api.get("/api/v1/events?type=session.*&workItem=github:octo/app%237", &[]).await);
+    assert_eq!(events.as_array().map(Vec::len), Some(1), "{events:#}");
+    assert_eq!(events[0]["event"], "session.paused");
+    let errors = json(&api.get("/api/v1/events?level=error", &[]).await);
+    assert_eq!(errors.as_array().map(Vec::len), Some(1), "{errors:#}");
+    let by_delivery = json(&api.get("/api/v1/events?deliveryId=d-9&source=test", &[]).await);
+    assert_eq!(by_delivery[0]["event"], "dispatch.error");
+    let last = json(&api.get("/api/v1/events?type=*&limit=1", &[]).await);
+    assert_eq!(last.as_array().map(Vec::len), Some(1));
+    for bad in ["level=loud", "since=yesterday", "limit=-1", "workItem=octo", "colour=red"] {
+        let answer = api.get(&format!("/api/v1/events?{bad}"), &[]).await;
+        assert_eq!(answer.status, 400, "{bad}: {}", answer.body);
+    }
+    let types = json(&api.get("/api/v1/events/types", &[]).await);
+    assert!(types["api.request"].is_string() && types["session.paused"].is_string());
+
+    let explained = json(&api.get("/api/v1/explain?subject=github:octo/app%237", &[]).await);
+    assert_eq!(explained["workItem"], ITEM, "{explained:#}");
+    assert!(explained["deliveries"].as_array().is_some_and(|d| !d.is_empty()));
+    let delivery = json(&api.get("/api/v1/explain?subject=d-9", &[]).await);
+    assert_eq!(delivery["delivery"], "d-9", "{delivery:#}");
+    assert_eq!(api.get("/api/v1/explain?subject=d-404", &[]).await.status, 404);
+    assert_eq!(api.get("/api/v1/explain?subject=github:octo/app%2399", &[]).await.status, 404);
+    assert_eq!(api.get("/api/v1/explain?subject=github:octo%231", &[]).await.status, 400);
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    assert!(
+        attention.as_array().unwrap().iter().any(|r| r["kind"] == "recent-error"),
+        "{attention:#}"
+    );
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn daemons_config_and_schema_describe_the_running_service() {
+    let api = ApiService::start("", None).await;
+    let daemons = json(&api.get("/api/v1/daemons", &[]).await);
+    let receiver =
+        daemons.as_array().unwrap().iter().find(|d| d["daemon"] == "gh-webhook").unwrap();
+    assert_eq!(receiver["running"], true, "{daemons:#}");
+    assert_eq!(receiver["pid"], std::process::id());
+    let poller = daemons.as_array().unwrap().iter().find(|d| d["daemon"] == "poller").unwrap();
+    assert_eq!(poller["running"], false);
+    let config = json(&api.get("/api/v1/config", &[]).await);
+    assert_eq!(config["exists"], true);
+    assert_eq!(config["path"], api.site.config_path().display().to_string());
+    assert_eq!(config["config"]["webhooks"]["ghWebhook"]["enabled"], true);
+    assert_eq!(config["config"]["service"]["port"], 4114);
+    let schema = json(&api.get("/api/v1/config/schema", &[]).await);
+    assert_eq!(schema["properties"]["service"]["properties"]["host"]["default"], "127.0.0.1");
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn an_open_question_of_the_agent_needs_you_until_it_is_answered() {
+    let api = ApiService::start("", None).await;
+    let cwd = api.site.dir.path().join("work");
+    let mut record = session(loop_core::record::EndpointStatus::Active, &cwd);
+    let item: loop_core::WorkItemRef = ITEM.parse().unwrap();
+    if let Some(own) = record.endpoints.get_mut(&item) {
+        own.awaiting_input = Some(loop_core::record::AwaitingInput {
+            asked_at: jiff::Timestamp::UNIX_EPOCH,
+            comment_url: "https://github.com/octo/app/issues/7#issuecomment-1".into(),
+            question: "Which parser?".into(),
+            options: Vec::new(),
+        });
+    }
+    store(&api.site).save_local_record(&record).unwrap();
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    assert_eq!(attention[0]["kind"], "awaiting-input", "{attention:#}");
+    assert_eq!(attention[0]["detail"], "Which parser?");
+    if let Some(own) = record.endpoints.get_mut(&item) {
+        own.awaiting_input = None;
+    }
+    store(&api.site).save_local_record(&record).unwrap();
+    assert_eq!(json(&api.get("/api/v1/attention", &[]).await), serde_json::json!([]));
+    api.stop().await;
 }

@@ -4,6 +4,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::WorkItemRef;
+use loop_core::log::Level;
 
 use super::read::EventRecord;
 
@@ -36,13 +37,20 @@ pub fn parse_since(input: &str, now: Timestamp) -> Result<Timestamp, SinceError>
     now.checked_sub(SignedDuration::from_secs(seconds)).map_err(|_| refuse())
 }
 
-/// The filters of `the-loop events`; an empty filter matches everything.
+/// The filters of `the-loop events` and `GET /api/v1/events`; an empty filter matches
+/// everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventFilter {
     pub work_item: Option<WorkItemRef>,
     /// Event-type patterns, OR-ed; `*` matches any run of characters.
     pub events: Vec<String>,
     pub since: Option<Timestamp>,
+    /// The delivery: a line's `delivery_id` or `gh_delivery`.
+    pub delivery_id: Option<String>,
+    /// The emitting component (`source`: `gh-webhook`, `poll`, `service`, `cli`, `api`).
+    pub source: Option<String>,
+    /// The quietest level shown.
+    pub level: Option<Level>,
 }
 
 impl EventFilter {
@@ -56,7 +64,16 @@ impl EventFilter {
         let since_ok = self
             .since
             .is_none_or(|since| record.ts().parse::<Timestamp>().is_ok_and(|ts| ts >= since));
-        item_ok && event_ok && since_ok
+        let delivery_ok = self.delivery_id.as_deref().is_none_or(|id| {
+            ["delivery_id", "gh_delivery"]
+                .iter()
+                .any(|key| record.0.get(*key).and_then(serde_json::Value::as_str) == Some(id))
+        });
+        let source_ok = self.source.as_deref().is_none_or(|source| record.source() == source);
+        let level_ok = self
+            .level
+            .is_none_or(|least| Level::from_name(record.level()).is_some_and(|l| l >= least));
+        item_ok && event_ok && since_ok && delivery_ok && source_ok && level_ok
     }
 }
 
@@ -136,6 +153,21 @@ mod tests {
         )));
         assert!(!filter.matches(&record(json!({"event": "x", "work_item": "github:o/r#2"}))));
         assert!(!filter.matches(&record(json!({"event": "x"}))));
+    }
+
+    #[test]
+    fn delivery_source_and_level_filters_narrow_what_matches() {
+        let line = record(
+            json!({"event": "x", "source": "poll", "level": "warning", "gh_delivery": "d-1"}),
+        );
+        let by = |filter: EventFilter| filter.matches(&line);
+        assert!(by(EventFilter { delivery_id: Some("d-1".into()), ..EventFilter::default() }));
+        assert!(!by(EventFilter { delivery_id: Some("d-2".into()), ..EventFilter::default() }));
+        assert!(by(EventFilter { source: Some("poll".into()), ..EventFilter::default() }));
+        assert!(!by(EventFilter { source: Some("cli".into()), ..EventFilter::default() }));
+        assert!(by(EventFilter { level: Some(Level::Info), ..EventFilter::default() }));
+        assert!(by(EventFilter { level: Some(Level::Warning), ..EventFilter::default() }));
+        assert!(!by(EventFilter { level: Some(Level::Error), ..EventFilter::default() }));
     }
 
     #[test]

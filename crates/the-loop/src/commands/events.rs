@@ -27,7 +27,12 @@ pub fn run(args: EventsArgs, global: &GlobalArgs, printer: Printer) -> anyhow::R
     let path = layout.event_log();
     let since =
         args.since.as_deref().map(|since| parse_since(since, Timestamp::now())).transpose()?;
-    let filter = EventFilter { work_item: args.work_item, events: args.events, since };
+    let filter = EventFilter {
+        work_item: args.work_item,
+        events: args.events,
+        since,
+        ..EventFilter::default()
+    };
     let output = Output { json: global.json, printer };
 
     // Ctrl-C is caught from before the backlog is printed, so a reader that saw the

@@ -15,7 +15,6 @@ use loop_core::WorkItemRef;
 use loop_core::explain::{self, DeliveryTrail, Mark, Record, Verdict};
 use loop_store::event_log::read::read_all;
 use loop_store::{EventLog, StateStore};
-use serde_json::json;
 
 use crate::ExitStatus;
 use crate::cli::{ExplainArgs, GlobalArgs};
@@ -39,28 +38,12 @@ pub fn run(args: ExplainArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
                 .item_state(&item)
                 .with_context(|| format!("cannot read the records of {item}"))?;
             let trails = explain::item_trail(&records, &item, args.limit);
-            let summary = explain::describe_item(&state);
-            let known = !trails.is_empty()
-                || state.control.is_some()
-                || state.session.is_some()
-                || state.ledger.is_some()
-                || state.ended.is_some();
+            let known = !trails.is_empty() || state.known();
             if global.json {
-                printer.data(json!({
-                    "workItem": item.to_string(),
-                    "state": {
-                        "control": state.control,
-                        "session": state.session,
-                        "poll": state.ledger,
-                        "ended": state.ended,
-                        "collaborators": state.collaborators,
-                    },
-                    "summary": summary,
-                    "deliveries": trails,
-                }));
+                printer.data(explain::item_explanation(&item, &state, &trails));
             } else {
                 printer.data(item.to_string());
-                for line in &summary {
+                for line in &explain::describe_item(&state) {
                     printer.data(format!("  {line}"));
                 }
                 if trails.is_empty() {

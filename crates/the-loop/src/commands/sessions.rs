@@ -16,10 +16,10 @@ use std::os::unix::process::CommandExt as _;
 use anyhow::Context as _;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
-use loop_core::control::{Command, Executed};
-use loop_core::explain::{ItemState, describe_item};
+use loop_core::control::Command;
+use loop_core::explain::describe_item;
 use loop_core::login::Login;
-use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
+use loop_core::record::{Control, EndpointStatus, LocalRecord};
 use loop_daemon::agent::{LinkError, Linked};
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
@@ -182,30 +182,11 @@ fn show(
     json: bool,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let section = |name: &str| format!("cannot read the `{name}` section of {item}");
-    let state = ItemState {
-        control: site.control(item)?,
-        session: site.record(item)?,
-        ledger: site
-            .store
-            .read_section::<PollLedger>(item)
-            .with_context(|| section("poll"))?
-            .into_value(),
-        ended: site
-            .store
-            .read_section::<Ended>(item)
-            .with_context(|| section("ended"))?
-            .into_value(),
-        collaborators: site
-            .store
-            .read_section::<Collaborators>(item)
-            .with_context(|| section("collaborators"))?
-            .into_value(),
-    };
-    let known = state.control.is_some()
-        || state.session.is_some()
-        || state.ledger.is_some()
-        || state.ended.is_some();
+    let state = site
+        .store
+        .item_state(item)
+        .with_context(|| format!("cannot read the records of {item}"))?;
+    let known = state.known();
     if json {
         printer.data(json!({
             "ref": item.to_string(),
@@ -332,36 +313,9 @@ fn control(
             if post { d.post_keyword(item, command, &[], &operator).await } else { Ok(()) };
         (issued, posted)
     })?;
-    let (status, say) = match (&issued, command) {
-        (Issued::Executed { effect: Executed::Noop }, Command::Start) => {
-            (ExitStatus::Success, "already running".to_owned())
-        }
-        (Issued::Executed { effect: Executed::Noop }, Command::Pause) => {
-            (ExitStatus::Negative, "nothing to pause (recorded: paused)".to_owned())
-        }
-        (Issued::Executed { effect: Executed::Noop }, Command::Stop) => {
-            (ExitStatus::Negative, "no live session (recorded: stopped)".to_owned())
-        }
-        (Issued::Executed { effect: Executed::PartlyCleaned }, _) => (
-            ExitStatus::Negative,
-            "partly cleaned up — see `the-loop events --event session.cleaned`".to_owned(),
-        ),
-        (Issued::Executed { effect }, _) => (ExitStatus::Success, effect.as_str().to_owned()),
-        (Issued::SpawnFailed, _) => (
-            ExitStatus::Negative,
-            format!("no session could be spawned — `the-loop explain {item}` says why"),
-        ),
-        (Issued::Rejected { reason }, _) => (
-            ExitStatus::Negative,
-            format!(
-                "refused: {}",
-                loop_core::explain::reason_text(reason, &serde_json::Map::new())
-            ),
-        ),
-        (Issued::Roster(_), _) => (ExitStatus::Success, "collaborators edited".to_owned()),
-    };
-    let line = format!("{item}: {} — {say}", command.name());
-    if status == ExitStatus::Success {
+    let (done, line) = issued.report(command, item);
+    let status = if done { ExitStatus::Success } else { ExitStatus::Negative };
+    if done {
         printer.info(line)
     } else {
         printer.error(line)

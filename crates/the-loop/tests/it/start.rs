@@ -154,6 +154,26 @@ fn start_with_nothing_enabled_says_so_and_exits_2() {
 }
 
 #[test]
+fn a_control_plane_beyond_loopback_needs_exposed_and_a_token_or_start_refuses() {
+    let (cli, root) = site();
+    let config = |service: &str| {
+        format!(
+            "state:\n  root: {}\nwebhooks:\n  ghWebhook:\n    enabled: true\nservice:\n{service}",
+            root.display()
+        )
+    };
+    cli.write(".the-loop/cli-config.yaml", &config("  host: 0.0.0.0\n"));
+    cli.run(["start", "--foreground"])
+        .expect_code(2)
+        .expect_stderr("service.host: `0.0.0.0` is beyond loopback");
+    cli.write(".the-loop/cli-config.yaml", &config("  host: 0.0.0.0\n  exposed: true\n"));
+    cli.run(["start", "--foreground"])
+        .expect_code(2)
+        .expect_stderr("without a token: the variable `THE_LOOP_SERVICE_TOKEN` is empty or missing")
+        .expect_stderr("hint: export `THE_LOOP_SERVICE_TOKEN`");
+}
+
+#[test]
 fn start_without_a_secret_refuses_and_names_the_variable() {
     let (mut cli, _) = site();
     cli.unset(SECRET_ENV);

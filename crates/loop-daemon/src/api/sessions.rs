@@ -1,0 +1,324 @@
+//! Sessions: the reads (`GET /api/v1/sessions[?status=]`, `/sessions/one?ref=`,
+//! `/sessions/transcript?ref=&tail=`) and the operator's levers (`POST
+//! /api/v1/sessions/control`, `/sessions/close`) through the dispatcher's operator
+//! verbs — the same decisions, effects, event lines and keyword comments as `the-loop
+//! sessions …`.
+//!
+//! A session row is the reference's: the own endpoint's handles flat (`harness`,
+//! `harnessSessionId`, `cwd`, `status`, `createdAt`, `lastEventAt`, `tmuxTarget`,
+//! `recentDeliveries`), `ref`, `workItem {ref, provider, owner, repo, number}`, `url`,
+//! `pullRequests[]` (each PR endpoint, same shape), `control` (the portable record's, or
+//! null) and `attach`, the command that attaches to it.
+//!
+//! A transcript is read only for Claude Code, and only from a regular file
+//! `<projects root>/<escaped cwd>/<session id>.jsonl` whose resolved path is inside the
+//! projects root, the id made of letters, digits, `-` and `_`: a record cannot make the
+//! service read anything else.
+
+use std::path::{Path, PathBuf};
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use loop_core::WorkItemRef;
+use loop_core::control::Command;
+use loop_core::login::Login;
+use loop_core::record::{Control, Endpoint, EndpointStatus, LocalRecord};
+use loop_sessions::harness::claude_project_dir_name;
+use loop_store::StoreError;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::work_items::RefQuery;
+use super::{ApiError, ApiState, Body, Params, read, work_item};
+
+pub(super) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/api/v1/sessions", get(list))
+        .route("/api/v1/sessions/one", get(one))
+        .route("/api/v1/sessions/transcript", get(transcript))
+        .route("/api/v1/sessions/control", post(control))
+        .route("/api/v1/sessions/close", post(close))
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    status: Option<EndpointStatus>,
+}
+
+async fn list(
+    State(state): State<ApiState>,
+    Params(query): Params<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.store.clone();
+    let rows = read(move || {
+        let mut rows = Vec::new();
+        for record in store.list_local_records()? {
+            let own = record.own_endpoint().map(|e| e.status);
+            if query.status.is_none_or(|wanted| own == Some(wanted)) {
+                let control = store.read_section::<Control>(&record.work_item)?.into_value();
+                rows.push(row(&record, control.as_ref()));
+            }
+        }
+        Ok::<_, StoreError>(rows)
+    })
+    .await?;
+    Ok(Json(Value::Array(rows)))
+}
+
+async fn one(
+    State(state): State<ApiState>,
+    Params(query): Params<RefQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let item = work_item(&query.work_item)?;
+    let store = state.store.clone();
+    let found = read({
+        let item = item.clone();
+        move || {
+            let Some(record) = store.load_local_record(&item)? else { return Ok(None) };
+            let control = store.read_section::<Control>(&item)?.into_value();
+            Ok::<_, StoreError>(Some(row(&record, control.as_ref())))
+        }
+    })
+    .await?;
+    found.map(Json).ok_or_else(|| no_session(&item))
+}
+
+fn no_session(item: &WorkItemRef) -> ApiError {
+    ApiError::not_found(format!("{item} has no session on this machine"))
+}
+
+/// A session record as the reference's registry row.
+fn row(record: &LocalRecord, control: Option<&Control>) -> Value {
+    let mut row = endpoint_row(&record.work_item, record.own_endpoint());
+    let pull_requests: Vec<Value> = record
+        .endpoints
+        .iter()
+        .filter(|(served, _)| **served != record.work_item)
+        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint)))
+        .collect();
+    if let Value::Object(map) = &mut row {
+        map.insert("pullRequests".to_owned(), Value::Array(pull_requests));
+        map.insert("control".to_owned(), json!(control));
+    }
+    row
+}
+
+/// The handles of the session serving `served` (none: `null` handles).
+fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>) -> Value {
+    let repo = served.repo();
+    let attach = endpoint
+        .filter(|e| !e.tmux_target.is_empty())
+        .map(|e| format!("tmux attach -t {}", e.tmux_target));
+    json!({
+        "ref": served.to_string(),
+        "workItem": {
+            "ref": served.to_string(),
+            "provider": "github",
+            "owner": repo.owner(),
+            "repo": repo.name(),
+            "number": served.number(),
+        },
+        "url": served.url(),
+        "harness": endpoint.map(|e| &e.harness),
+        "harnessSessionId": endpoint.and_then(|e| e.harness_session_id.as_ref()),
+        "cwd": endpoint.map(|e| &e.cwd),
+        "status": endpoint.map(|e| e.status),
+        "createdAt": endpoint.map(|e| e.created_at),
+        "lastEventAt": endpoint.and_then(|e| e.last_event_at),
+        "tmuxTarget": endpoint.map(|e| &e.tmux_target),
+        "recentDeliveries": endpoint.map(|e| &e.recent_deliveries),
+        "attach": attach,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct TranscriptQuery {
+    #[serde(rename = "ref")]
+    work_item: String,
+    /// The last lines to return; 0: all.
+    #[serde(default = "default_tail")]
+    tail: usize,
+}
+
+fn default_tail() -> usize {
+    200
+}
+
+async fn transcript(
+    State(state): State<ApiState>,
+    Params(query): Params<TranscriptQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let item = work_item(&query.work_item)?;
+    let store = state.store.clone();
+    let projects = state.claude_projects.clone();
+    let found = read({
+        let item = item.clone();
+        move || store.load_local_record(&item)
+    })
+    .await?;
+    let record = found.ok_or_else(|| no_session(&item))?;
+    let endpoint =
+        record.endpoints.get(&item).or(record.own_endpoint()).ok_or_else(|| no_session(&item))?;
+    if endpoint.harness != "claude" {
+        return Err(ApiError::not_found(format!(
+            "{item}'s session runs `{}`: only Claude Code's transcripts can be read",
+            endpoint.harness
+        )));
+    }
+    let id = endpoint.harness_session_id.clone().ok_or_else(|| {
+        ApiError::not_found(format!("{item}'s session has not reported its conversation id yet"))
+    })?;
+    let cwd = endpoint.cwd.clone();
+    let (path, lines) = tokio::task::spawn_blocking(move || read_transcript(&projects, &cwd, &id))
+        .await
+        .map_err(|_| ApiError::internal("the transcript reader stopped"))??;
+    let total = lines.len();
+    let keep = if query.tail == 0 { total } else { query.tail.min(total) };
+    let entries: Vec<Value> = lines[total - keep..]
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| json!({"malformed": line})))
+        .collect();
+    Ok(Json(json!({
+        "workItem": item.to_string(),
+        "harness": endpoint.harness,
+        "harnessSessionId": endpoint.harness_session_id,
+        "path": path,
+        "totalLines": total,
+        "truncated": keep < total,
+        "entries": entries,
+    })))
+}
+
+/// The lines of the transcript of conversation `id` run in `cwd`, if it is a regular
+/// file inside `projects` (see the module docs).
+fn read_transcript(
+    projects: &Path,
+    cwd: &Path,
+    id: &str,
+) -> Result<(PathBuf, Vec<String>), ApiError> {
+    let gone = || {
+        ApiError::not_found(format!(
+            "no transcript of conversation `{id}` under `{}`",
+            projects.display()
+        ))
+    };
+    let safe_id =
+        !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !safe_id {
+        return Err(ApiError::not_found(format!(
+            "`{id}` is not a conversation id a transcript is named by"
+        )));
+    }
+    let root = projects.canonicalize().map_err(|_| gone())?;
+    let path = projects.join(claude_project_dir_name(cwd)).join(format!("{id}.jsonl"));
+    let resolved = path.canonicalize().map_err(|_| gone())?;
+    let regular = std::fs::metadata(&resolved).is_ok_and(|m| m.is_file());
+    if !resolved.starts_with(&root) || !regular {
+        return Err(gone());
+    }
+    let text = std::fs::read(&resolved).map_err(|_| gone())?;
+    let lines = String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    Ok((resolved, lines))
+}
+
+/// `POST /api/v1/sessions/control`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControlRequest {
+    #[serde(rename = "ref")]
+    work_item: String,
+    verb: String,
+    /// Post the command's keyword back to the work item, as the CLI does.
+    #[serde(default = "yes")]
+    comment: bool,
+    /// Who asks, recorded as the command's actor (never used to authorize).
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The operator verbs the control route takes.
+const VERBS: [Command; 5] =
+    [Command::Start, Command::Pause, Command::Resume, Command::Stop, Command::Cleanup];
+
+async fn control(
+    State(state): State<ApiState>,
+    Body(request): Body<ControlRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let item = work_item(&request.work_item)?;
+    let command = VERBS.into_iter().find(|c| c.name() == request.verb).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "`{}` is not a session verb: expected one of start, pause, resume, stop, cleanup",
+            request.verb
+        ))
+    })?;
+    let operator = operator(request.actor.as_deref())?;
+    let dispatcher = &state.dispatcher;
+    let issued = dispatcher.issue(&item, command, &operator, Vec::new()).await;
+    let (done, said) = issued.report(command, &item);
+    let mut messages = vec![json!({"stream": if done { "out" } else { "err" }, "text": said})];
+    let executed = matches!(issued, crate::operator::Issued::Executed { .. });
+    if request.comment
+        && executed
+        && let Err(not_posted) = dispatcher.post_keyword(&item, command, &[], &operator).await
+    {
+        messages.push(json!({"stream": "err", "text": format!("warning: {not_posted}")}));
+    }
+    let output: Vec<&str> = messages.iter().filter_map(|m| m["text"].as_str()).collect();
+    let output = output.join("\n");
+    Ok(Json(json!({
+        "verb": command.name(),
+        "workItem": item.to_string(),
+        "effect": issued.effect(),
+        "exitCode": if done { 0 } else { 1 },
+        "messages": messages,
+        "output": output,
+    })))
+}
+
+/// The actor recorded for a command from the control plane: the body's, else
+/// `operator`.
+fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
+    actor
+        .unwrap_or("operator")
+        .parse()
+        .map_err(|err| ApiError::bad_request(format!("`actor`: {err}")))
+}
+
+/// `POST /api/v1/sessions/close`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CloseRequest {
+    #[serde(rename = "ref")]
+    work_item: String,
+    /// Keep (or kill) the tmux session this once; absent: `routing.tmux`'s retention.
+    #[serde(default)]
+    keep_tmux: Option<bool>,
+}
+
+async fn close(
+    State(state): State<ApiState>,
+    Body(request): Body<CloseRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let item = work_item(&request.work_item)?;
+    let closed = state.dispatcher.close_for_operator(&item, request.keep_tmux).await;
+    let (stream, text) = if closed {
+        ("out", format!("{item}: closed"))
+    } else {
+        ("err", format!("{item} has no live session to close"))
+    };
+    Ok(Json(json!({
+        "workItem": item.to_string(),
+        "closed": closed,
+        "exitCode": if closed { 0 } else { 1 },
+        "messages": [{"stream": stream, "text": text}],
+    })))
+}

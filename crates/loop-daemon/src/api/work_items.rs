@@ -1,0 +1,131 @@
+//! Work items: `GET /api/v1/work-items` (every portable record, sorted by ref, as
+//! stored), `GET /api/v1/work-items/one?ref=` and `GET /api/v1/attention` — the "Needs
+//! you" list, derived from the records and the event log, never stored (reference §2.4):
+//!
+//! 1. `session-paused`: every session whose own endpoint is paused;
+//! 2. `armed-without-session`: an item whose recorded command is `start` or `resume`
+//!    with no live session here;
+//! 3. `awaiting-input`: every live session (the item's or a pull request's) holding an
+//!    open question of the agent's (`the-loop ask`) no answer has reached yet;
+//! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
+
+use axum::routing::get;
+use axum::{Json, Router};
+use loop_core::control::Command;
+use loop_core::record::{Control, EndpointStatus, LocalRecord};
+use loop_store::event_log::read::{EventRecord, read_all};
+use loop_store::{Section as _, StoreError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ApiError, ApiState, Params, read, work_item};
+
+/// How many of the newest error lines "Needs you" shows.
+pub const RECENT_ERRORS: usize = 20;
+
+pub(super) fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/api/v1/work-items", get(list))
+        .route("/api/v1/work-items/one", get(one))
+        .route("/api/v1/attention", get(attention))
+}
+
+/// `?ref=`: the work item a route is about.
+#[derive(Debug, Deserialize)]
+pub(super) struct RefQuery {
+    #[serde(rename = "ref")]
+    pub(super) work_item: String,
+}
+
+async fn list(state: axum::extract::State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let store = state.store.clone();
+    let records = read(move || store.list_portable_records()).await?;
+    Ok(Json(Value::Array(records.into_iter().map(Value::Object).collect())))
+}
+
+async fn one(
+    state: axum::extract::State<ApiState>,
+    Params(query): Params<RefQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let item = work_item(&query.work_item)?;
+    let store = state.store.clone();
+    let found = read({
+        let item = item.clone();
+        move || store.load_portable_record(&item)
+    })
+    .await?;
+    found
+        .map(|record| Json(Value::Object(record)))
+        .ok_or_else(|| ApiError::not_found(format!("{item} has no portable record")))
+}
+
+async fn attention(state: axum::extract::State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let store = state.store.clone();
+    let (sessions, controls, events) = read(move || {
+        let sessions = store.list_local_records()?;
+        let mut controls = Vec::new();
+        for record in store.list_portable_records()? {
+            let item = record.get("ref").and_then(Value::as_str).and_then(|r| r.parse().ok());
+            let control = record
+                .get(Control::KEY)
+                .cloned()
+                .and_then(|value| serde_json::from_value::<Control>(value).ok());
+            if let (Some(item), Some(control)) = (item, control) {
+                controls.push((item, control));
+            }
+        }
+        let events = match store.events().path() {
+            Some(path) => read_all(path)?,
+            None => Vec::new(),
+        };
+        Ok::<_, StoreError>((sessions, controls, events))
+    })
+    .await?;
+    Ok(Json(Value::Array(needs_you(&sessions, &controls, &events))))
+}
+
+/// The "Needs you" rows, in the rules' order.
+fn needs_you(
+    sessions: &[LocalRecord],
+    controls: &[(loop_core::WorkItemRef, Control)],
+    events: &[EventRecord],
+) -> Vec<Value> {
+    let row = |item: &str, kind: &str, detail: String| json!({"workItem": item, "kind": kind, "detail": detail});
+    let mut rows = Vec::new();
+    for record in sessions {
+        if record.own_endpoint().is_some_and(|e| e.status == EndpointStatus::Paused) {
+            let last = controls
+                .iter()
+                .find(|(item, _)| *item == record.work_item)
+                .map_or("none", |(_, control)| control.command.name());
+            let detail = format!("session paused (last control: {last})");
+            rows.push(row(&record.work_item.to_string(), "session-paused", detail));
+        }
+    }
+    for (item, control) in controls {
+        let armed = matches!(control.command, Command::Start | Command::Resume);
+        let live = sessions
+            .iter()
+            .any(|r| r.work_item == *item && loop_sessions::registry::rules::is_live(r));
+        if armed && !live {
+            let detail = format!(
+                "`{}` recorded, but no session runs on this machine",
+                control.command.name()
+            );
+            rows.push(row(&item.to_string(), "armed-without-session", detail));
+        }
+    }
+    for record in sessions {
+        for (served, endpoint) in &record.endpoints {
+            if let Some(open) = endpoint.awaiting_input.as_ref().filter(|_| endpoint.is_live()) {
+                rows.push(row(&served.to_string(), "awaiting-input", open.question.clone()));
+            }
+        }
+    }
+    let errors: Vec<&EventRecord> = events.iter().filter(|e| e.level() == "error").collect();
+    for error in &errors[errors.len().saturating_sub(RECENT_ERRORS)..] {
+        let item = error.work_items().next().unwrap_or("");
+        rows.push(row(item, "recent-error", format!("`{}` at {}", error.event(), error.ts())));
+    }
+    rows
+}

@@ -87,7 +87,9 @@ kinds! {
     DispatchQueued = "dispatch.queued", Trail;
     DispatchRecovered = "dispatch.recovered", Trail;
     DispatchSucceeded = "dispatch.succeeded", Trail;
+    InboxFull = "inbox.full", Trail;
     InboxReplaying = "inbox.replaying", Trail;
+    InboxResumed = "inbox.resumed", Trail;
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;
     InboxWriteFailed = "inbox.write_failed", Trail;

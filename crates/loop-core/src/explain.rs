@@ -564,6 +564,54 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             format!("linked {} to {}'s session", field(record, "pull_request"), items(record)),
         ),
         Kind::SessionReset => (Stage::Effect, Mark::Passed, format!("reset {}", items(record))),
+        Kind::SessionAwaitingInput => (
+            Stage::Effect,
+            Mark::Noted,
+            format!(
+                "the agent asked a question on {} and waits for the answer: {}",
+                items(record),
+                field(record, "comment_url")
+            ),
+        ),
+        Kind::SessionAskFailed => (
+            Stage::Outcome,
+            Mark::Failed,
+            format!(
+                "the agent's question on {} was not posted: {}",
+                items(record),
+                field(record, "error")
+            ),
+        ),
+        Kind::SessionReplySent => (
+            Stage::Effect,
+            Mark::Passed,
+            match text(record, "via") {
+                Some("comment") => format!(
+                    "the answer to the agent's question reached {}'s session (delivery {})",
+                    items(record),
+                    field(record, "delivery_id")
+                ),
+                _ => format!(
+                    "{} replied to {}'s session from this machine",
+                    field(record, "actor"),
+                    items(record)
+                ),
+            },
+        ),
+        Kind::SessionReplyFailed => (
+            Stage::Outcome,
+            Mark::Failed,
+            format!(
+                "a reply to {}'s session was not delivered: {}",
+                items(record),
+                field(record, "error")
+            ),
+        ),
+        Kind::McpCall => (
+            Stage::Arrived,
+            Mark::Noted,
+            format!("MCP tool `{}` called: {}", field(record, "tool"), field(record, "outcome")),
+        ),
         Kind::WorkItemEnded => (Stage::Effect, Mark::Passed, format!("{} ended", items(record))),
         Kind::SessionAutoclosed => (
             Stage::Effect,
@@ -830,6 +878,24 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             ),
         ),
         Kind::ServerStopped => noted(Stage::Outcome, "the webhook receiver stopped".to_owned()),
+        Kind::ApiStarted => noted(
+            Stage::Outcome,
+            format!(
+                "the control plane started on http://{}:{}",
+                field(record, "host"),
+                field(record, "port")
+            ),
+        ),
+        Kind::ApiStopped => noted(Stage::Outcome, "the control plane stopped".to_owned()),
+        Kind::ApiRequest => noted(
+            Stage::Outcome,
+            format!(
+                "{} {} answered {}",
+                field(record, "method"),
+                field(record, "path"),
+                field(record, "status")
+            ),
+        ),
         Kind::RegistryUnreadable => failed(
             Stage::Outcome,
             format!("the session records could not be listed (read as none): {}", error()),

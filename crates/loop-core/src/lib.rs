@@ -28,6 +28,7 @@
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
 
+pub mod agent;
 pub mod config;
 pub mod control;
 pub mod event;

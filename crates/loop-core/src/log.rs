@@ -68,6 +68,9 @@ macro_rules! kinds {
 }
 
 kinds! {
+    ApiRequest = "api.request", Trail;
+    ApiStarted = "api.started", Trail;
+    ApiStopped = "api.stopped", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -93,6 +96,7 @@ kinds! {
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;
     InboxWriteFailed = "inbox.write_failed", Trail;
+    McpCall = "mcp.call", Trail;
     PollAttemptsReleased = "poll.attempts_released", Trail;
     PollClosureDetected = "poll.closure_detected", Trail;
     PollCommentFailed = "poll.comment_failed", Trail;
@@ -123,7 +127,9 @@ kinds! {
     ServerStopped = "server.stopped", Trail;
     SessionAnnounceFailed = "session.announce_failed", Effect;
     SessionAnnounced = "session.announced", Effect;
+    SessionAskFailed = "session.ask_failed", Effect;
     SessionAutoclosed = "session.autoclosed", Effect;
+    SessionAwaitingInput = "session.awaiting_input", Effect;
     SessionCleaned = "session.cleaned", Effect;
     SessionClosed = "session.closed", Effect;
     SessionHarnessTerminated = "session.harness_terminated", Effect;
@@ -134,6 +140,8 @@ kinds! {
     SessionPrLinked = "session.pr_linked", Effect;
     SessionPrSessionDeclined = "session.pr_session_declined", Effect;
     SessionPrSpawned = "session.pr_spawned", Effect;
+    SessionReplyFailed = "session.reply_failed", Effect;
+    SessionReplySent = "session.reply_sent", Effect;
     SessionReset = "session.reset", Effect;
     SessionRespawnAverted = "session.respawn_averted", Effect;
     SessionRespawned = "session.respawned", Effect;

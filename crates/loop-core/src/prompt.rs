@@ -22,6 +22,10 @@ pub const EVENT_TEMPLATE: &str = include_str!("../templates/webhook-event-prompt
 /// The default spawn prompt (`routing.spawnPromptTemplate` when the file is absent).
 pub const SPAWN_TEMPLATE: &str = include_str!("../templates/webhook-autoexecute-prompt.md");
 
+/// What the agent does first on a work item: the body of the plugin's `/the-loop:work-on`
+/// command, and what a spawn prompt inlines for a harness without the plugin.
+pub const WORK_ON_INSTRUCTIONS: &str = include_str!("../templates/work-on.md");
+
 const ARTIFACT_RULE: &str = "Iterate on brainstorm, requirements, design and task artifacts \
 only through review of the pull request that carries them.";
 
@@ -54,6 +58,9 @@ pub struct Prompt<'a> {
     /// The process-graph block (owned by the graph area); empty when there is no graph.
     pub graph_context: &'a str,
     pub interaction: InteractionMode,
+    /// Whether the session's harness has the-loop's plugin (`/the-loop:work-on`); without
+    /// it `$work_on` inlines the instructions, so no prompt names a missing command.
+    pub plugin: bool,
 }
 
 impl Prompt<'_> {
@@ -80,6 +87,7 @@ impl Prompt<'_> {
                     excerpt_text.get_or_insert_with(|| excerpt(self.event)).clone()
                 }
                 "graph_context" => self.graph_context.to_owned(),
+                "work_on" => work_on(self.work_item, self.plugin),
                 "interaction_directive" => {
                     directive_used = true;
                     directive.clone()
@@ -88,6 +96,15 @@ impl Prompt<'_> {
             })
         });
         if directive_used { rendered } else { format!("{}\n\n{directive}\n", rendered.trim_end()) }
+    }
+}
+
+/// `$work_on`: the plugin's command when the harness has it, else its instructions.
+pub fn work_on(work_item: &WorkItemRef, plugin: bool) -> String {
+    if plugin {
+        format!("Run `/the-loop:work-on {work_item}` to begin.")
+    } else {
+        format!("The work item is {work_item}.\n\n{}", WORK_ON_INSTRUCTIONS.trim_end())
     }
 }
 
@@ -167,6 +184,7 @@ mod tests {
             delivery_id: Some("d-1"),
             graph_context: "GRAPH",
             interaction: InteractionMode::WorkItem,
+            plugin: true,
         }
     }
 
@@ -220,5 +238,18 @@ mod tests {
                 .render(SPAWN_TEMPLATE)
                 .contains("/the-loop:work-on github:octo/app#7")
         );
+    }
+
+    #[test]
+    fn without_the_plugin_the_spawn_prompt_inlines_the_work_on_instructions() {
+        let item: WorkItemRef = "github:octo/app#7".parse().unwrap();
+        let event = event();
+        let mut p = prompt(&item, &event);
+        p.plugin = false;
+        let text = p.render(SPAWN_TEMPLATE);
+        assert!(!text.contains("/the-loop:"), "{text}");
+        assert!(text.contains("The work item is github:octo/app#7."));
+        assert!(text.contains("the-loop ask --question"));
+        assert!(text.contains("the-loop sessions link-pr"));
     }
 }

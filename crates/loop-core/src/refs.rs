@@ -30,6 +30,11 @@ pub enum RefError {
     Segment { input: String, part: String },
     #[error("`{input}`: `{number}` is not an issue or pull-request number")]
     Number { input: String, number: String },
+    #[error(
+        "`{input}` is not a pull request: give its number (`12`, `#12`), its ref \
+         (`github:owner/repo#12`) or its URL (`https://github.com/owner/repo/pull/12`)"
+    )]
+    PullRequest { input: String },
 }
 
 /// A repository, `[host/]owner/repo`. The host is `None` for github.com.
@@ -176,6 +181,42 @@ impl WorkItemRef {
     }
 }
 
+impl WorkItemRef {
+    /// A pull request as a person or a tool names it: a number (`12`, `#12`) in `repo`,
+    /// a ref (`github:owner/repo#12`), or its web address
+    /// (`https://host/owner/repo/pull/12`, a trailing path such as `/files` allowed).
+    pub fn parse_pull_request(input: &str, repo: &RepoRef) -> Result<Self, RefError> {
+        let text = input.trim();
+        let refused = || RefError::PullRequest { input: input.to_owned() };
+        let digits = text.strip_prefix('#').unwrap_or(text);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return match digits.parse::<u64>() {
+                Ok(number) if number > 0 => Ok(repo.item(number)),
+                _ => Err(refused()),
+            };
+        }
+        if text.starts_with("github:") {
+            return text.parse();
+        }
+        let address = text
+            .strip_prefix("https://")
+            .or_else(|| text.strip_prefix("http://"))
+            .ok_or_else(refused)?;
+        let mut parts = address.split(['/', '?', '#']);
+        let (Some(host), Some(owner), Some(name), Some("pull"), Some(number)) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(refused());
+        };
+        let number = number
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0 && number.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(refused)?;
+        Ok(RepoRef::new(Some(host), owner, name)?.item(number))
+    }
+}
+
 impl fmt::Display for WorkItemRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "github:{}#{}", self.repo, self.number)
@@ -225,6 +266,7 @@ fn with_input(err: RefError, input: &str) -> RefError {
         RefError::Host { host, .. } => RefError::Host { input, host },
         RefError::Segment { part, .. } => RefError::Segment { input, part },
         RefError::Number { number, .. } => RefError::Number { input, number },
+        RefError::PullRequest { .. } => RefError::PullRequest { input },
     }
 }
 
@@ -262,6 +304,34 @@ fn is_host(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pull_request_is_named_by_number_ref_or_address() {
+        let repo: RepoRef = "octo/app".parse().unwrap();
+        let pr = |text: &str| WorkItemRef::parse_pull_request(text, &repo).map(|r| r.to_string());
+        assert_eq!(pr("12").unwrap(), "github:octo/app#12");
+        assert_eq!(pr(" #12 ").unwrap(), "github:octo/app#12");
+        assert_eq!(pr("github:other/lib#3").unwrap(), "github:other/lib#3");
+        assert_eq!(pr("https://github.com/other/lib/pull/3").unwrap(), "github:other/lib#3");
+        assert_eq!(pr("https://github.com/other/lib/pull/3/files").unwrap(), "github:other/lib#3");
+        assert_eq!(
+            pr("https://ghe.example.com/other/lib/pull/3#issuecomment-1").unwrap(),
+            "github:ghe.example.com/other/lib#3"
+        );
+        for bad in [
+            "",
+            "0",
+            "#",
+            "-3",
+            "twelve",
+            "https://github.com/o/r/issues/3",
+            "https://github.com/o/r/pull/x",
+            "https://github.com/../r/pull/3",
+            "ftp://x/o/r/pull/1",
+        ] {
+            assert!(pr(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
     use super::*;
 
     fn item(s: &str) -> WorkItemRef {

@@ -99,6 +99,7 @@ async fn run() -> Vec<Duration> {
         tmux: Arc::new(Tmux::new(tmux)),
         harness: Arc::new(harness),
         claude_files: None,
+        plugin: None,
     })
     .await
     .expect("the dispatcher opens");

@@ -14,6 +14,10 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The variable naming the CLI config file (`--config`'s twin); the service sets it in
+/// every session's pane.
+pub const CONFIG_ENV: &str = "THE_LOOP_CLI_CONFIG";
+
 use loop_core::config::{self, Config, ConfigError, Loaded, Problem};
 use loop_store::StoreError;
 use sha2::{Digest, Sha256};

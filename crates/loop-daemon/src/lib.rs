@@ -14,6 +14,7 @@
 //! - [`poller`]: scopes, incremental listings, ledgers, closure reconciliation.
 //! - [`operator`]: the CLI's steering verbs through the dispatcher.
 //! - [`metrics`]: `GET /metrics`.
+//! - [`api`]: the control plane — `/api/v1` on `service.port`.
 //! - [`shutdown`]: the shutdown signal and completion guards every task holds.
 //!
 //! It prints nothing and reads no environment variable: the binary passes values in and
@@ -21,9 +22,12 @@
 //! and tmux IO run on blocking threads, and event-log lines go through the process's one
 //! writer with `EventLog::emit_async` (the poller's record IO is not yet moved off it).
 
+pub mod agent;
+pub mod api;
 pub mod config_source;
 pub mod dispatcher;
 pub mod live_config;
+pub mod mcp;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

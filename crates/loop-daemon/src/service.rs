@@ -19,6 +19,6 @@ mod build;
 mod hosting;
 mod preflight;
 
-pub use build::{Environment, Mode, Service, ServiceError, StandIns};
+pub use build::{Environment, Mode, Service, ServiceError, StandIns, plugin_site};
 pub use hosting::{Notice, Stopped};
 pub use preflight::{Ingress, Liveness, Misconfiguration, liveness, preflight};

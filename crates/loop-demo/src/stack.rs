@@ -91,6 +91,8 @@ pub struct Stack {
     pub config: Arc<Config>,
     /// Where the simulator sends its webhooks.
     pub webhook_url: String,
+    /// Where the control plane and its dashboard answer (`http://127.0.0.1:port`).
+    pub dashboard_url: String,
     dispatcher: Dispatcher,
     /// The running service (receiver and poller over the dispatcher, holding their locks).
     service: JoinHandle<Result<Stopped, ServiceError>>,
@@ -128,7 +130,12 @@ impl Stack {
         let listener =
             tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(listen("webhooks"))?;
         let addr = listener.local_addr().map_err(listen("webhooks"))?;
-        std::fs::write(&paths.config, config_text(&paths, &sim.url(), addr.port())).map_err(
+        let api_listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(listen("the control plane"))?;
+        let api_port = api_listener.local_addr().map_err(listen("the control plane"))?.port();
+        let ports = Ports { webhooks: addr.port(), api: api_port };
+        std::fs::write(&paths.config, config_text(&paths, &sim.url(), ports)).map_err(
             |source| DemoError::Io {
                 action: "write the demo config",
                 path: paths.config.clone(),
@@ -146,6 +153,7 @@ impl Stack {
             tmux_socket: Some(paths.socket.clone()),
             tmux_config: Some(PathBuf::from("/dev/null")),
             listener: Some(listener),
+            api_listener: Some(api_listener),
             stand_ins: Some(StandIns {
                 github: simulator_client(&sim)?,
                 harness: Arc::new(stand_in_harness(&paths, harness)),
@@ -154,8 +162,10 @@ impl Stack {
         };
         let service =
             Service::from_config(source, env, Mode::Serve { hold_processing: false }).await?;
-        // The demo config enables the receiver, so the service always has its address.
+        // The demo config enables the receiver and the control plane, so the service
+        // always has both addresses.
         let webhook_url = service.webhook_url().ok_or(DemoError::ServiceLost)?;
+        let dashboard_url = service.api_url().ok_or(DemoError::ServiceLost)?;
         let dispatcher = service.dispatcher().clone();
         let tmux = Arc::clone(dispatcher.tmux());
         let (stop_service, stopped) = oneshot::channel::<()>();
@@ -175,6 +185,7 @@ impl Stack {
             layout,
             config,
             webhook_url,
+            dashboard_url,
             dispatcher,
             service,
             stop_service,
@@ -197,9 +208,17 @@ impl Stack {
     }
 }
 
-/// The config of the demo service: hybrid ingress against the simulator, the demo
-/// maintainer authorized, sessions spawned in the demo's work directory.
-fn config_text(paths: &Paths, sim_url: &str, port: u16) -> String {
+/// The ports the demo's listeners were bound to.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    webhooks: u16,
+    api: u16,
+}
+
+/// The config of the demo service: hybrid ingress against the simulator, the control
+/// plane on its own port, the demo maintainer authorized, sessions spawned in the demo's
+/// work directory.
+fn config_text(paths: &Paths, sim_url: &str, ports: Ports) -> String {
     // JSON strings are YAML double-quoted scalars: any path is written safely.
     let quoted = |path: &Path| serde_json::Value::from(path.display().to_string()).to_string();
     format!(
@@ -207,7 +226,8 @@ fn config_text(paths: &Paths, sim_url: &str, port: u16) -> String {
          # `the-loop --config <this file> explain|events` reads what happened.\n\
          repositories: [{REPO}]\n\
          state:\n  root: {state}\n\
-         webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n    secretEnv: {SECRET_ENV}\n\
+         webhooks:\n  ghWebhook:\n    enabled: true\n    port: {webhooks}\n    secretEnv: {SECRET_ENV}\n\
+         service:\n  port: {api}\n\
          polling:\n  enabled: true\n  intervalSeconds: 1\n\
          integrations:\n  github:\n    api:\n      baseUrl: {sim_url}\n      tokenEnv: [{TOKEN_ENV}]\n\
          routing:\n  enabled: true\n  authorizedUsers: [{maintainer}]\n  spawnWorkdir: {work}\n  \
@@ -215,6 +235,8 @@ fn config_text(paths: &Paths, sim_url: &str, port: u16) -> String {
         state = quoted(&paths.state),
         work = quoted(&paths.work),
         maintainer = CAST.maintainer,
+        webhooks = ports.webhooks,
+        api = ports.api,
     )
 }
 
@@ -265,7 +287,7 @@ mod tests {
     #[test]
     fn the_demo_config_is_valid_without_warnings_and_runs_both_ingresses() {
         let paths = Paths::new(Path::new("/tmp/the-loop-demo-x"));
-        let text = config_text(&paths, "http://127.0.0.1:1", 8787);
+        let text = config_text(&paths, "http://127.0.0.1:1", Ports { webhooks: 8787, api: 4114 });
         let loaded = loop_core::config::parse(&text).expect("the demo config is valid");
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         let config = loaded.config;
@@ -278,7 +300,7 @@ mod tests {
     #[test]
     fn paths_with_quotes_and_spaces_are_written_safely() {
         let paths = Paths::new(Path::new("/tmp/a dir/it's: \"here\""));
-        let text = config_text(&paths, "http://127.0.0.1:1", 8787);
+        let text = config_text(&paths, "http://127.0.0.1:1", Ports { webhooks: 8787, api: 4114 });
         let config = loop_core::config::parse(&text).expect("valid").config;
         assert_eq!(config.state.root, paths.state);
         assert_eq!(config.routing.spawn_workdir, paths.work);

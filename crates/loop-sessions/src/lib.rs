@@ -9,6 +9,7 @@
 //! - [`tmux`]: spawn, liveness, paste delivery (control-mode client), settle, attach.
 //! - [`cleanup`]: the local teardown of a work item (sessions, checkouts, record).
 //! - [`harness`]: Claude Code, Cursor agent and command-template adapters.
+//! - [`plugin`]: the-loop's Claude Code plugin, written under the state root and registered.
 //! - [`registry`]: the rules of the local session record (statuses, PR endpoints, routing).
 //! - [`session`]: first spawn, respawn with resume fallback, delivery, close retention.
 //! - [`trust`]: Claude Code trust pre-seeding in the user's harness config.
@@ -16,6 +17,7 @@
 
 pub mod cleanup;
 pub mod harness;
+pub mod plugin;
 pub mod registry;
 pub mod session;
 pub mod tmux;

@@ -25,7 +25,7 @@
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
-use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
+use loop_core::record::{AwaitingInput, Endpoint, EndpointStatus, LocalRecord};
 use loop_store::{StateStore, StoreError};
 
 /// Why a registry operation was refused or failed.
@@ -87,6 +87,7 @@ impl EndpointHandles {
             model: self.model,
             effort: self.effort,
             harness_args: self.harness_args,
+            awaiting_input: None,
         }
     }
 }
@@ -173,6 +174,7 @@ pub mod rules {
             model: None,
             effort: None,
             harness_args: Vec::new(),
+            awaiting_input: None,
         };
         record.endpoints.insert(pr.clone(), endpoint);
         Ok(true)
@@ -233,6 +235,28 @@ pub mod rules {
             None => endpoint.last_event_at = Some(now),
         }
         true
+    }
+
+    /// Records the agent's open question on the live endpoint serving `served`; `false`
+    /// when there is none.
+    pub fn await_input(
+        slot: &mut Option<LocalRecord>,
+        served: &WorkItemRef,
+        question: AwaitingInput,
+    ) -> bool {
+        let Some(record) = slot.as_mut().filter(|record| is_live(record)) else { return false };
+        match record.endpoints.get_mut(served).filter(|endpoint| endpoint.is_live()) {
+            Some(endpoint) => {
+                endpoint.awaiting_input = Some(question);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Clears the open question of the endpoint serving `served`, returning it.
+    pub fn answer(slot: &mut Option<LocalRecord>, served: &WorkItemRef) -> Option<AwaitingInput> {
+        slot.as_mut()?.endpoints.get_mut(served)?.awaiting_input.take()
     }
 
     /// Whether an attach must be read-only: always for a closed session (nothing may be
@@ -327,6 +351,25 @@ impl Registry {
         now: Timestamp,
     ) -> Result<bool, RegistryError> {
         self.update(work_item, |slot| rules::link_pull_request(slot, pr, now))?
+    }
+
+    /// See [`rules::await_input`].
+    pub fn await_input(
+        &self,
+        owner: &WorkItemRef,
+        served: &WorkItemRef,
+        question: AwaitingInput,
+    ) -> Result<bool, RegistryError> {
+        self.update(owner, |slot| rules::await_input(slot, served, question))
+    }
+
+    /// See [`rules::answer`].
+    pub fn answer(
+        &self,
+        owner: &WorkItemRef,
+        served: &WorkItemRef,
+    ) -> Result<Option<AwaitingInput>, RegistryError> {
+        self.update(owner, |slot| rules::answer(slot, served))
     }
 
     /// See [`rules::save_handles`].
@@ -460,6 +503,7 @@ mod tests {
             model: None,
             effort: None,
             harness_args: Vec::new(),
+            awaiting_input: None,
         }
     }
 

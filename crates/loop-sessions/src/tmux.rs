@@ -79,6 +79,10 @@ pub struct TmuxSettings {
     /// server it starts — and every harness in it — never holds them (e.g. the webhook
     /// secret's variable). A server started by someone else keeps its own environment.
     pub withheld_env: Vec<String>,
+    /// Variables set in every session it spawns, beside the work item and the instance
+    /// (e.g. the config file the service runs with, so `the-loop ask` in the pane reads
+    /// the same one).
+    pub session_env: Vec<(String, String)>,
 }
 
 impl TmuxSettings {
@@ -92,6 +96,7 @@ impl TmuxSettings {
             command_timeout: Duration::from_secs(30),
             scratch_dir,
             withheld_env: Vec::new(),
+            session_env: Vec::new(),
         }
     }
 }
@@ -605,6 +610,7 @@ impl Tmux {
         ]
         .into_iter()
         .flatten()
+        .chain(self.settings.session_env.iter().map(|(name, value)| (name.as_str(), value.clone())))
         .collect();
         if pairs.is_empty() {
             return Vec::new();

@@ -232,7 +232,7 @@ fn set_true(map: &mut Map<String, Value>, key: &str) -> bool {
     true
 }
 
-fn object_at<'a>(
+pub(crate) fn object_at<'a>(
     map: &'a mut Map<String, Value>,
     key: &str,
 ) -> Result<&'a mut Map<String, Value>, String> {
@@ -245,7 +245,7 @@ fn object_at<'a>(
 /// Reads `path` (a missing file is `{}`), lets `mutate` change it, and writes it back
 /// atomically only when `mutate` reports changes. `mutate` returns the notes, or the
 /// key path of a value that is not an object.
-fn update_json(
+pub(crate) fn update_json(
     path: &Path,
     mutate: impl FnOnce(&mut Map<String, Value>) -> Result<Vec<String>, String>,
 ) -> Result<Vec<String>, TrustError> {

@@ -13,7 +13,10 @@
 //!
 //! Failure modes on demand: `--fail-resume` exits at once when launched with `--resume`
 //! (a conversation the harness cannot find), `--exit-on-start CODE` exits at once, and
-//! the magic messages `/exit` and `/hang` end the program or stop it reading input.
+//! the magic messages `/exit` and `/hang` end the program or stop it reading input. A
+//! message typed as `!command` runs `command` through `sh -c` in the pane's environment
+//! (as an agent's shell tool would) and records `{"ts", "shell", "status", "stdout",
+//! "stderr"}` instead of a message: how a test makes the agent run `the-loop ask`.
 //!
 //! This module holds the composing rules and the argument parsing (no terminal, no
 //! environment reads); [`program`] owns the terminal and the files, run by the binary
@@ -42,6 +45,9 @@ pub const LAUNCHES_ENV: &str = "LOOP_STAND_IN_LAUNCHES";
 pub const EXIT_MESSAGE: &str = "/exit";
 /// The message that makes the stand-in stop reading input (a hung harness).
 pub const HANG_MESSAGE: &str = "/hang";
+/// A message starting with this runs the rest as a shell command in the pane (the
+/// agent's own tool use: `!the-loop ask …`), recorded apart from messages.
+pub const SHELL_PREFIX: &str = "!";
 
 /// What the stand-in was asked to do, parsed from its command line.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

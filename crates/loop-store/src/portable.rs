@@ -117,6 +117,22 @@ impl StateStore {
             .load(|bytes| parse_record(bytes, item))
     }
 
+    /// Everything this machine knows about `item` — arming, session record, ledger,
+    /// ended stamp, roster — as `explain`, the API and the MCP tools show it.
+    pub fn item_state(
+        &self,
+        item: &WorkItemRef,
+    ) -> Result<loop_core::explain::ItemState, StoreError> {
+        use loop_core::record::{Collaborators, Control, Ended, PollLedger};
+        Ok(loop_core::explain::ItemState {
+            control: self.read_section::<Control>(item)?.into_value(),
+            session: self.load_local_record(item)?,
+            ledger: self.read_section::<PollLedger>(item)?.into_value(),
+            ended: self.read_section::<Ended>(item)?.into_value(),
+            collaborators: self.read_section::<Collaborators>(item)?.into_value(),
+        })
+    }
+
     /// Reads one section. When the record has no key for it (not even a tombstone) and is
     /// not sealed, the legacy location is consulted once: a value found there is written
     /// forward into the record (logged as `state.legacy_adopted`) and returned.

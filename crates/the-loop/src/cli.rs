@@ -83,6 +83,23 @@ pub enum Command {
     #[command(subcommand)]
     Collaborators(CollaboratorsCommand),
 
+    /// Ask a question on the work item from inside its agent session: posted as a
+    /// comment, the wait recorded; the answer arrives as the session's next event
+    Ask(AskArgs),
+
+    /// Answer a work item's agent session from this machine: pasted into its pane under
+    /// a header naming you, and mirrored on the work item (never spawns or resumes)
+    Reply(ReplyArgs),
+
+    /// the-loop's Claude Code plugin (`/the-loop:work-on`, the link-pr hook, the MCP
+    /// server): install it for your own Claude Code, or see what is installed where
+    #[command(subcommand)]
+    Harness(HarnessCommand),
+
+    /// What the harness plugin's hooks run (reads the hook's JSON on stdin; exits 0)
+    #[command(subcommand, hide = true)]
+    Hook(HookCommand),
+
     /// Why did (nothing) happen? The decision trail of one delivery or one work item,
     /// from the event log: what arrived, each guard passed or failed, what was done
     Explain(ExplainArgs),
@@ -266,10 +283,59 @@ pub enum SessionsCommand {
     LinkPr {
         #[command(flatten)]
         item: WorkItemArg,
-        /// `N`, `#N` (same repository) or a full ref
+        /// `N`, `#N` (same repository), a ref or the pull request's URL
         #[arg(long, value_name = "PR")]
         pull_request: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The work item (or the pull request its session serves) to ask on
+    #[arg(long = "work-item", value_name = "REF", env = crate::env_vars::WORK_ITEM)]
+    pub work_item: loop_core::WorkItemRef,
+    /// The question, as it should read on GitHub
+    #[arg(long, value_name = "TEXT")]
+    pub question: String,
+    /// A choice to offer (repeat for each, at most 10)
+    #[arg(long = "option", value_name = "TEXT")]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplyArgs {
+    /// The work item (`github:owner/repo#N`), or a pull request its session serves
+    #[arg(value_name = "REF")]
+    pub work_item: loop_core::WorkItemRef,
+    /// What to tell the session
+    #[arg(value_name = "TEXT")]
+    pub text: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HarnessCommand {
+    /// Write the plugin under the state root and register it in this user's Claude Code
+    /// settings (only keys that are absent; an existing `false` is kept)
+    Install {
+        #[arg(value_enum)]
+        harness: PluginHarness,
+    },
+    /// Where the plugin is, whether its files are this binary's, and whether Claude Code
+    /// has it registered and enabled (exit 0 only if it is in use)
+    Status,
+}
+
+/// The harnesses the-loop ships a plugin for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PluginHarness {
+    Claude,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// `PostToolUse`: record a pull request the tool call created (`gh pr create`, a
+    /// GitHub MCP tool) for the session's work item (THE_LOOP_WORK_ITEM)
+    LinkPr,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

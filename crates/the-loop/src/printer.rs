@@ -83,6 +83,8 @@ fn hint_of(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     hinted!(
         loop_daemon::receiver::ReceiverError,
         loop_daemon::poller::PollerError,
+        loop_daemon::agent::AgentError,
+        loop_daemon::agent::LinkError,
         loop_github::GithubError,
         loop_github::token::TokenError,
         loop_github::signature::SignatureError,
@@ -92,6 +94,7 @@ fn hint_of(err: &(dyn std::error::Error + 'static)) -> Option<String> {
         loop_sessions::registry::RegistryError,
         loop_sessions::workspace::WorkspaceError,
         loop_sessions::trust::TrustError,
+        loop_sessions::plugin::PluginError,
     );
     None
 }

@@ -5,8 +5,8 @@
 //! is an error. [`NOT_IMPLEMENTED`] is the one place those keys are named. Most of them are
 //! *inert*: no type, no default, no field in `Config`, so `config show` leaves them out.
 //! The reader (`read.rs`) consults the list for every key a typed section did not take:
-//! a listed key is accepted with one warning at the first listed key (`service`, not each
-//! of its keys), and the keys beneath it are checked against the list — so a misspelling
+//! a listed key is accepted with one warning at the first listed key (`channels`, not
+//! each of its keys), and the keys beneath it are checked against the list — so a misspelling
 //! there is still an unknown key, with its path, line and a suggestion — while their
 //! values are never read.
 //!
@@ -14,8 +14,8 @@
 //! one does: `routing.control.keywords.execute`, because the control parser recognises
 //! the keyword (and hands the comment to the process graph) even though the graph itself
 //! is not implemented. No code outside the config reads any other listed key — not
-//! `routing.harnessPlugins.enabled` (harness trust is `routing.harnessTrust`'s alone) and
-//! not `collaborators` (a work item's roster lives in its portable record).
+//! `routing.harnessPlugins.marketplaceRepo` (the plugin ships inside the binary) and not
+//! `collaborators` (a work item's roster lives in its portable record).
 //!
 //! Grammar: dotted key paths, with `[]` standing for every item of a list. The reference
 //! allows no mapping with free-form keys inside these sections, so there is no other
@@ -25,8 +25,7 @@
 pub const NOT_IMPLEMENTED: &[&str] = &[
     // routing (typed: see the module docs)
     "routing.control.keywords.execute",
-    // routing.harnessPlugins: registering the-loop's plugin with the harness
-    "routing.harnessPlugins.enabled",
+    // routing.harnessPlugins (typed: `enabled`): the plugin ships in the binary
     "routing.harnessPlugins.marketplaceRepo",
     // routing.webTerminal: a browser terminal (ttyd) onto tmux
     "routing.webTerminal.enabled",
@@ -42,22 +41,10 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "integrations.jira.api.baseUrl",
     "integrations.jira.api.tokenEnv",
     "integrations.jira.cli.binary",
-    // service: the control-plane HTTP API
-    "service.enabled",
-    "service.host",
-    "service.port",
-    "service.exposed",
+    // service: the control plane runs in the service process, which always hosts the
+    // ingresses, and the CLI never goes through it
     "service.autoStart",
     "service.hostIngresses",
-    "service.mcp.enabled",
-    "service.stream.enabled",
-    "service.stream.maxSubscribers",
-    "service.stream.keepAliveSeconds",
-    "service.cors.allowOrigins",
-    "service.cors.allowMethods",
-    "service.cors.allowHeaders",
-    "service.cors.allowCredentials",
-    "service.cors.allowPrivateNetwork",
     // standingSessions: sessions tied to no work item
     "standingSessions.enabled",
     "standingSessions.sessions[].name",
@@ -178,11 +165,12 @@ mod tests {
     #[test]
     fn paths_are_matched_with_their_list_indices_as_wildcards() {
         assert_eq!(shape("service"), Some(Shape::Mapping));
-        assert_eq!(shape("service.cors.allowOrigins"), Some(Shape::Leaf));
+        assert_eq!(shape("service.autoStart"), Some(Shape::Leaf));
+        assert_eq!(shape("service.port"), None);
         assert_eq!(shape("collaborators"), Some(Shape::List));
         assert_eq!(shape("collaborators[3]"), Some(Shape::Mapping));
         assert_eq!(shape("standingSessions.sessions[0].slack.channel"), Some(Shape::Leaf));
-        assert_eq!(shape("service.cors.allowOrigin"), None);
+        assert_eq!(shape("channels.slack.chanel"), None);
         assert_eq!(shape("routing.control.keywords.start"), None);
         let under: Vec<&str> = keys_under("collaborators[1]").collect();
         assert_eq!(under, ["handle", "kind", "roles", "notifications", "notifications"]);

@@ -58,8 +58,7 @@ routing:
 selfDiagnosis:
   repo: not-a-repo
 service:
-  cors:
-    allowOrigins: [https://octo.example]
+  autoStart: maybe
 collaborators:
   - handle: octocat
     roles: []
@@ -67,10 +66,10 @@ collaborators:
     let c = parse(text).unwrap_or_else(|e| panic!("{e}")).config;
     assert_eq!(c, Config::default(), "values under them are not read, so not validated either");
     let shown = c.to_json();
-    for key in ["service", "selfDiagnosis", "collaborators", "channels", "standingSessions"] {
+    for key in ["selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["harnessPlugins", "webTerminal", "graph"] {
+    for key in ["webTerminal", "graph"] {
         assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
     }
 }
@@ -206,12 +205,11 @@ routing:
 repositories: [octo/app]
 service:
   port: 4115
-  cors:
-    allowOrigins: []
+  autoStart: true
 ";
     let found = warnings(text);
     assert_eq!(found.len(), 3, "{found:#?}");
-    for path in ["routing.graph:", "routing.control.keywords.execute:", "service:"] {
+    for path in ["routing.graph:", "routing.control.keywords.execute:", "service.autoStart:"] {
         assert!(
             found.iter().any(|w| w.starts_with(path) && w.contains("not implemented")),
             "{path}: {found:#?}"
@@ -424,11 +422,12 @@ fn a_reference_config_loads_without_errors() {
     assert_eq!(
         warned,
         [
-            "routing.harnessPlugins",
+            "routing.harnessPlugins.marketplaceRepo",
             "routing.webTerminal",
             "routing.graph",
             "integrations.github.transport",
-            "service",
+            "service.autoStart",
+            "service.hostIngresses",
             "standingSessions",
             "channels",
             "selfDiagnosis",
@@ -511,4 +510,51 @@ proptest::proptest! {
         let _ = parse(&text);
         let _ = parse_document(&text).map(migrate);
     }
+}
+
+#[test]
+fn the_service_defaults_to_loopback_on_4114_with_cors_off() {
+    let service = Config::default().service;
+    assert!(service.enabled);
+    assert_eq!((service.host.as_str(), service.port), ("127.0.0.1", 4114));
+    assert!(!service.exposed && service.is_loopback());
+    assert_eq!(service.token_env, "THE_LOOP_SERVICE_TOKEN");
+    assert!(service.cors.allow_origins.is_empty(), "no other origin unless listed");
+    assert_eq!((service.stream.max_subscribers, service.stream.keep_alive_seconds), (8, 15));
+    let exposed = "service:\n  host: 0.0.0.0\n  exposed: true\n";
+    assert_eq!(parse(exposed).unwrap_or_else(|e| panic!("{e}")).config.service.host, "0.0.0.0");
+    for host in ["localhost", "::1", "[::1]", "127.0.0.2"] {
+        let text = format!("service:\n  host: \"{host}\"\n");
+        assert!(parse(&text).is_ok(), "{host} is loopback");
+    }
+}
+
+#[test]
+fn the_service_refuses_what_would_open_it_to_other_machines_or_pages() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "service:\n  host: 0.0.0.0\n",
+            "service.host: `0.0.0.0` is beyond loopback: set `service.exposed: true`",
+        ),
+        (
+            "service:\n  cors:\n    allowOrigins: [\"*\"]\n    allowCredentials: true\n",
+            "service.cors.allowCredentials: `true` with `*` in `allowOrigins`",
+        ),
+        (
+            "service:\n  cors:\n    allowOrigins: [https://octo.example/]\n",
+            "service.cors.allowOrigins[0]: expected an origin such as `https://example.com`",
+        ),
+        (
+            "service:\n  cors:\n    allowOrigins: [octo.example]\n",
+            "service.cors.allowOrigins[0]: expected an origin",
+        ),
+        ("service:\n  stream:\n    maxSubscribers: 0\n", "service.stream.maxSubscribers"),
+    ];
+    for (text, expected) in cases {
+        let found = problems(text);
+        assert!(found.len() == 1 && found[0].starts_with(expected), "{text:?}: {found:#?}");
+    }
+    let fine = "service:\n  cors:\n    allowOrigins: [\"https://a.example\", \"http://127.0.0.1:8080\", \"http://[::1]:3000\", \"*\"]\n";
+    let origins = parse(fine).unwrap_or_else(|e| panic!("{e}")).config.service.cors.allow_origins;
+    assert_eq!(origins.len(), 4);
 }

@@ -145,6 +145,7 @@ mod tests {
             model: None,
             effort: None,
             harness_args: Vec::new(),
+            awaiting_input: None,
         }
     }
 

@@ -80,6 +80,28 @@ pub struct Endpoint {
     /// The harness's launch arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub harness_args: Vec<String>,
+    /// The question the agent asked (`the-loop ask`) that no answer has reached yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_input: Option<AwaitingInput>,
+}
+
+/// An open question of the agent's: where it was asked and what it offered. The text is
+/// kept here (this machine's file) for the operator's views; the event log never has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingInput {
+    pub asked_at: Timestamp,
+    /// The question's comment on GitHub.
+    pub comment_url: String,
+    /// The question, cut to [`AwaitingInput::QUESTION_CAP`] characters.
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+impl AwaitingInput {
+    /// How much of a question the record keeps.
+    pub const QUESTION_CAP: usize = 500;
 }
 
 impl Endpoint {
@@ -130,6 +152,7 @@ mod tests {
             model: None,
             effort: None,
             harness_args: Vec::new(),
+            awaiting_input: None,
         }
     }
 

@@ -25,7 +25,7 @@ use crate::login::Login;
 use crate::refs::WorkItemRef;
 
 pub use clocks::{PollClock, PollClocks};
-pub use local::{Endpoint, EndpointStatus, LocalRecord, RECENT_DELIVERIES_CAP};
+pub use local::{AwaitingInput, Endpoint, EndpointStatus, LocalRecord, RECENT_DELIVERIES_CAP};
 pub use portable::{
     ChannelBinding, Collaborator, Collaborators, CommentId, CommentLedger, Control, ControlSource,
     Ended, GaveUp, PollLedger, SpawnLedger,

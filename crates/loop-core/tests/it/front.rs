@@ -91,6 +91,7 @@ fn endpoint(status: EndpointStatus) -> Endpoint {
         model: None,
         effort: None,
         harness_args: Vec::new(),
+        awaiting_input: None,
     }
 }
 

@@ -158,10 +158,11 @@ impl Dispatcher {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
+        let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
             (job.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
         let (result, noted) = blocking(move || {
-            let prompt = render(&config, &event, &served, key.as_deref(), Template::Event);
+            let prompt = render(&config, &event, &served, key.as_deref(), Template::Event, plugin);
             let result = session::deliver_or_respawn(
                 &tmux,
                 &*harness,
@@ -190,6 +191,12 @@ impl Dispatcher {
                         .field("error", err.to_string()),
                 )
                 .await;
+        }
+        if result.is_ok()
+            && endpoint.awaiting_input.is_some()
+            && loop_core::agent::answers_question(&job.event)
+        {
+            self.note_answered(&item, &endpoint_ref, job.cx.delivery_id.as_deref()).await;
         }
         let harness = endpoint.harness.clone();
         match result {
@@ -304,8 +311,15 @@ impl Dispatcher {
             Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
         self.seed_trust(&config, &item, &cwd).await;
-        let prompt =
-            render_off_thread(&config, &job.event, &item, key.as_deref(), Template::Spawn).await;
+        let prompt = render_off_thread(
+            &config,
+            &job.event,
+            &item,
+            key.as_deref(),
+            Template::Spawn,
+            self.has_plugin(&config),
+        )
+        .await;
         let site = SessionSite::for_work_item(&item, cwd.clone(), config.instance.name.clone());
         if let Err(error) = self.begin_spawn(&item, &site.target).await {
             return Decision::SpawnFailed { item, error: error.to_string() };
@@ -395,8 +409,15 @@ impl Dispatcher {
         }
         self.seed_trust(&config, pr, &cwd).await;
         let key = job.cx.delivery_id.clone();
-        let prompt =
-            render_off_thread(&config, &job.event, pr, key.as_deref(), Template::Event).await;
+        let prompt = render_off_thread(
+            &config,
+            &job.event,
+            pr,
+            key.as_deref(),
+            Template::Event,
+            self.has_plugin(&config),
+        )
+        .await;
         let site =
             SessionSite::for_endpoint(&record.work_item, pr, cwd, config.instance.name.clone());
         let spawn_failed = |error: SpawnError| {
@@ -572,7 +593,19 @@ impl Dispatcher {
         Ok(checkout.path)
     }
 
-    /// Pre-seeds Claude Code's trust for `cwd` (best-effort; other harnesses need none).
+    /// Whether sessions spawned now run the-loop's plugin (Claude, plugins enabled):
+    /// their spawn prompt may name `/the-loop:work-on`.
+    pub(crate) fn has_plugin(&self, config: &Config) -> bool {
+        self.inner.plugin.is_some()
+            && self.inner.claude_files.is_some()
+            && config.routing.harness_plugins.enabled
+            && self.inner.harness.name() == "claude"
+    }
+
+    /// Pre-seeds Claude Code for a session in `cwd`: trust for the directory
+    /// (`routing.harnessTrust`) and the-loop's plugin (`routing.harnessPlugins`).
+    /// Best-effort, each on its own: a failure is a warning and the spawn goes on. Other
+    /// harnesses need neither.
     async fn seed_trust(&self, config: &Config, item: &WorkItemRef, cwd: &std::path::Path) {
         let Some(files) = self.inner.claude_files.clone() else { return };
         if self.inner.harness.name() != "claude" {
@@ -587,18 +620,34 @@ impl Dispatcher {
         let root = config.routing.workspace.root.clone();
         let args = config.routing.harness_args.claude.clone();
         let dir = cwd.to_owned();
-        let seeded = blocking(move || {
-            loop_sessions::trust::seed_claude_trust(&files, &settings, &dir, root.as_deref(), &args)
+        let plugin = self.inner.plugin.clone().filter(|_| self.has_plugin(config));
+        let (trusted, registered) = blocking(move || {
+            let trusted = loop_sessions::trust::seed_claude_trust(
+                &files,
+                &settings,
+                &dir,
+                root.as_deref(),
+                &args,
+            );
+            let registered =
+                plugin.map(|site| loop_sessions::plugin::seed_claude_plugin(&files, &site));
+            (trusted, registered)
         })
         .await;
-        let line = match seeded {
-            Ok(notes) if notes.is_empty() => return,
-            Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
-            Err(err) => Line::warning(Kind::WorkspaceTrustFailed).field("error", err.to_string()),
-        };
-        self.events()
-            .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
-            .await;
+        let outcomes = [
+            trusted.map_err(|err| err.to_string()),
+            registered.unwrap_or(Ok(Vec::new())).map_err(|err| err.to_string()),
+        ];
+        for outcome in outcomes {
+            let line = match outcome {
+                Ok(notes) if notes.is_empty() => continue,
+                Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
+                Err(error) => Line::warning(Kind::WorkspaceTrustFailed).field("error", error),
+            };
+            self.events()
+                .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
+                .await;
+        }
     }
 }
 
@@ -610,6 +659,7 @@ fn render(
     item: &WorkItemRef,
     key: Option<&str>,
     template: Template,
+    plugin: bool,
 ) -> String {
     let (path, builtin) = match template {
         Template::Event => (&config.routing.prompt_template, EVENT_TEMPLATE),
@@ -622,6 +672,7 @@ fn render(
         delivery_id: key,
         graph_context: "",
         interaction: config.routing.interaction.mode,
+        plugin,
     }
     .render(text.as_deref().unwrap_or(builtin))
 }
@@ -634,10 +685,11 @@ async fn render_off_thread(
     item: &WorkItemRef,
     key: Option<&str>,
     template: Template,
+    plugin: bool,
 ) -> String {
     let (config, event, item, key) =
         (config.clone(), event.clone(), item.clone(), key.map(str::to_owned));
-    blocking(move || render(&config, &event, &item, key.as_deref(), template)).await
+    blocking(move || render(&config, &event, &item, key.as_deref(), template, plugin)).await
 }
 
 /// Remembers a delivery on the endpoint (after a respawn, its new launch first): the

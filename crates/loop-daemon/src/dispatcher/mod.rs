@@ -69,8 +69,11 @@ pub struct DispatcherParts {
     pub tmux: Arc<Tmux>,
     /// The harness new sessions are spawned with (`routing.defaultHarness`).
     pub harness: Arc<dyn Harness>,
-    /// Claude Code's files, for trust pre-seeding; `None`: no pre-seeding.
+    /// Claude Code's files, for trust and plugin pre-seeding; `None`: no pre-seeding.
     pub claude_files: Option<ClaudeFiles>,
+    /// the-loop's Claude Code plugin, registered before each Claude spawn while
+    /// `routing.harnessPlugins.enabled`; `None`: never.
+    pub plugin: Option<loop_sessions::plugin::PluginSite>,
 }
 
 /// The dispatcher; cheap to clone (one shared state).
@@ -89,6 +92,7 @@ struct Inner {
     tmux: Arc<Tmux>,
     harness: Arc<dyn Harness>,
     claude_files: Option<ClaudeFiles>,
+    plugin: Option<loop_sessions::plugin::PluginSite>,
     ledger: Mutex<DeliveryLog>,
     /// Keys the previous process left in flight: each may have been pasted just before
     /// it ended, so its first delivery in this process asks the harness first (taken
@@ -130,6 +134,7 @@ impl Dispatcher {
                 tmux: parts.tmux,
                 harness: parts.harness,
                 claude_files: parts.claude_files,
+                plugin: parts.plugin,
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),

@@ -15,19 +15,22 @@
 //! [`super::hosting`]'s. It reads no environment variable: the caller hands the values in.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use loop_core::config::Config;
 use loop_github::{GithubClient, GithubError};
 use loop_sessions::harness::{Declared, configured};
+use loop_sessions::plugin::PluginSite;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux, TmuxSettings, TmuxSocket};
 use loop_store::{EventLog, PidLock, StateLayout, StateStore, StoreError};
 use tokio::net::TcpListener;
 
 use super::preflight::{Ingress, Misconfiguration, preflight};
+use crate::api::ApiToken;
+use crate::config_source::CONFIG_ENV;
 use crate::config_source::ConfigSource;
 use crate::dispatcher::{Dispatcher, DispatcherError, DispatcherParts};
 use crate::live_config::{Hosted, LiveConfig};
@@ -57,6 +60,12 @@ pub struct Environment {
     /// A listener the caller bound for the receiver; `None`: it binds
     /// `webhooks.ghWebhook.host:port`.
     pub listener: Option<TcpListener>,
+    /// A listener the caller bound for the control plane; `None`: it binds
+    /// `service.host:port`.
+    pub api_listener: Option<TcpListener>,
+    /// The control plane's bearer token: the value of the variable `service.tokenEnv`
+    /// names.
+    pub api_token: Option<ApiToken>,
     /// Stand-ins for what the config would reach; `None`: GitHub and the configured harness.
     pub stand_ins: Option<StandIns>,
 }
@@ -139,6 +148,9 @@ pub enum ServiceError {
     #[error("the webhook receiver failed")]
     Receiver(#[from] ReceiverError),
 
+    #[error("the control plane failed")]
+    Api(#[source] std::io::Error),
+
     #[error("cannot listen on {host}:{port}")]
     Listen {
         host: String,
@@ -173,7 +185,16 @@ pub struct Service {
     pub(super) metrics: Metrics,
     pub(super) receiver: Option<Receiving>,
     pub(super) poller: Option<Polling>,
+    pub(super) api: Option<Serving>,
     warnings: Vec<String>,
+}
+
+/// The control plane's listener and token, for [`Service::run`] to serve.
+#[derive(Debug)]
+pub(super) struct Serving {
+    pub(super) listener: TcpListener,
+    pub(super) address: SocketAddr,
+    pub(super) token: Option<ApiToken>,
 }
 
 /// The receiver, not yet wired to the dispatcher, with its listener and its lock.
@@ -204,6 +225,7 @@ impl Service {
         mode: Mode,
     ) -> Result<Self, ServiceError> {
         let config = Arc::clone(source.current());
+        let config_path = source.path().to_owned();
         let layout = StateLayout::for_config(&config, env.working_dir.clone());
         let (receiving, polling) = mode.ingresses(&config);
         let receiver_lock = if receiving { Some(receiver_lock(&layout)?) } else { None };
@@ -237,6 +259,8 @@ impl Service {
             tmux_socket,
             tmux_config,
             listener,
+            api_listener,
+            api_token,
             stand_ins,
         } = env;
         let hosted = Hosted { receiver: receiving, unsigned: secret.is_none(), poller: polling };
@@ -290,12 +314,14 @@ impl Service {
             github: github.clone(),
             tmux: Arc::new(Tmux::new(tmux_settings(
                 &config,
+                &config_path,
                 tmux_socket,
                 tmux_config,
                 scratch_dir,
             ))),
             harness,
-            claude_files: config.routing.harness_trust.enabled.then_some(located),
+            claude_files: Some(located),
+            plugin: plugin_site(&config, &layout),
         })
         .await?;
         let metrics = Metrics::new();
@@ -335,7 +361,37 @@ impl Service {
             None => None,
         };
 
-        Ok(Self { mode, config: live, events, dispatcher, metrics, receiver, poller, warnings })
+        let api = match mode {
+            Mode::Serve { .. } if config.service.enabled => {
+                let service = &config.service;
+                let listen = |source| ServiceError::Listen {
+                    host: service.host.clone(),
+                    port: service.port,
+                    source,
+                };
+                let listener = match api_listener {
+                    Some(listener) => listener,
+                    None => TcpListener::bind((service.host.as_str(), service.port))
+                        .await
+                        .map_err(listen)?,
+                };
+                let address = listener.local_addr().map_err(listen)?;
+                Some(Serving { listener, address, token: api_token })
+            }
+            _ => None,
+        };
+
+        Ok(Self {
+            mode,
+            config: live,
+            events,
+            dispatcher,
+            metrics,
+            receiver,
+            poller,
+            api,
+            warnings,
+        })
     }
 
     /// The dispatcher every ingress hands its work to (the operator's verbs call it).
@@ -361,6 +417,12 @@ impl Service {
         self.receiver.as_ref().map(|r| receiver::url(r.address, path))
     }
 
+    /// Where the control plane answers, once bound (`http://host:port`; the dashboard is
+    /// at `/`).
+    pub fn api_url(&self) -> Option<String> {
+        self.api.as_ref().map(|api| format!("http://{}", api.address))
+    }
+
     /// How long the poller waits between cycles, when it polls.
     pub fn poll_interval(&self) -> Option<Duration> {
         self.poller
@@ -381,9 +443,11 @@ fn receiver_lock(layout: &StateLayout) -> Result<PidLock, ServiceError> {
 }
 
 /// The tmux server sessions run on, as `routing.tmux` configures it; the webhook
-/// secret's variable is withheld from every server it starts.
+/// secret's variable is withheld from every server it starts, and every session is told
+/// the config file (`THE_LOOP_CLI_CONFIG`), so the-loop's verbs in its pane read this one.
 fn tmux_settings(
     config: &Config,
+    config_path: &Path,
     socket: Option<PathBuf>,
     config_file: Option<PathBuf>,
     scratch_dir: PathBuf,
@@ -393,7 +457,26 @@ fn tmux_settings(
     tmux.config_file = config_file;
     tmux.remain_on_exit = config.routing.tmux.remain_on_exit;
     tmux.withheld_env = vec![config.webhooks.gh_webhook.secret_env.clone()];
+    tmux.session_env = vec![(
+        CONFIG_ENV.to_owned(),
+        std::path::absolute(config_path)
+            .unwrap_or_else(|_| config_path.to_owned())
+            .display()
+            .to_string(),
+    )];
     tmux
+}
+
+/// Where the-loop's Claude Code plugin is written (under the state root) and what it
+/// points at: this binary, for the link-pr hook, and the service's MCP endpoint. `None`
+/// when this process cannot name its own executable.
+pub fn plugin_site(config: &Config, layout: &StateLayout) -> Option<PluginSite> {
+    let bin = std::env::current_exe()
+        .inspect_err(|err| tracing::warn!(%err, "cannot name this executable: no harness plugin"))
+        .ok()?;
+    let mcp_url = format!("{}/mcp", config.service.local_url());
+    let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_owned());
+    Some(PluginSite::under(&root, bin, mcp_url))
 }
 
 /// The GitHub client of the work items' host (see [`work_item_host`]), as

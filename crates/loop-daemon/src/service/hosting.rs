@@ -3,9 +3,11 @@
 //!
 //! [`Service::run`] is what `the-loop start --foreground` runs with TERM-or-INT as its
 //! shutdown and what the demo runs with a oneshot: the webhook receiver (with the
-//! dispatcher, the existence answers and `GET /metrics` wired in), the poller, the config
+//! dispatcher, the existence answers and `GET /metrics` wired in), the control plane
+//! (`service.port`, over the same config, store, event log and dispatcher), the poller, the config
 //! source's periodic re-read (the dispatcher and the poller follow it) and the
-//! live-sessions gauge. When `shutdown` resolves or the receiver fails, every ingress
+//! live-sessions gauge. When `shutdown` resolves or the receiver or the control plane
+//! fails, every ingress
 //! stops, the dispatcher finishes what it holds within the mode's grace, the poller's
 //! abandoned attempts are given back and the event log is flushed; the locks go last.
 //! [`Service::poll_once`] is `poll --once`'s one cycle in the same shape, and
@@ -20,8 +22,9 @@ use std::time::Duration;
 use loop_store::{EventLog, StateStore};
 use tokio::sync::broadcast;
 
-use super::build::{Polling, Receiving, Service, ServiceError};
+use super::build::{Polling, Receiving, Service, ServiceError, Serving};
 use super::preflight::Misconfiguration;
+use crate::api::{self, ApiState};
 use crate::dispatcher::{Dispatcher, blocking};
 use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
@@ -58,7 +61,7 @@ impl Service {
         shutdown: impl Future<Output = ()>,
         on_event: impl Fn(Notice) + Send + Sync,
     ) -> Result<Stopped, ServiceError> {
-        let Self { mode, config, events, dispatcher, metrics, receiver, poller, .. } = self;
+        let Self { mode, config, events, dispatcher, metrics, receiver, poller, api, .. } = self;
         let (stop, _) = broadcast::channel::<()>(1);
         dispatcher.count_in(metrics.clone());
 
@@ -86,6 +89,18 @@ impl Service {
             }
             None => (None, None),
         };
+        let api_run = api.map(|Serving { listener, token, .. }| {
+            let state = ApiState {
+                config: config.clone(),
+                store: dispatcher.store().clone(),
+                events: events.for_source("api"),
+                dispatcher: dispatcher.clone(),
+            };
+            let mut stopped = stop.subscribe();
+            api::serve(listener, state, token, async move {
+                let _ = stopped.recv().await;
+            })
+        });
         on_event(Notice::Ready);
 
         let polled = config.subscribe();
@@ -112,7 +127,15 @@ impl Service {
             on_event(Notice::ReceiverStopped);
             received
         };
-        let (received, (), (), (), ()) = tokio::join!(receive, poll, reload, gauges, stopping);
+        // A control plane that failed stops everything too.
+        let serve_api = async {
+            let Some(run) = api_run else { return Ok(()) };
+            let served = run.await;
+            let _ = stop.send(());
+            served.map_err(ServiceError::Api)
+        };
+        let (received, served, (), (), (), ()) =
+            tokio::join!(receive, serve_api, poll, reload, gauges, stopping);
         let abandoned = dispatcher.shutdown(mode.grace()).await;
         if let Some(poller) = poller {
             release(poller, abandoned.clone()).await?;
@@ -120,6 +143,7 @@ impl Service {
         flush(events).await;
         drop((poll_lock, receiver_lock));
         received?;
+        served?;
         Ok(Stopped { abandoned })
     }
 

@@ -20,6 +20,7 @@ use loop_github::GithubError;
 use loop_store::{StateLayout, StoreError, lock_holder};
 
 use super::Environment;
+use crate::api::{self, ApiRefusal};
 use crate::poller::{GithubClients, scope};
 use crate::receiver::{self, ReceiverError};
 
@@ -109,6 +110,10 @@ pub enum Misconfiguration {
 
     #[error("nothing would be acted on: `routing.enabled` is false")]
     RoutingDisabled,
+
+    /// The control plane would be reachable from other machines without a token.
+    #[error(transparent)]
+    Api(ApiRefusal),
 }
 
 impl Misconfiguration {
@@ -117,7 +122,7 @@ impl Misconfiguration {
         match self {
             Self::Receiver(_) => Some(Ingress::Receiver),
             Self::NothingToPoll | Self::Github { .. } => Some(Ingress::Poller),
-            Self::NothingEnabled | Self::RoutingDisabled => None,
+            Self::NothingEnabled | Self::RoutingDisabled | Self::Api(_) => None,
         }
     }
 
@@ -134,20 +139,27 @@ impl Misconfiguration {
                     .to_owned(),
             ),
             Self::RoutingDisabled => Some("set `routing.enabled: true`".to_owned()),
+            Self::Api(refusal) => refusal.hint(),
             Self::Github { .. } => None,
         }
     }
 }
 
 /// Every reason the service the config describes cannot start in `env`: none of its
-/// ingresses is enabled, or an enabled one is misconfigured.
+/// ingresses is enabled, an enabled one is misconfigured, or the control plane would be
+/// exposed without a token.
 pub fn preflight(config: &Config, env: &Environment) -> Vec<Misconfiguration> {
     let enabled: Vec<Ingress> =
         Ingress::ALL.into_iter().filter(|ingress| ingress.enabled(config)).collect();
     if enabled.is_empty() {
         return vec![Misconfiguration::NothingEnabled];
     }
-    enabled.into_iter().flat_map(|ingress| ingress.misconfigurations(config, env)).collect()
+    let api = api::misconfigurations(&config.service, env.api_token.as_ref());
+    enabled
+        .into_iter()
+        .flat_map(|ingress| ingress.misconfigurations(config, env))
+        .chain(api.into_iter().map(Misconfiguration::Api))
+        .collect()
 }
 
 /// What the lock of one ingress says right now.

@@ -175,7 +175,8 @@ pub struct Answer {
     pub body: String,
 }
 
-/// One HTTP/1.1 request with `Connection: close`, read to the end.
+/// One HTTP/1.1 request with `Connection: close`, read to the end; `Host` is `addr`
+/// unless `headers` name one.
 pub async fn request(
     addr: SocketAddr,
     method: &str,
@@ -192,9 +193,12 @@ pub async fn request(
         let mut stream = TcpStream::connect(addr).expect("connect to the receiver");
         stream.set_read_timeout(Some(PATIENCE)).expect("a read timeout");
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
+        if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("Host: {addr}\r\n"));
+        }
         for (name, value) in &headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }

@@ -19,6 +19,7 @@ use loop_daemon::dispatcher::{Dispatcher, DispatcherParts};
 use loop_daemon::metrics::Metrics;
 use loop_daemon::receiver::{Dispatch, Judged, Secret};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
+use loop_sessions::plugin::PluginSite;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{CommandHarness, Tmux, TmuxSettings, TmuxSocket};
 use loop_sim::test_support::{
@@ -482,6 +483,13 @@ async fn open_dispatcher(
         std::fs::create_dir_all(dir.join("home")).expect("a home");
         ClaudeFiles::locate(&dir.join("home"), config_dir.to_str())
     });
+    let plugin = (which == Harness::Claude).then(|| {
+        PluginSite::under(
+            &dir.join("state"),
+            PathBuf::from("/usr/local/bin/the-loop"),
+            "http://127.0.0.1:4114/mcp".to_owned(),
+        )
+    });
     Dispatcher::open(DispatcherParts {
         config,
         store,
@@ -489,6 +497,7 @@ async fn open_dispatcher(
         tmux: Arc::new(Tmux::new(tmux)),
         harness: Arc::new(harness),
         claude_files,
+        plugin,
     })
     .await
     .expect("the dispatcher opens")

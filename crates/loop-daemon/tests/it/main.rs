@@ -3,6 +3,7 @@
 //! Every test runs the real receiver on `127.0.0.1:0` with its own state root and config
 //! file in a temp directory, and talks to it over real HTTP.
 
+mod api;
 mod backlog;
 mod common;
 mod crash_windows;
@@ -18,6 +19,7 @@ mod dispatch_poll;
 mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
+mod mcp;
 mod metrics;
 mod poll;
 mod poll_closure;

@@ -38,6 +38,7 @@ pub fn session_record(
             model: None,
             effort: None,
             harness_args: Vec::new(),
+            awaiting_input: None,
         };
         record.endpoints.insert((*item).clone(), endpoint);
     }

@@ -4,6 +4,7 @@
 //! and HOME-like directories; nothing touches the developer's own tmux server. Tests
 //! wait for observable state with bounded polls, never with sleeps as synchronisation.
 
+mod plugin;
 mod registry;
 mod session;
 mod support;

@@ -16,7 +16,7 @@ use rustix::termios::{self, OptionalActions, Termios};
 
 use super::{
     Composed, Composer, DISABLE_BRACKETED_PASTE, ENABLE_BRACKETED_PASTE, EXIT_MESSAGE,
-    HANG_MESSAGE, LAUNCHES_ENV, RECORD_ENV, StandInOptions,
+    HANG_MESSAGE, LAUNCHES_ENV, RECORD_ENV, SHELL_PREFIX, StandInOptions,
 };
 
 /// Runs the stand-in on this process's terminal until `/exit` or end of input; returns
@@ -87,6 +87,10 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
                 Composed::Submitted(text) => text,
                 Composed::EndOfInput => return Ok(()),
             };
+            if let Some(command) = text.strip_prefix(SHELL_PREFIX) {
+                run_shell(command, options, &mut stdout)?;
+                continue;
+            }
             if let Some(record) = &options.record {
                 append_json_line(record, &serde_json::json!({ "ts": now(), "text": text }))?;
             }
@@ -110,6 +114,31 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
             }
         }
     }
+}
+
+/// Runs a `!command` line through `sh -c` in the pane's environment, as an agent's shell
+/// tool would (Claude Code's `!` prefix): its output is shown and recorded with its exit
+/// status, never as a message.
+fn run_shell(command: &str, options: &StandInOptions, stdout: &mut impl Write) -> io::Result<()> {
+    let output = std::process::Command::new("sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    let shown = String::from_utf8_lossy(&output.stdout).into_owned();
+    let errors = String::from_utf8_lossy(&output.stderr).into_owned();
+    write!(stdout, "\r\n{}{}\r\n> ", shown.replace('\n', "\r\n"), errors.replace('\n', "\r\n"))?;
+    stdout.flush()?;
+    if let Some(record) = &options.record {
+        let line = serde_json::json!({
+            "ts": now(),
+            "shell": command,
+            "status": output.status.code(),
+            "stdout": shown,
+            "stderr": errors,
+        });
+        append_json_line(record, &line)?;
+    }
+    Ok(())
 }
 
 /// Stops reading input for good, like a harness stuck in a loop.

@@ -116,6 +116,12 @@ fn written_values() -> Vec<(RecordType, Value)> {
         model: Some("m".into()),
         effort: Some("high".into()),
         harness_args: vec!["--x".into()],
+        awaiting_input: Some(loop_core::record::AwaitingInput {
+            asked_at: ts(),
+            comment_url: "https://github.com/o/r/issues/1#issuecomment-2".into(),
+            question: "Which?".into(),
+            options: vec!["a".into()],
+        }),
     };
     let mut local = LocalRecord::new(work_item.clone());
     local.endpoints.insert(work_item.clone(), endpoint);

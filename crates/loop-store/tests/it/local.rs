@@ -22,6 +22,7 @@ fn endpoint(cwd: &str) -> Endpoint {
         model: None,
         effort: None,
         harness_args: Vec::new(),
+        awaiting_input: None,
     }
 }
 

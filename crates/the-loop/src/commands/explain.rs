@@ -12,10 +12,9 @@
 
 use anyhow::Context as _;
 use loop_core::WorkItemRef;
-use loop_core::explain::{self, DeliveryTrail, ItemState, Mark, Record, Verdict};
-use loop_core::record::{Collaborators, Control, Ended, PollLedger};
+use loop_core::explain::{self, DeliveryTrail, Mark, Record, Verdict};
 use loop_store::event_log::read::read_all;
-use loop_store::{EventLog, Section, StateStore};
+use loop_store::{EventLog, StateStore};
 use serde_json::json;
 
 use crate::ExitStatus;
@@ -36,7 +35,9 @@ pub fn run(args: ExplainArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
     match args.subject.parse::<WorkItemRef>() {
         Ok(item) => {
             let store = StateStore::new(layout, EventLog::disabled());
-            let state = item_state(&store, &item)?;
+            let state = store
+                .item_state(&item)
+                .with_context(|| format!("cannot read the records of {item}"))?;
             let trails = explain::item_trail(&records, &item, args.limit);
             let summary = explain::describe_item(&state);
             let known = !trails.is_empty()
@@ -102,24 +103,6 @@ pub fn run(args: ExplainArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
             Ok(if found { ExitStatus::Success } else { ExitStatus::Negative })
         }
     }
-}
-
-fn item_state(store: &StateStore, item: &WorkItemRef) -> anyhow::Result<ItemState> {
-    fn section<S: Section>(store: &StateStore, item: &WorkItemRef) -> anyhow::Result<Option<S>> {
-        Ok(store
-            .read_section::<S>(item)
-            .with_context(|| format!("cannot read the portable record of {item}"))?
-            .into_value())
-    }
-    Ok(ItemState {
-        control: section::<Control>(store, item)?,
-        session: store
-            .load_local_record(item)
-            .with_context(|| format!("cannot read the session record of {item}"))?,
-        ledger: section::<PollLedger>(store, item)?,
-        ended: section::<Ended>(store, item)?,
-        collaborators: section::<Collaborators>(store, item)?,
-    })
 }
 
 fn print_trail(trail: &DeliveryTrail, printer: Printer) {

@@ -1,10 +1,12 @@
 //! One module per verb: glue from parsed arguments to the libraries and back to the printer.
 
+mod agent;
 mod collaborators;
 mod config;
 mod demo;
 mod events;
 mod explain;
+mod harness;
 mod poll;
 mod restart;
 mod service;
@@ -29,6 +31,10 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Stop(args) => stop::run(args, &cli.global, printer),
         Command::Status => status::run(&cli.global, printer),
         Command::Restart(args) => restart::run(args, &cli.global, printer),
+        Command::Ask(args) => agent::ask(args, &cli.global, printer),
+        Command::Reply(args) => agent::reply(args, &cli.global, printer),
+        Command::Hook(command) => Ok(agent::hook(command, &cli.global)),
+        Command::Harness(command) => harness::run(command, &cli.global, printer),
         Command::Explain(args) => explain::run(args, &cli.global, printer),
         Command::Sessions(command) => sessions::run(command, &cli.global, printer),
         Command::Collaborators(command) => collaborators::run(command, &cli.global, printer),

@@ -2,7 +2,8 @@
 //! and where a detached service's output goes.
 //!
 //! The service reads no environment variable: this module reads the ones it needs —
-//! `$HOME`, `CLAUDE_CONFIG_DIR`, the webhook secret's variable the config names, the temp
+//! `$HOME`, `CLAUDE_CONFIG_DIR`, the webhook secret's and the control plane's token's
+//! variables the config names, the temp
 //! and working directories — into a [`loop_daemon::service::Environment`]. Which
 //! ingresses run, their locks and their preflight are loop-daemon's.
 
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use loop_core::config::Config;
+use loop_daemon::api::ApiToken;
 use loop_daemon::receiver::Secret;
 use loop_daemon::service::{Environment, Ingress, Liveness, Misconfiguration};
 use loop_store::StateLayout;
@@ -28,6 +30,7 @@ pub fn environment(config: &Config) -> Environment {
         secret: Secret::from_value(
             std::env::var(&config.webhooks.gh_webhook.secret_env).ok().as_deref(),
         ),
+        api_token: ApiToken::from_value(std::env::var(&config.service.token_env).ok().as_deref()),
         ..Environment::default()
     }
 }

@@ -2,7 +2,8 @@
 //! levers over them (reference §2.4, sessions §1.7, §2.8, §6.1–6.2).
 //!
 //! Views (`list`, `show`) read the records; `attach` execs `tmux attach-session`;
-//! `link-pr` edits this machine's records. The control verbs (`start`, `stop`, `pause`,
+//! `link-pr` records a pull request through the one `link_pull_request` the HTTP API,
+//! the MCP tool and the plugin's hook share. The control verbs (`start`, `stop`, `pause`,
 //! `resume`, `cleanup`), `close` and `reset` run in this process through the service's
 //! dispatcher (loop-daemon's `Service`, built for the operator) — the same decisions and
 //! effects as the keyword comments — and the control verbs then post the keyword back
@@ -17,9 +18,9 @@ use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::control::{Command, Executed};
 use loop_core::explain::{ItemState, describe_item};
-use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
 use loop_core::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
+use loop_daemon::agent::{LinkError, Linked};
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
@@ -464,42 +465,25 @@ fn link_pr(
     pull_request: &str,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let number = pull_request.trim().trim_start_matches('#');
-    let pr: WorkItemRef = match number.parse::<u64>() {
-        Ok(n) if n > 0 => item.repo().item(n),
-        _ => match pull_request.trim().parse() {
-            Ok(pr) => pr,
-            Err(err) => {
-                printer.error(format!(
-                    "`{pull_request}` is not a pull request (`N`, `#N` or a ref): {err}"
-                ));
-                return Ok(ExitStatus::CouldNotRun);
-            }
-        },
-    };
-    if site.record(item)?.is_none() {
-        printer.error(format!("{item} has no session record on this machine: nothing to link"));
-        return Ok(ExitStatus::Negative);
-    }
-    let registry = loop_sessions::registry::Registry::new(site.store.clone());
-    match registry.link_pull_request(item, &pr, jiff::Timestamp::now()) {
-        Ok(true) => {
-            site.store.events().emit(
-                Line::info(Kind::SessionPrLinked)
-                    .work_item(item)
-                    .field("pull_request", pr.to_string()),
-            );
-            printer.info(format!("linked {pr} to {item}"));
+    match loop_daemon::agent::link_pull_request(&site.store, item, pull_request) {
+        Ok(Linked::Linked { work_item, pull_request }) => {
+            printer.info(format!("linked {pull_request} to {work_item}"));
             Ok(ExitStatus::Success)
         }
-        Ok(false) => {
-            printer.info(format!("{pr} is already linked to {item} (or its session is closed)"));
+        Ok(Linked::Already { work_item, pull_request }) => {
+            printer.info(format!(
+                "{pull_request} is already linked to {work_item} (or its session is closed)"
+            ));
             Ok(ExitStatus::Success)
         }
-        Err(err @ loop_sessions::registry::RegistryError::SelfLink { .. }) => {
-            printer.error(err);
+        Err(err @ LinkError::NoSession { .. }) => {
+            printer.report(&anyhow::Error::new(err));
+            Ok(ExitStatus::Negative)
+        }
+        Err(err) if err.is_bad_request() => {
+            printer.report(&anyhow::Error::new(err));
             Ok(ExitStatus::CouldNotRun)
         }
-        Err(err) => Err(err).context("cannot link the pull request"),
+        Err(err) => Err(err.into()),
     }
 }

@@ -21,7 +21,8 @@
 //! with what it wrote and the log's path.
 //!
 //! The service also answers `GET /metrics` on the receiver's port (loop-daemon's
-//! `metrics`). Glue only: building, checking and running the service are loop-daemon's,
+//! `metrics`) and, unless `service.enabled: false`, serves the control plane on
+//! `service.host:service.port` (loop-daemon's `api`). Glue only: building, checking and running the service are loop-daemon's,
 //! the locks loop-store's; this verb prints and picks the exit code.
 
 use std::fs::{self, OpenOptions};
@@ -110,6 +111,9 @@ async fn serve(loaded: CliConfig, held: bool, printer: Printer) -> anyhow::Resul
     }
     if let Some(interval) = service.poll_interval() {
         printer.info(format!("polling every {}s (pid {pid})", interval.as_secs()));
+    }
+    if let Some(url) = service.api_url() {
+        printer.info(format!("control plane and dashboard at {url}/ (pid {pid})"));
     }
 
     service

@@ -31,7 +31,7 @@ impl Site {
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
-                "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n",
+                "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n",
                 root.display()
             ),
         );
@@ -208,7 +208,7 @@ fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle
     site.cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\npolling:\n  enabled: true\n  intervalSeconds: 1\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            "state:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\npolling:\n  enabled: true\n  intervalSeconds: 1\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
             site.root.display(),
             sim.url()
         ),
@@ -252,7 +252,7 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     site.cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n",
+            "state:\n  root: {}\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n",
             site.root.display()
         ),
     );
@@ -337,7 +337,7 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
     site.cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "version: \"0.5.0\"\nstate:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            "version: \"0.5.0\"\nstate:\n  root: {}\nrepositories: [octo/app]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
             site.root.display(),
             sim.url()
         ),
@@ -381,7 +381,7 @@ fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
     site.cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrepositories: [octo/app]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\npolling:\n  enabled: true\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
+            "state:\n  root: {}\nrepositories: [octo/app]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\npolling:\n  enabled: true\nintegrations:\n  github:\n    api:\n      baseUrl: {}\n",
             site.root.display(),
             sim.url()
         ),

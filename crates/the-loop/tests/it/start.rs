@@ -28,7 +28,7 @@ fn site() -> (Cli, PathBuf) {
     cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n",
+            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n",
             root.display()
         ),
     );

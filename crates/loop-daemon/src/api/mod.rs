@@ -1,0 +1,196 @@
+//! The control plane: `/api/v1` on `service.host:service.port`, in the service process
+//! beside the ingresses (see `docs/control-plane.md`).
+//!
+//! Layout:
+//! - [`routes`]: the one list of route sets. Each is a `Router<ApiState>` from its own
+//!   module; a new set (the agent's `sessions/reply` and `sessions/link-pr`, the MCP
+//!   endpoint at `/mcp`) is merged there and gets the guards below for free.
+//! - `guard`: the exposure rule (loopback `Host`, bearer token), the `Origin` check on
+//!   state-changing requests, CORS and the `api.request` audit line.
+//! - `error`: [`ApiError`] (`{"detail": …}` with 400/404/422…) and the [`Body`] /
+//!   [`Params`] extractors that answer with it.
+//! - `health`: `GET /api/v1/health`.
+//! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
+//! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
+//!   same guards and its own DNS-rebinding check.
+//!
+//! [`serve`] runs the app on a bound listener until its shutdown resolves. What may not
+//! start at all — beyond loopback without a token — is [`misconfigurations`], asked by
+//! the service's preflight. It decides nothing about work items: routes read the store
+//! and act through the dispatcher, exactly as the CLI's verbs do.
+
+mod agent;
+mod error;
+mod guard;
+mod health;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware;
+use loop_core::config::ServiceConfig;
+use loop_core::log::{Kind, Line};
+use loop_store::{EventLog, StateStore};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+pub use error::{ApiError, Body, Params};
+pub use guard::ApiToken;
+
+use crate::dispatcher::Dispatcher;
+use crate::live_config::LiveConfig;
+
+/// The health route: never audited, never behind the token (liveness probes).
+pub const HEALTH: &str = "/api/v1/health";
+
+/// The largest request body a route reads (its JSON bodies are a few hundred bytes).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+/// What every route reads and acts through. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    /// The config in force (hot-reloaded; the control plane's own keys are boot-time).
+    pub config: LiveConfig,
+    /// The state root: portable and local records, ledgers.
+    pub store: StateStore,
+    /// The process's event log, as source `api`.
+    pub events: EventLog,
+    /// What the operator's verbs act through, as the CLI's do.
+    pub dispatcher: Dispatcher,
+}
+
+/// Every route set of the control plane, over [`ApiState`]; add a new set here.
+pub fn routes() -> Router<ApiState> {
+    Router::new().merge(health::routes()).merge(agent::routes())
+}
+
+/// Why the control plane `service` describes cannot start with `token`.
+pub fn misconfigurations(service: &ServiceConfig, token: Option<&ApiToken>) -> Vec<ApiRefusal> {
+    let mut found = Vec::new();
+    if service.enabled && !service.is_loopback() && token.is_none() {
+        found.push(ApiRefusal::ExposedWithoutToken {
+            host: service.host.clone(),
+            env: service.token_env.clone(),
+        });
+    }
+    found
+}
+
+/// Why the control plane may not start.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiRefusal {
+    #[error(
+        "the control plane would listen on `{host}`, beyond loopback, without a token: the variable `{env}` is empty or missing"
+    )]
+    ExposedWithoutToken { host: String, env: String },
+}
+
+impl loop_core::Hint for ApiRefusal {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::ExposedWithoutToken { env, .. } => Some(format!(
+                "export `{env}` with a long random token (clients send `Authorization: Bearer <token>`), or set `service.host: 127.0.0.1`"
+            )),
+        }
+    }
+}
+
+/// The whole app: [`routes`] with the state, and `/mcp`, behind the guards.
+fn app(
+    state: ApiState,
+    service: &ServiceConfig,
+    token: Option<ApiToken>,
+    local: std::net::SocketAddr,
+    mcp_stop: tokio_util::sync::CancellationToken,
+) -> Router {
+    let access = Arc::new(guard::Access {
+        token,
+        loopback: service.is_loopback(),
+        origins: service.cors.allow_origins.iter().filter(|o| *o != "*").cloned().collect(),
+        events: state.events.clone(),
+    });
+    let mut routes = routes();
+    if service.mcp.enabled {
+        let hosts = [service.host.as_str(), "localhost", "127.0.0.1", "::1", "[::1]"];
+        let own = format!("http://{}", local);
+        let origins = std::iter::once(own)
+            .chain(service.cors.allow_origins.iter().filter(|o| *o != "*").cloned())
+            .collect();
+        let mcp = crate::mcp::service(
+            state.dispatcher.clone(),
+            hosts.iter().map(|host| (*host).to_owned()).collect(),
+            origins,
+            mcp_stop,
+        );
+        routes = routes.route_service("/mcp", mcp);
+    }
+    let app = routes
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+        })
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(Arc::clone(&access), guard::admit))
+        .layer(middleware::from_fn_with_state(access, guard::audit));
+    match guard::cors_layer(&service.cors) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
+}
+
+/// How long the requests in flight may take to finish once the control plane stops.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// Serves the control plane on `listener` until `shutdown` resolves, then gives the
+/// requests in flight [`GRACE`] to finish (the stream's subscribers end at once);
+/// `api.started` and `api.stopped` bracket it.
+pub async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    token: Option<ApiToken>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let service = state.config.current().service.clone();
+    let events = state.events.clone();
+    let local = listener.local_addr()?;
+    events.emit(
+        Line::info(Kind::ApiStarted)
+            .field("host", local.ip().to_string())
+            .field("port", local.port())
+            .field("token", token.is_some()),
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let mcp_stop = tokio_util::sync::CancellationToken::new();
+    let mut server = tokio::spawn(
+        axum::serve(listener, app(state, &service, token, local, mcp_stop.clone()))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .into_future(),
+    );
+    let served = tokio::select! {
+        () = shutdown => {
+            mcp_stop.cancel();
+            let _ = stop.send(());
+            match tokio::time::timeout(GRACE, &mut server).await {
+                Ok(done) => done,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+        served = &mut server => served,
+    };
+    events.emit(
+        Line::info(Kind::ApiStopped)
+            .field("host", local.ip().to_string())
+            .field("port", local.port()),
+    );
+    served.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+}

@@ -1,0 +1,239 @@
+//! the-loop's Claude Code plugin, shipped inside the binary and kept current by it.
+//!
+//! The plugin is written as a directory marketplace under the state root
+//! (`<state.root>/harness/claude-marketplace/`) and holds what a spawned session relies
+//! on: the `/the-loop:work-on` command its spawn prompt names, a `PostToolUse` hook that
+//! records a pull request the session creates (`the-loop hook link-pr`, by this binary's
+//! absolute path), and the registration of the-loop's MCP server. Before each Claude
+//! spawn — and on `the-loop harness install claude` — the files are rewritten where they
+//! differ, and Claude's user settings get `extraKnownMarketplaces["the-loop"]` and
+//! `enabledPlugins["the-loop@the-loop"]`, each only when absent (an operator's `false`
+//! stands; an unparsable settings file is left untouched), through the same
+//! non-destructive writer as trust pre-seeding (docs/agent-side.md).
+
+use std::path::{Path, PathBuf};
+
+use loop_core::prompt::WORK_ON_INSTRUCTIONS;
+use serde_json::{Value, json};
+
+use crate::trust::{ClaudeFiles, TrustError, TrustNotes, object_at, update_json};
+
+/// The marketplace's name, and the plugin's.
+pub const NAME: &str = "the-loop";
+/// The `enabledPlugins` key: `<plugin>@<marketplace>`.
+pub const ENABLED_KEY: &str = "the-loop@the-loop";
+
+/// Why the plugin could not be written or registered.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("could not write the plugin file `{path}`")]
+    Files {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Settings(#[from] TrustError),
+}
+
+impl loop_core::Hint for PluginError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::Settings(TrustError::NotJson { .. } | TrustError::NotObject { .. }) => {
+                Some("fix the file, or set `routing.harnessPlugins.enabled: false`".to_owned())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Where the plugin lives and what its files point at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSite {
+    /// The marketplace root (holds `.claude-plugin/marketplace.json`).
+    pub marketplace: PathBuf,
+    /// The `the-loop` binary the hook runs (absolute).
+    pub bin: PathBuf,
+    /// The MCP endpoint of this machine's service.
+    pub mcp_url: String,
+}
+
+impl PluginSite {
+    /// The site under `state_root`.
+    pub fn under(state_root: &Path, bin: PathBuf, mcp_url: String) -> Self {
+        Self { marketplace: state_root.join("harness").join("claude-marketplace"), bin, mcp_url }
+    }
+
+    /// The plugin's own directory.
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.marketplace.join(NAME)
+    }
+
+    /// Where Claude Code finds the `work-on` command.
+    pub fn command_file(&self) -> PathBuf {
+        self.plugin_dir().join("commands").join("work-on.md")
+    }
+
+    /// Every file of the marketplace, with its content.
+    fn files(&self) -> Vec<(PathBuf, String)> {
+        let description = "the-loop: work on GitHub work items from a session the-loop runs";
+        let plugin = self.plugin_dir();
+        let hook = format!("{} hook link-pr", shell_quote(&self.bin.display().to_string()));
+        vec![
+            (
+                self.marketplace.join(".claude-plugin").join("marketplace.json"),
+                pretty(&json!({
+                    "name": NAME,
+                    "owner": {"name": "the-loop"},
+                    "plugins": [{"name": NAME, "source": format!("./{NAME}"), "description": description}],
+                })),
+            ),
+            (
+                plugin.join(".claude-plugin").join("plugin.json"),
+                pretty(&json!({
+                    "name": NAME,
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "description": description,
+                })),
+            ),
+            (self.command_file(), work_on_command()),
+            (
+                plugin.join("hooks").join("hooks.json"),
+                pretty(&json!({"hooks": {"PostToolUse": [{
+                    "matcher": "Bash|mcp__.*",
+                    "hooks": [{"type": "command", "command": hook, "timeout": 30}],
+                }]}})),
+            ),
+            (
+                plugin.join(".mcp.json"),
+                pretty(&json!({"mcpServers": {NAME: {"type": "http", "url": self.mcp_url}}})),
+            ),
+        ]
+    }
+
+    /// Writes every file whose content differs from the binary's; one note per file
+    /// written (none: already current).
+    pub fn write(&self) -> Result<Vec<String>, PluginError> {
+        let mut notes = Vec::new();
+        for (path, content) in self.files() {
+            if std::fs::read(&path).is_ok_and(|existing| existing == content.as_bytes()) {
+                continue;
+            }
+            let failed = |source| PluginError::Files { path: path.clone(), source };
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(failed)?;
+            }
+            loop_store::write_atomically(&path, content.as_bytes(), 0o644).map_err(|err| {
+                PluginError::Files { path: path.clone(), source: std::io::Error::other(err) }
+            })?;
+            notes.push(format!("wrote the plugin file `{}`", path.display()));
+        }
+        Ok(notes)
+    }
+
+    /// Whether every file holds what this binary would write.
+    pub fn is_current(&self) -> bool {
+        self.files().into_iter().all(|(path, content)| {
+            std::fs::read(&path).is_ok_and(|existing| existing == content.as_bytes())
+        })
+    }
+}
+
+/// Writes the plugin where it differs and registers it in Claude's user settings, each
+/// key only when absent. The notes say what changed (empty: nothing needed to).
+pub fn seed_claude_plugin(
+    files: &ClaudeFiles,
+    site: &PluginSite,
+) -> Result<TrustNotes, PluginError> {
+    let mut notes = site.write()?;
+    let source =
+        json!({"source": {"source": "directory", "path": site.marketplace.display().to_string()}});
+    notes.extend(update_json(&files.settings, |settings| {
+        let mut changed = Vec::new();
+        let marketplaces = object_at(settings, "extraKnownMarketplaces")?;
+        if !marketplaces.contains_key(NAME) {
+            marketplaces.insert(NAME.to_owned(), source);
+            changed.push(format!("registered the `{NAME}` plugin marketplace"));
+        }
+        let enabled = object_at(settings, "enabledPlugins")?;
+        if !enabled.contains_key(ENABLED_KEY) {
+            enabled.insert(ENABLED_KEY.to_owned(), Value::Bool(true));
+            changed.push(format!("enabled the `{ENABLED_KEY}` plugin"));
+        }
+        Ok(changed)
+    })?);
+    Ok(notes)
+}
+
+/// What `the-loop harness status` reports about the plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginStatus {
+    /// The plugin's files exist and are this binary's.
+    pub current: bool,
+    /// `extraKnownMarketplaces["the-loop"]` in the settings, as written there.
+    pub marketplace: Option<Value>,
+    /// `enabledPlugins["the-loop@the-loop"]`, as written there.
+    pub enabled: Option<Value>,
+}
+
+impl PluginStatus {
+    /// Whether Claude Code loads this binary's plugin: current files, our marketplace
+    /// registered, the plugin enabled.
+    pub fn in_use(&self, site: &PluginSite) -> bool {
+        let ours = self
+            .marketplace
+            .as_ref()
+            .and_then(|m| m.pointer("/source/path"))
+            .and_then(Value::as_str)
+            == Some(site.marketplace.display().to_string().as_str());
+        self.current && ours && self.enabled == Some(Value::Bool(true))
+    }
+}
+
+/// Reads what is installed (nothing is written).
+pub fn status(files: &ClaudeFiles, site: &PluginSite) -> Result<PluginStatus, TrustError> {
+    let settings = match std::fs::read(&files.settings) {
+        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .map_err(|source| TrustError::NotJson { path: files.settings.clone(), source })?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Value::Null,
+        Err(source) => return Err(TrustError::Read { path: files.settings.clone(), source }),
+    };
+    Ok(PluginStatus {
+        current: site.is_current(),
+        marketplace: settings.pointer(&format!("/extraKnownMarketplaces/{NAME}")).cloned(),
+        enabled: settings.get("enabledPlugins").and_then(|e| e.get(ENABLED_KEY)).cloned(),
+    })
+}
+
+/// The `work-on` command: front matter, the work item from the command's argument, then
+/// the instructions a spawn prompt inlines for a harness without the plugin.
+fn work_on_command() -> String {
+    format!(
+        "---\ndescription: Start or continue work on a the-loop work item\nargument-hint: \
+         <work-item ref, e.g. github:owner/repo#12>\n---\n\nThe work item is $ARGUMENTS.\n\n{}",
+        WORK_ON_INSTRUCTIONS
+    )
+}
+
+fn pretty(value: &Value) -> String {
+    format!("{value:#}\n")
+}
+
+/// `text` as one word for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_runs_this_binary_by_its_quoted_path() {
+        let site =
+            PluginSite::under(Path::new("/s"), PathBuf::from("/opt/it's/the-loop"), "u".into());
+        let hooks =
+            site.files().into_iter().find(|(p, _)| p.ends_with("hooks/hooks.json")).unwrap().1;
+        assert!(hooks.contains(r#""'/opt/it'\\''s/the-loop' hook link-pr""#), "{hooks}");
+    }
+}

@@ -59,6 +59,9 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
+    ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs"),
+    ("get", "/repos/{owner}/{repo}/actions/jobs/{job_id}/logs"),
+    ("get", "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations"),
 ]
 
 # (The examples package has no `issues.closed`; its shape is `issues.opened`'s with
@@ -71,6 +74,7 @@ WEBHOOKS = [
     ("pull_request", "closed"),
     ("pull_request_review", "submitted"),
     ("pull_request_review_comment", "created"),
+    ("workflow_run", "completed"),
 ]
 
 DROP_KEYS = {"description", "example", "examples", "summary", "externalDocs", "x-github"}

@@ -188,6 +188,10 @@ pub struct Comment {
     pub line: Option<u64>,
     /// A review's state (`commented`, `approved`, …), carried as context only.
     pub review_state: Option<String>,
+    /// The numeric id of the review this is (a review) or belongs to (an inline
+    /// comment's `pull_request_review_id`): what pastes a review and its inline comments
+    /// as one prompt ([`crate::batch`]).
+    pub review_id: Option<String>,
 }
 
 /// Which CI object a [`CiRun`] is.
@@ -235,6 +239,8 @@ pub struct CiRun {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommitStatus {
     pub id: Option<String>,
+    /// The commit the status is about.
+    pub sha: Option<String>,
     pub state: Option<String>,
     pub context: Option<String>,
     pub description: Option<String>,
@@ -451,6 +457,7 @@ impl Event {
             .collect();
         let status = (kind == EventKind::Status).then(|| CommitStatus {
             id: id_text(root.get("id")),
+            sha: text(root.get("sha")),
             state: text(root.get("state")),
             context: text(root.get("context")),
             description: text(root.get("description")),
@@ -614,6 +621,11 @@ fn comment(kind: &EventKind, root: &Map<String, Value>) -> Option<Comment> {
             .and_then(Value::as_u64)
             .or_else(|| object.get("original_line").and_then(Value::as_u64)),
         review_state: text(object.get("state")),
+        review_id: match surface {
+            Surface::Review => id_text(object.get("id")),
+            Surface::Inline => id_text(object.get("pull_request_review_id")),
+            Surface::Conversation => None,
+        },
     })
 }
 

@@ -26,7 +26,7 @@ pub const TRUNCATION_MARKER: &str = "… (truncated)";
 
 /// How hard a field is squeezed when the excerpt is too long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(crate) enum Class {
     /// `body`, `description`, `summary`: capped at [`TEXT_MAX_CHARS`] always.
     Prose,
     /// Titles, names, states, branches: only capped under pressure.
@@ -37,11 +37,12 @@ enum Class {
 
 /// A field of the excerpt before caps are applied.
 #[derive(Debug, Clone)]
-enum Field {
+pub(crate) enum Field {
     Text(Class, String),
     Number(u64),
     Flag(bool),
     Object(Vec<(&'static str, Field)>),
+    List(Vec<Field>),
 }
 
 /// The caps of one rendering attempt; `None` is uncapped.
@@ -54,11 +55,42 @@ struct Caps {
 
 /// The excerpt of an event: `{}` when nothing is recognised.
 pub fn excerpt(event: &Event) -> String {
-    let fields = distil(event);
+    fit(&distil(event), EXCERPT_MAX_CHARS)
+}
+
+/// The excerpt of a review and its inline comments pasted as one prompt
+/// ([`crate::batch`]): the review first, then each comment with its `path:line` anchor
+/// ahead of its body. Capped at [`EXCERPT_MAX_CHARS`] per delivery.
+pub fn review_excerpt(review: Option<&Comment>, comments: &[&Comment]) -> String {
+    let mut fields = Builder::default();
+    fields.comment(review);
+    let listed = comments
+        .iter()
+        .map(|comment| {
+            let mut c = Builder::default();
+            let at = match (&comment.path, comment.line) {
+                (Some(path), Some(line)) => Some(format!("{path}:{line}")),
+                (path, _) => path.clone(),
+            };
+            c.text("at", Class::Anchor, &at);
+            c.text("body", Class::Prose, &comment.body);
+            c.text("html_url", Class::Anchor, &comment.html_url);
+            c.text("author", Class::Label, &comment.author.name().map(str::to_owned));
+            Field::Object(c.0)
+        })
+        .collect();
+    fields.list("comments", listed);
+    let deliveries = comments.len() + usize::from(review.is_some());
+    fit(&fields.0, EXCERPT_MAX_CHARS * deliveries.max(1))
+}
+
+/// `fields` rendered as indented JSON of at most `max_chars`, squeezing prose first, then
+/// labels, then anchors.
+pub(crate) fn fit(fields: &[(&'static str, Field)], max_chars: usize) -> String {
     let mut caps = Caps { prose: TEXT_MAX_CHARS, label: None, anchor: None };
     loop {
-        let rendered = render(&fields, caps);
-        if rendered.chars().count() <= EXCERPT_MAX_CHARS {
+        let rendered = render(fields, caps);
+        if rendered.chars().count() <= max_chars {
             return rendered;
         }
         caps = match caps {
@@ -83,15 +115,19 @@ fn render(fields: &[(&'static str, Field)], caps: Caps) -> String {
 fn object(fields: &[(&'static str, Field)], caps: Caps) -> Value {
     let mut map = Map::new();
     for (key, field) in fields {
-        let value = match field {
-            Field::Text(class, text) => Value::String(capped(text, *class, caps)),
-            Field::Number(n) => Value::from(*n),
-            Field::Flag(b) => Value::Bool(*b),
-            Field::Object(inner) => object(inner, caps),
-        };
-        map.insert((*key).to_owned(), value);
+        map.insert((*key).to_owned(), value(field, caps));
     }
     Value::Object(map)
+}
+
+fn value(field: &Field, caps: Caps) -> Value {
+    match field {
+        Field::Text(class, text) => Value::String(capped(text, *class, caps)),
+        Field::Number(n) => Value::from(*n),
+        Field::Flag(b) => Value::Bool(*b),
+        Field::Object(inner) => object(inner, caps),
+        Field::List(items) => Value::Array(items.iter().map(|item| value(item, caps)).collect()),
+    }
 }
 
 fn capped(text: &str, class: Class, caps: Caps) -> String {
@@ -156,16 +192,16 @@ fn distil(event: &Event) -> Vec<(&'static str, Field)> {
 }
 
 #[derive(Debug, Default)]
-struct Builder(Vec<(&'static str, Field)>);
+pub(crate) struct Builder(pub(crate) Vec<(&'static str, Field)>);
 
 impl Builder {
-    fn text(&mut self, key: &'static str, class: Class, value: &Option<String>) {
+    pub(crate) fn text(&mut self, key: &'static str, class: Class, value: &Option<String>) {
         if let Some(value) = value {
             self.0.push((key, Field::Text(class, value.clone())));
         }
     }
 
-    fn number(&mut self, key: &'static str, value: Option<u64>) {
+    pub(crate) fn number(&mut self, key: &'static str, value: Option<u64>) {
         if let Some(value) = value {
             self.0.push((key, Field::Number(value)));
         }
@@ -177,8 +213,15 @@ impl Builder {
         }
     }
 
+    /// A list, omitted when empty.
+    pub(crate) fn list(&mut self, key: &'static str, items: Vec<Field>) {
+        if !items.is_empty() {
+            self.0.push((key, Field::List(items)));
+        }
+    }
+
     /// A container, omitted when it distils to nothing.
-    fn container(&mut self, key: &'static str, build: impl FnOnce(&mut Builder)) {
+    pub(crate) fn container(&mut self, key: &'static str, build: impl FnOnce(&mut Builder)) {
         let mut inner = Builder::default();
         build(&mut inner);
         if !inner.0.is_empty() {

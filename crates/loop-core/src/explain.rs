@@ -694,6 +694,36 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             Stage::Outcome,
             format!("could not record the command on {}: {}", items(record), error()),
         ),
+        Kind::DispatchBatched => noted(
+            Stage::Decision,
+            format!(
+                "pasted as one prompt with {} other deliveries of the same {} (each keeps its \
+                 own status)",
+                field(record, "others"),
+                field(record, "batch")
+            ),
+        ),
+        Kind::CiFetched => noted(
+            Stage::Effect,
+            format!(
+                "read the CI evidence in {} GitHub requests: {} failed jobs, {} annotations, \
+                 {} log bytes read of which {} shown",
+                field(record, "requests"),
+                field(record, "failed_jobs"),
+                field(record, "annotations"),
+                field(record, "log_bytes"),
+                field(record, "tail_bytes")
+            ),
+        ),
+        Kind::CiFetchFailed => noted(
+            Stage::Outcome,
+            format!(
+                "could not read the CI evidence after {} GitHub requests ({}): the event's \
+                 own excerpt was pasted instead",
+                field(record, "requests"),
+                error()
+            ),
+        ),
         Kind::DispatchInDoubt => noted(
             Stage::Decision,
             "the previous process stopped while this delivery was in flight and its harness \
@@ -1002,6 +1032,18 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::WorkspaceTrusted => {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))
         }
+        Kind::HarnessPluginRegistered => done(format!(
+            "wrote or registered the-loop's Claude Code plugin for {}'s session",
+            items(record)
+        )),
+        Kind::HarnessPluginFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not register the-loop's Claude Code plugin for {} (the session runs without it): {}",
+                items(record),
+                error()
+            ),
+        ),
         Kind::WorkspaceTrustFailed => failed(
             Stage::Outcome,
             format!("could not pre-seed the harness's trust for {}: {}", items(record), error()),

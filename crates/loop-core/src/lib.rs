@@ -24,11 +24,16 @@
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
+//! - [`batch`]: deliveries pasted as one prompt (a review with its inline comments, the
+//!   CI results of one commit).
+//! - [`ci`]: CI evidence — which runs to read, how a log is cut, the CI report.
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
 
 pub mod agent;
+pub mod batch;
+pub mod ci;
 pub mod config;
 pub mod control;
 pub mod event;

@@ -71,6 +71,8 @@ kinds! {
     ApiRequest = "api.request", Trail;
     ApiStarted = "api.started", Trail;
     ApiStopped = "api.stopped", Trail;
+    CiFetchFailed = "ci.fetch_failed", Trail;
+    CiFetched = "ci.fetched", Trail;
     CleanupDeferred = "cleanup.deferred", Effect;
     ConfigReloadFailed = "config.reload_failed", Trail;
     ConfigReloaded = "config.reloaded", Trail;
@@ -81,6 +83,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;
     DispatchDropped = "dispatch.dropped", Trail;
     DispatchError = "dispatch.error", Trail;
@@ -90,6 +93,8 @@ kinds! {
     DispatchQueued = "dispatch.queued", Trail;
     DispatchRecovered = "dispatch.recovered", Trail;
     DispatchSucceeded = "dispatch.succeeded", Trail;
+    HarnessPluginFailed = "harness.plugin_failed", Effect;
+    HarnessPluginRegistered = "harness.plugin_registered", Effect;
     InboxFull = "inbox.full", Trail;
     InboxReplaying = "inbox.replaying", Trail;
     InboxResumed = "inbox.resumed", Trail;

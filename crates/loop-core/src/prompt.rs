@@ -55,6 +55,9 @@ pub struct Prompt<'a> {
     pub work_item: &'a WorkItemRef,
     pub event: &'a Event,
     pub delivery_id: Option<&'a str>,
+    /// The excerpt of deliveries pasted together ([`crate::batch::excerpt_of`]);
+    /// `None`: the event's own.
+    pub payload_excerpt: Option<&'a str>,
     /// The process-graph block (owned by the graph area); empty when there is no graph.
     pub graph_context: &'a str,
     pub interaction: InteractionMode,
@@ -84,7 +87,9 @@ impl Prompt<'_> {
                     .unwrap_or_default(),
                 "delivery_id" => self.delivery_id.unwrap_or("-").to_owned(),
                 "payload_excerpt" => {
-                    excerpt_text.get_or_insert_with(|| excerpt(self.event)).clone()
+                    let own =
+                        || self.payload_excerpt.map_or_else(|| excerpt(self.event), str::to_owned);
+                    excerpt_text.get_or_insert_with(own).clone()
                 }
                 "graph_context" => self.graph_context.to_owned(),
                 "work_on" => work_on(self.work_item, self.plugin),
@@ -179,6 +184,7 @@ mod tests {
 
     fn prompt<'a>(item: &'a WorkItemRef, event: &'a Event) -> Prompt<'a> {
         Prompt {
+            payload_excerpt: None,
             work_item: item,
             event,
             delivery_id: Some("d-1"),

@@ -8,14 +8,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use loop_core::{RepoRef, WorkItemRef};
+use loop_core::{RepoRef, WorkItemRef, ci};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::client::{
-    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Transport, Validator,
-    malformed,
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Tail, Transport,
+    Validator, malformed,
 };
 use crate::error::GithubError;
 use crate::token::TokenSource;
@@ -111,8 +111,14 @@ pub enum CommentSurface {
     /// `CHANGES_REQUESTED`, `COMMENTED` or `DISMISSED`.
     Review { state: String },
     /// An inline review comment on a line of the diff (`PRRC_…`); `line` falls back to
-    /// `original_line` when the line is outdated.
-    Inline { path: String, line: Option<u64> },
+    /// `original_line` when the line is outdated. `review` is the numeric id of the review
+    /// it was submitted with (`pull_request_review_id`).
+    Inline {
+        path: String,
+        line: Option<u64>,
+        #[serde(default)]
+        review: Option<u64>,
+    },
 }
 
 /// A comment on any surface of a thread (serializable, so a poller can remember a thread
@@ -442,7 +448,11 @@ impl GithubClient {
             .map(|c| ThreadComment {
                 id: c.id,
                 node_id: c.node_id,
-                surface: CommentSurface::Inline { path: c.path, line: c.line.or(c.original_line) },
+                surface: CommentSurface::Inline {
+                    path: c.path,
+                    line: c.line.or(c.original_line),
+                    review: c.pull_request_review_id,
+                },
                 author: login(c.user.as_ref()),
                 body: c.body,
                 created_at: c.created_at,
@@ -462,6 +472,76 @@ impl GithubClient {
         thread.extend(self.review_comments(item).await?);
         thread.sort_by(|a, b| a.created_at.cmp(&b.created_at));
         Ok(thread)
+    }
+
+    /// The jobs of a workflow run's latest attempt, with their steps (one page of up to
+    /// 100, one request, not retried: the CI evidence spends a budget of its own):
+    /// `GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs?filter=latest&per_page=100`.
+    pub async fn run_jobs(&self, repo: &RepoRef, run_id: u64) -> Result<Vec<ci::Job>, GithubError> {
+        self.check_host(&repo.to_string(), repo)?;
+        let mut url = self.repo_url(repo, &format!("/actions/runs/{run_id}/jobs"));
+        url.set_query(Some("filter=latest&per_page=100"));
+        let answer = self.transport.get_once(url.as_str()).await?;
+        let raw: RawJobs = decode_bytes(url.as_str(), &answer.body)?;
+        Ok(raw
+            .jobs
+            .into_iter()
+            .map(|job| ci::Job {
+                id: job.id,
+                name: job.name,
+                conclusion: job.conclusion,
+                html_url: job.html_url,
+                steps: job
+                    .steps
+                    .into_iter()
+                    .map(|step| ci::Step {
+                        number: step.number,
+                        name: step.name,
+                        conclusion: step.conclusion,
+                    })
+                    .collect(),
+            })
+            .collect())
+    }
+
+    /// The first `max` annotations of a check run (one request, not retried):
+    /// `GET /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations?per_page=N`.
+    pub async fn check_run_annotations(
+        &self,
+        repo: &RepoRef,
+        check_run_id: u64,
+        max: usize,
+    ) -> Result<Vec<ci::Annotation>, GithubError> {
+        self.check_host(&repo.to_string(), repo)?;
+        let mut url = self.repo_url(repo, &format!("/check-runs/{check_run_id}/annotations"));
+        url.set_query(Some(&format!("per_page={}", max.clamp(1, 100))));
+        let answer = self.transport.get_once(url.as_str()).await?;
+        let raw: Vec<RawAnnotation> = decode_bytes(url.as_str(), &answer.body)?;
+        Ok(raw
+            .into_iter()
+            .take(max)
+            .map(|a| ci::Annotation {
+                path: a.path,
+                start_line: a.start_line,
+                level: a.annotation_level,
+                message: a.message.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// The last `keep` bytes of a job's log, reading at most `max_read`:
+    /// `GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs`, which answers with a 302
+    /// to the log's own address, followed (one request more, [`Tail::redirected`]).
+    pub async fn job_log_tail(
+        &self,
+        repo: &RepoRef,
+        job_id: u64,
+        keep: usize,
+        max_read: u64,
+    ) -> Result<Tail, GithubError> {
+        self.check_host(&repo.to_string(), repo)?;
+        let url = self.repo_url(repo, &format!("/actions/jobs/{job_id}/logs"));
+        self.transport.get_tail_once(url.as_str(), keep, max_read).await
     }
 
     /// Posts a conversation comment:
@@ -845,6 +925,37 @@ struct RawReviewComment {
     path: String,
     line: Option<u64>,
     original_line: Option<u64>,
+    pull_request_review_id: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawJobs {
+    jobs: Vec<RawJob>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawJob {
+    id: u64,
+    name: String,
+    conclusion: Option<String>,
+    html_url: Option<String>,
+    #[serde(default)]
+    steps: Vec<RawStep>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawStep {
+    name: String,
+    number: u64,
+    conclusion: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawAnnotation {
+    path: String,
+    start_line: u64,
+    annotation_level: Option<String>,
+    message: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

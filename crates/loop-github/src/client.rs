@@ -179,6 +179,16 @@ pub(crate) struct Answer {
     pub not_modified: bool,
 }
 
+/// The end of an answer read by [`Transport::get_tail_once`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    pub bytes: Vec<u8>,
+    /// How many bytes were read in all.
+    pub read: u64,
+    /// Whether the answer came from where a redirect pointed (one request more).
+    pub redirected: bool,
+}
+
 #[derive(Debug, Clone)]
 struct Cached {
     /// The [`variant`] of the request that got this answer.
@@ -417,6 +427,88 @@ impl Transport {
             next = answer.next;
         }
         Ok((rows, unchanged))
+    }
+
+    /// `GET url` once, without retries: for reads that spend a budget of their own
+    /// (the CI evidence), where a retry is one request more.
+    pub(crate) async fn get_once(&self, url: &str) -> Result<Answer, GithubError> {
+        let token = self.current_token(false).await?;
+        let once = |reason: String| GithubError::Transient {
+            method: "GET".to_owned(),
+            url: url.to_owned(),
+            attempts: 1,
+            reason,
+        };
+        match self.attempt(&Method::GET, url, None, Resource::Core, &token).await {
+            Attempt::Done(answer) => Ok(answer),
+            Attempt::Reauthorize => Err(GithubError::Unauthorized { url: url.to_owned() }),
+            Attempt::Backoff { reason, .. } | Attempt::RetryAfter(_, reason) => Err(once(reason)),
+            Attempt::WaitForReset(_) => Err(once("the rate limit is spent".to_owned())),
+            Attempt::Fail(err) => Err(err),
+        }
+    }
+
+    /// `GET url` once, following a redirect, keeping only the last `keep` bytes of the
+    /// answer and reading at most `max_read` (a longer body is an error: its end was
+    /// not reached). For a log, which GitHub answers with a 302 to a pre-signed address
+    /// (reqwest drops the token when the redirect leaves the API's host).
+    pub(crate) async fn get_tail_once(
+        &self,
+        url: &str,
+        keep: usize,
+        max_read: u64,
+    ) -> Result<Tail, GithubError> {
+        let token = self.current_token(false).await?;
+        let failed = |reason: String| GithubError::Transient {
+            method: "GET".to_owned(),
+            url: url.to_owned(),
+            attempts: 1,
+            reason,
+        };
+        let _permit = self.in_flight.acquire().await.ok();
+        let mut response = self
+            .http
+            .get(url)
+            .header(header::ACCEPT, "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .bearer_auth(token.expose())
+            .send()
+            .await
+            .map_err(|err| failed(describe_transport_error(&err)))?;
+        let status = response.status();
+        *lock(&self.shared.statuses).entry(status.as_u16()).or_default() += 1;
+        let redirected = response.url().as_str() != url;
+        if !status.is_success() {
+            let body = response.bytes().await.unwrap_or_default();
+            return Err(match status {
+                StatusCode::UNAUTHORIZED => GithubError::Unauthorized { url: url.to_owned() },
+                StatusCode::NOT_FOUND => GithubError::NotFound { url: url.to_owned() },
+                StatusCode::GONE => {
+                    GithubError::Gone { url: url.to_owned(), message: error_message(&body) }
+                }
+                s if s.is_server_error() => failed(format!("{s}: {}", error_message(&body))),
+                s => GithubError::Rejected {
+                    method: "GET".to_owned(),
+                    url: url.to_owned(),
+                    status: s.as_u16(),
+                    message: error_message(&body),
+                },
+            });
+        }
+        let mut tail: VecDeque<u8> = VecDeque::with_capacity(keep.min(1 << 20));
+        let mut read: u64 = 0;
+        while let Some(chunk) =
+            response.chunk().await.map_err(|err| failed(describe_transport_error(&err)))?
+        {
+            read += chunk.len() as u64;
+            if read > max_read {
+                return Err(failed(format!("the answer is longer than {max_read} bytes")));
+            }
+            tail.extend(chunk.iter());
+            let excess = tail.len().saturating_sub(keep);
+            tail.drain(..excess);
+        }
+        Ok(Tail { bytes: tail.into(), read, redirected })
     }
 
     /// `POST url` with a JSON body (never conditional, never cached). `idempotent` allows

@@ -27,7 +27,7 @@ pub use api::{
     PostedComment, PullRequest, Reaction, ReactionTarget, ThreadComment,
 };
 pub use client::{
-    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Validator,
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Tail, Validator,
 };
 pub use error::GithubError;
 pub use signature::{SignatureError, verify_signature};

@@ -9,7 +9,7 @@
 //! differ, and Claude's user settings get `extraKnownMarketplaces["the-loop"]` and
 //! `enabledPlugins["the-loop@the-loop"]`, each only when absent (an operator's `false`
 //! stands; an unparsable settings file is left untouched), through the same
-//! non-destructive writer as trust pre-seeding (docs/agent-side.md).
+//! non-destructive writer as trust pre-seeding (docs/agent-side.md): `harness.plugin_registered` / `harness.plugin_failed`.
 
 use std::path::{Path, PathBuf};
 

@@ -37,4 +37,6 @@ pub mod world;
 pub use request_log::{RequestLog, RequestRecord};
 pub use server::{Fault, FaultKind, Sim, SimSettings};
 pub use webhook::{Delivery, WebhookTarget};
-pub use world::{Action, Outcome, ReviewState, World, WorldError};
+pub use world::{
+    Action, AnnotationDraft, JobDraft, Outcome, ReviewState, StepDraft, World, WorldError,
+};

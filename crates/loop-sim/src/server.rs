@@ -35,7 +35,9 @@ use crate::graphql;
 use crate::request_log::{RequestLog, RequestRecord};
 use crate::shapes::{self, Urls};
 use crate::webhook::{self, Delivery, WebhookTarget};
-use crate::world::{Action, InlineDraft, Outcome, ReactionSubject, ReviewState, World, WorldError};
+use crate::world::{
+    Action, InlineDraft, JobDraft, Outcome, ReactionSubject, ReviewState, World, WorldError,
+};
 
 /// The `X-GitHub-Api-Version`s GitHub accepts; any other is refused with 400, as GitHub
 /// does.
@@ -222,6 +224,7 @@ impl Sim {
             .route("/_sim/webhook", post(sim_set_webhook).delete(sim_clear_webhook))
             .route("/_sim/deliveries", get(sim_deliveries))
             .route("/_sim/rate-limit", post(sim_rate_limit))
+            .route("/_sim/job-logs/{id}", get(sim_job_log))
             .fallback(github)
             .with_state(state.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -335,6 +338,26 @@ impl Sim {
             label: label.to_owned(),
         };
         self.act(action).map(drop)
+    }
+
+    /// Completes a GitHub Actions run of `workflow` on pull request `number`'s head, with
+    /// `jobs` (it failed when one of their steps did); returns the run id.
+    pub fn complete_run(
+        &self,
+        repo: &str,
+        number: u64,
+        actor: &str,
+        workflow: &str,
+        jobs: Vec<JobDraft>,
+    ) -> Result<u64, WorldError> {
+        let action = Action::CompleteRun {
+            repo: repo.to_owned(),
+            number,
+            actor: actor.to_owned(),
+            workflow: workflow.to_owned(),
+            jobs,
+        };
+        Ok(self.act(action)?.id.unwrap_or_default())
     }
 
     /// Reviews a pull request with inline comments `(path, line, body)`; returns the review id.
@@ -511,11 +534,13 @@ struct Reply {
     status: StatusCode,
     body: Value,
     link: Option<String>,
+    /// Where a redirect points (`Location`).
+    location: Option<String>,
 }
 
 impl Reply {
     fn ok(body: Value) -> Self {
-        Reply { status: StatusCode::OK, body, link: None }
+        Reply { status: StatusCode::OK, body, link: None, location: None }
     }
 
     fn error(status: StatusCode, message: &str) -> Self {
@@ -527,6 +552,7 @@ impl Reply {
                 "status": status.as_str()
             }),
             link: None,
+            location: None,
         }
     }
 
@@ -593,6 +619,15 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         }
         ("GET", ["pulls", n, "comments"]) => {
             ("/repos/{owner}/{repo}/pulls/{pull_number}/comments", num(n)?)
+        }
+        ("GET", ["actions", "runs", id, "jobs"]) => {
+            ("/repos/{owner}/{repo}/actions/runs/{run_id}/jobs", num(id)?)
+        }
+        ("GET", ["actions", "jobs", id, "logs"]) => {
+            ("/repos/{owner}/{repo}/actions/jobs/{job_id}/logs", num(id)?)
+        }
+        ("GET", ["check-runs", id, "annotations"]) => {
+            ("/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations", num(id)?)
         }
         _ => return None,
     };
@@ -750,7 +785,12 @@ async fn answer(
         let mut response = finish(
             state,
             Some(&route),
-            Reply { status: StatusCode::NOT_MODIFIED, body: Value::Null, link: reply.link },
+            Reply {
+                status: StatusCode::NOT_MODIFIED,
+                body: Value::Null,
+                link: reply.link,
+                location: None,
+            },
             false,
         );
         if let Some(etag) = etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
@@ -810,8 +850,8 @@ fn finish(state: &SimState, route: Option<&Route>, reply: Reply, counts: bool) -
             *bucket
         })
     };
-    let mut response = if reply.status == StatusCode::NOT_MODIFIED {
-        Response::builder().status(StatusCode::NOT_MODIFIED).body(Body::empty()).unwrap_or_default()
+    let mut response = if matches!(reply.status, StatusCode::NOT_MODIFIED | StatusCode::FOUND) {
+        Response::builder().status(reply.status).body(Body::empty()).unwrap_or_default()
     } else {
         (reply.status, axum::Json(reply.body)).into_response()
     };
@@ -828,6 +868,9 @@ fn finish(state: &SimState, route: Option<&Route>, reply: Reply, counts: bool) -
     }
     headers.insert("x-github-api-version-selected", HeaderValue::from_static("2022-11-28"));
     headers.insert("x-github-media-type", HeaderValue::from_static("github.v3; format=json"));
+    if let Some(location) = reply.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        headers.insert(header::LOCATION, location);
+    }
     if let Some(link) = reply.link.and_then(|l| HeaderValue::from_str(&l).ok()) {
         headers.insert(header::LINK, link);
     }
@@ -866,6 +909,7 @@ fn rest(
                     status: StatusCode::CREATED,
                     body: shapes::issue_comment(&world, &urls, repo, number, comment),
                     link: None,
+                    location: None,
                 })
             })
         }
@@ -892,6 +936,7 @@ fn rest(
                     status,
                     body: reaction.map_or(Value::Null, |r| shapes::reaction(&world, &urls, &r)),
                     link: None,
+                    location: None,
                 }
             })
         }
@@ -1022,6 +1067,29 @@ fn read(
             };
             Ok(paginate(urls, route, query, rows))
         }
+        "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs" => {
+            let run = world.run(&route.repo, n)?;
+            let jobs: Vec<Value> =
+                run.jobs.iter().map(|j| shapes::job(urls, repo, run, j)).collect();
+            Ok(Reply::ok(json!({"total_count": jobs.len(), "jobs": jobs})))
+        }
+        "/repos/{owner}/{repo}/check-runs/{check_run_id}/annotations" => {
+            let (run, job) =
+                world.job(n).ok_or(WorldError::NoItem { repo: route.repo.clone(), number: n })?;
+            Ok(Reply::ok(shapes::annotations(urls, repo, run, job)))
+        }
+        "/repos/{owner}/{repo}/actions/jobs/{job_id}/logs" => {
+            world.job(n).ok_or(WorldError::NoItem { repo: route.repo.clone(), number: n })?;
+            // GitHub answers with a short-lived address of the log on another host; here
+            // the simulator serves it itself, outside the API.
+            let root = urls.api.trim_end_matches("/api/v3");
+            Ok(Reply {
+                status: StatusCode::FOUND,
+                body: Value::Null,
+                link: None,
+                location: Some(format!("{root}/_sim/job-logs/{n}")),
+            })
+        }
         _ => Err(WorldError::NoRepo { repo: route.repo.clone() }),
     }
 }
@@ -1066,6 +1134,7 @@ fn paginate(
         status: StatusCode::OK,
         body: Value::Array(body),
         link: (!links.is_empty()).then(|| links.join(", ")),
+        location: None,
     }
 }
 
@@ -1133,6 +1202,30 @@ async fn sim_set_webhook(
 async fn sim_clear_webhook(State(state): State<Arc<SimState>>) -> StatusCode {
     *lock(&state.webhook) = None;
     StatusCode::NO_CONTENT
+}
+
+/// A job's log, where the logs endpoint's redirect points (GitHub serves it from another
+/// host, without the API's headers or rate limit). Recorded in the request log as
+/// `GET /_sim/job-logs/{id}`, so a client's request count includes the redirect it
+/// followed.
+async fn sim_job_log(
+    State(state): State<Arc<SimState>>,
+    axum::extract::Path(id): axum::extract::Path<u64>,
+) -> Response {
+    let log = lock(&state.world).job(id).map(|(_, job)| job.log.clone());
+    let response = match log {
+        Some(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    };
+    lock(&state.log).records.push(RequestRecord {
+        method: "GET".to_owned(),
+        endpoint: "/_sim/job-logs/{id}".to_owned(),
+        path: format!("/_sim/job-logs/{id}"),
+        status: response.status().as_u16(),
+        api_version: None,
+        accept: None,
+    });
+    response
 }
 
 async fn sim_deliveries(State(state): State<Arc<SimState>>) -> Response {

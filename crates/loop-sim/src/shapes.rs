@@ -8,7 +8,9 @@
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::world::{Comment, Item, Reaction, Repo, Review, ReviewComment, World, node_id};
+use crate::world::{
+    Comment, Item, Reaction, Repo, Review, ReviewComment, RunJob, WorkflowRun, World, node_id,
+};
 
 /// Where the simulated GitHub lives: its API root and its web root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,4 +428,148 @@ pub fn reaction(world: &World, urls: &Urls, r: &Reaction) -> Value {
         "content": r.content,
         "created_at": time(r.created_at)
     })
+}
+/// A workflow (the `workflow` of a `workflow_run` webhook).
+pub fn workflow(urls: &Urls, repo: &Repo, run: &WorkflowRun) -> Value {
+    let full = repo.full_name();
+    json!({
+        "id": run.workflow_id,
+        "node_id": node_id("W", run.workflow_id),
+        "name": run.name,
+        "path": ".github/workflows/ci.yml",
+        "state": "active",
+        "created_at": time(run.created_at),
+        "updated_at": time(run.created_at),
+        "url": format!("{}/repos/{full}/actions/workflows/{}", urls.api, run.workflow_id),
+        "html_url": format!("{}/{full}/blob/main/.github/workflows/ci.yml", urls.web),
+        "badge_url": format!("{}/{full}/workflows/{}/badge.svg", urls.web, run.name.replace(' ', "%20")),
+    })
+}
+
+/// A workflow run as the `workflow_run` webhook carries it.
+pub fn workflow_run(world: &World, urls: &Urls, repo: &Repo, run: &WorkflowRun) -> Value {
+    let full = repo.full_name();
+    let api = format!("{}/repos/{full}/actions/runs/{}", urls.api, run.id);
+    let suite = run.id + 1_000_000;
+    let pull = world.item(&full, run.number).ok().and_then(|item| item.pull.as_ref());
+    let base = pull.map_or("main", |p| p.base_ref.as_str());
+    let repo_ref =
+        json!({"id": repo.id, "url": format!("{}/repos/{full}", urls.api), "name": repo.name});
+    json!({
+        "id": run.id,
+        "name": run.name,
+        "node_id": node_id("WFR", run.id),
+        "head_branch": run.head_branch,
+        "head_sha": run.head_sha,
+        "path": ".github/workflows/ci.yml",
+        "display_title": run.name,
+        "run_number": run.id,
+        "event": "pull_request",
+        "status": "completed",
+        "conclusion": run.conclusion,
+        "workflow_id": run.workflow_id,
+        "check_suite_id": suite,
+        "check_suite_node_id": node_id("CS", suite),
+        "url": api,
+        "html_url": format!("{}/{full}/actions/runs/{}", urls.web, run.id),
+        "pull_requests": [{
+            "id": run.number,
+            "number": run.number,
+            "url": format!("{}/repos/{full}/pulls/{}", urls.api, run.number),
+            "head": {"ref": run.head_branch, "sha": run.head_sha, "repo": repo_ref},
+            "base": {"ref": base, "sha": format!("{:040x}", repo.id), "repo": repo_ref},
+        }],
+        "created_at": time(run.created_at),
+        "updated_at": time(run.completed_at),
+        "actor": user(world, urls, &run.actor),
+        "triggering_actor": user(world, urls, &run.actor),
+        "run_attempt": 1,
+        "referenced_workflows": [],
+        "run_started_at": time(run.created_at),
+        "jobs_url": format!("{api}/jobs"),
+        "logs_url": format!("{api}/logs"),
+        "check_suite_url": format!("{}/repos/{full}/check-suites/{suite}", urls.api),
+        "artifacts_url": format!("{api}/artifacts"),
+        "cancel_url": format!("{api}/cancel"),
+        "rerun_url": format!("{api}/rerun"),
+        "previous_attempt_url": null,
+        "workflow_url": format!("{}/repos/{full}/actions/workflows/{}", urls.api, run.workflow_id),
+        "head_commit": {
+            "id": run.head_sha,
+            "tree_id": format!("{:040x}", run.id),
+            "message": "work in progress",
+            "timestamp": time(run.created_at),
+            "author": {"name": run.actor, "email": format!("{}@example.com", run.actor)},
+            "committer": {"name": "GitHub", "email": "noreply@github.com"},
+        },
+        "repository": repository(world, urls, repo),
+        "head_repository": repository(world, urls, repo),
+    })
+}
+
+/// A job of a run (`GET …/actions/runs/{run_id}/jobs`).
+pub fn job(urls: &Urls, repo: &Repo, run: &WorkflowRun, job: &RunJob) -> Value {
+    let full = repo.full_name();
+    let steps: Vec<Value> = job
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(at, step)| {
+            json!({
+                "name": step.name,
+                "status": "completed",
+                "conclusion": if step.failed { "failure" } else { "success" },
+                "number": at + 1,
+                "started_at": time(run.created_at),
+                "completed_at": time(run.completed_at),
+            })
+        })
+        .collect();
+    json!({
+        "id": job.id,
+        "run_id": run.id,
+        "run_url": format!("{}/repos/{full}/actions/runs/{}", urls.api, run.id),
+        "run_attempt": 1,
+        "node_id": node_id("CR", job.id),
+        "head_sha": run.head_sha,
+        "url": format!("{}/repos/{full}/actions/jobs/{}", urls.api, job.id),
+        "html_url": format!("{}/{full}/actions/runs/{}/job/{}", urls.web, run.id, job.id),
+        "status": "completed",
+        "conclusion": job.conclusion,
+        "created_at": time(run.created_at),
+        "started_at": time(run.created_at),
+        "completed_at": time(run.completed_at),
+        "name": job.name,
+        "steps": steps,
+        "check_run_url": format!("{}/repos/{full}/check-runs/{}", urls.api, job.id),
+        "labels": ["ubuntu-latest"],
+        "runner_id": 1,
+        "runner_name": "GitHub Actions 1",
+        "runner_group_id": 2,
+        "runner_group_name": "GitHub Actions",
+        "workflow_name": run.name,
+        "head_branch": run.head_branch,
+    })
+}
+
+/// The annotations of a job's check run (`GET …/check-runs/{id}/annotations`).
+pub fn annotations(urls: &Urls, repo: &Repo, run: &WorkflowRun, job: &RunJob) -> Value {
+    let full = repo.full_name();
+    job.annotations
+        .iter()
+        .map(|a| {
+            json!({
+                "path": a.path,
+                "start_line": a.line,
+                "end_line": a.line,
+                "start_column": null,
+                "end_column": null,
+                "annotation_level": a.level,
+                "title": null,
+                "message": a.message,
+                "raw_details": null,
+                "blob_href": format!("{}/{full}/blob/{}/{}", urls.web, run.head_sha, a.path),
+            })
+        })
+        .collect()
 }

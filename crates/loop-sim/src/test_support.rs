@@ -136,14 +136,22 @@ pub fn last_lines(values: &[Value]) -> String {
 /// How many messages the event log `events` says were pasted into a harness: each spawn's
 /// and respawn's prompt, and each delivery not already delivered. A harness records a
 /// paste after tmux handed it over, so a test waits until its record holds this many.
+/// The deliveries of a batch (`dispatch.batched`) are one paste, counted by their lead.
 pub fn pastes_logged(events: &[Value]) -> usize {
     let named = |e: &Value, kind: Kind| e["event"] == kind.name();
+    let went_with_another: Vec<&Value> = events
+        .iter()
+        .filter(|e| named(e, Kind::DispatchBatched) && e["lead"] != e["delivery_id"])
+        .map(|e| &e["delivery_id"])
+        .collect();
     events
         .iter()
         .filter(|e| {
             named(e, Kind::SessionSpawned)
                 || named(e, Kind::SessionRespawned)
-                || (named(e, Kind::DispatchSucceeded) && e["already_delivered"] != true)
+                || (named(e, Kind::DispatchSucceeded)
+                    && e["already_delivered"] != true
+                    && !went_with_another.contains(&&e["delivery_id"]))
         })
         .count()
 }

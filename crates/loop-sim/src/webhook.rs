@@ -60,6 +60,16 @@ pub fn delivery_id(sequence: u64) -> String {
 /// The payload GitHub sends for `happening`, built from the world as it is now.
 pub fn payload(world: &World, urls: &Urls, happening: &Happening) -> Result<Value, WorldError> {
     let repo = world.repo(&happening.repo)?;
+    if let HappeningDetail::WorkflowRun(id) = &happening.detail {
+        let run = world.run(&happening.repo, *id)?;
+        return Ok(json!({
+            "action": happening.action,
+            "repository": shapes::repository(world, urls, repo),
+            "sender": shapes::user(world, urls, &happening.sender),
+            "workflow": shapes::workflow(urls, repo, run),
+            "workflow_run": shapes::workflow_run(world, urls, repo, run),
+        }));
+    }
     let item = world.item(&happening.repo, happening.number)?;
     let mut payload = json!({
         "action": happening.action,
@@ -80,7 +90,7 @@ pub fn payload(world: &World, urls: &Urls, happening: &Happening) -> Result<Valu
         _ => payload["issue"] = shapes::issue(world, urls, repo, item),
     }
     match &happening.detail {
-        HappeningDetail::None => {}
+        HappeningDetail::None | HappeningDetail::WorkflowRun(_) => {}
         HappeningDetail::Label(name) => payload["label"] = shapes::label(repo, urls, name),
         HappeningDetail::Comment(id) => {
             let (number, comment) = world.comment(&happening.repo, *id)?;

@@ -101,6 +101,54 @@ pub enum Action {
         repo: String,
         enabled: bool,
     },
+    /// A GitHub Actions workflow run on a pull request's head completes: it failed when a
+    /// step of one of its jobs failed. Sends `workflow_run` `completed`.
+    CompleteRun {
+        repo: String,
+        number: u64,
+        actor: String,
+        workflow: String,
+        jobs: Vec<JobDraft>,
+    },
+}
+
+/// A job of a scripted workflow run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobDraft {
+    pub name: String,
+    pub steps: Vec<StepDraft>,
+    /// The check run's annotations.
+    #[serde(default)]
+    pub annotations: Vec<AnnotationDraft>,
+    /// The job's log, as the runner wrote it.
+    #[serde(default)]
+    pub log: String,
+}
+
+/// A step of a scripted job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepDraft {
+    pub name: String,
+    #[serde(default)]
+    pub failed: bool,
+}
+
+/// A check-run annotation of a scripted job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnnotationDraft {
+    pub path: String,
+    pub line: u64,
+    /// `notice`, `warning` or `failure` (the default).
+    #[serde(default = "failure")]
+    pub level: String,
+    pub message: String,
+}
+
+fn failure() -> String {
+    "failure".to_owned()
 }
 
 /// An inline comment written as part of a review.
@@ -204,6 +252,7 @@ pub enum HappeningDetail {
     Comment(u64),
     Review(u64),
     ReviewComment(u64),
+    WorkflowRun(u64),
 }
 
 /// A GitHub account.
@@ -261,6 +310,35 @@ pub struct ReviewComment {
     pub reactions: Vec<Reaction>,
 }
 
+/// A completed GitHub Actions workflow run on a pull request's head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowRun {
+    pub id: u64,
+    pub workflow_id: u64,
+    pub name: String,
+    /// The pull request it ran for.
+    pub number: u64,
+    pub actor: String,
+    pub head_sha: String,
+    pub head_branch: String,
+    /// `success` or `failure`.
+    pub conclusion: String,
+    pub created_at: Timestamp,
+    pub completed_at: Timestamp,
+    pub jobs: Vec<RunJob>,
+}
+
+/// A job of a workflow run; its id is also its check run's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunJob {
+    pub id: u64,
+    pub name: String,
+    pub conclusion: String,
+    pub steps: Vec<StepDraft>,
+    pub annotations: Vec<AnnotationDraft>,
+    pub log: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pull {
     pub head_ref: String,
@@ -303,6 +381,7 @@ pub struct Repo {
     pub items: BTreeMap<u64, Item>,
     /// Whether the Issues feature is on (GitHub answers 410 for issues when it is off).
     pub has_issues: bool,
+    pub runs: BTreeMap<u64, WorkflowRun>,
 }
 
 impl Repo {
@@ -387,10 +466,14 @@ impl World {
                             labels: BTreeMap::new(),
                             items: BTreeMap::new(),
                             has_issues: true,
+                            runs: BTreeMap::new(),
                         },
                     );
                 }
                 Ok((Outcome::default(), Vec::new()))
+            }
+            Action::CompleteRun { repo, number, actor, workflow, jobs } => {
+                self.complete_run(&repo, number, &actor, workflow, jobs, at)
             }
             Action::SetIssuesEnabled { repo, enabled } => {
                 self.repos
@@ -869,6 +952,86 @@ impl World {
                     .ok_or_else(|| WorldError::NoComment { repo: repo.clone(), id: *id })
             }
         }
+    }
+
+    /// The workflow run `id` of `repo`.
+    pub fn run(&self, repo: &str, id: u64) -> Result<&WorkflowRun, WorldError> {
+        self.repo(repo)?
+            .runs
+            .get(&id)
+            .ok_or_else(|| WorldError::NoItem { repo: repo.to_owned(), number: id })
+    }
+
+    /// The job `id` (of any run, in any repository) and its run.
+    pub fn job(&self, id: u64) -> Option<(&WorkflowRun, &RunJob)> {
+        self.repos
+            .values()
+            .flat_map(|r| r.runs.values())
+            .find_map(|run| run.jobs.iter().find(|job| job.id == id).map(|job| (run, job)))
+    }
+
+    fn complete_run(
+        &mut self,
+        repo: &str,
+        number: u64,
+        actor: &str,
+        workflow: String,
+        drafts: Vec<JobDraft>,
+        at: Timestamp,
+    ) -> Result<(Outcome, Vec<Happening>), WorldError> {
+        self.user(actor);
+        let (id, workflow_id) = (self.id(), self.id());
+        let jobs: Vec<RunJob> = drafts
+            .into_iter()
+            .map(|draft| {
+                let failed = draft.steps.iter().any(|s| s.failed);
+                RunJob {
+                    id: self.id(),
+                    name: draft.name,
+                    conclusion: if failed { "failure" } else { "success" }.to_owned(),
+                    steps: draft.steps,
+                    annotations: draft.annotations,
+                    log: draft.log,
+                }
+            })
+            .collect();
+        let item = self.item(repo, number)?;
+        let pull = item
+            .pull
+            .as_ref()
+            .ok_or_else(|| WorldError::NotPullRequest { repo: repo.to_owned(), number })?;
+        let conclusion =
+            if jobs.iter().any(|j| j.conclusion == "failure") { "failure" } else { "success" };
+        let run = WorkflowRun {
+            id,
+            workflow_id,
+            name: workflow,
+            number,
+            actor: actor.to_owned(),
+            head_sha: pull.head_sha.clone(),
+            head_branch: pull.head_ref.clone(),
+            conclusion: conclusion.to_owned(),
+            created_at: at,
+            completed_at: at,
+            jobs,
+        };
+        self.repos
+            .get_mut(&repo.to_ascii_lowercase())
+            .ok_or_else(|| WorldError::NoRepo { repo: repo.to_owned() })?
+            .runs
+            .insert(id, run);
+        let sent = happening(
+            "workflow_run",
+            "completed",
+            repo,
+            number,
+            actor,
+            HappeningDetail::WorkflowRun(id),
+        );
+        Ok((
+            Outcome { id: Some(id), node_id: Some(node_id("WFR", id)), ..Outcome::default() },
+            vec![sent],
+        ))
     }
 
     fn id(&mut self) -> u64 {

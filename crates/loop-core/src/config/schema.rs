@@ -445,6 +445,10 @@ pub struct RoutingConfig {
     pub harness_plugins: HarnessPluginsConfig,
     pub reactions: ReactionsConfig,
     pub announce: AnnounceConfig,
+    /// How long a review's or a commit's first delivery waits for the rest of its batch
+    /// (docs/agent-input.md); `0` pastes every delivery on its own.
+    pub batch_window_seconds: f64,
+    pub ci: CiConfig,
 }
 
 impl Section for RoutingConfig {
@@ -483,6 +487,8 @@ impl Section for RoutingConfig {
             harness_plugins: b.section("harnessPlugins"),
             reactions: b.section("reactions"),
             announce: b.section("announce"),
+            batch_window_seconds: b.field_by("batchWindowSeconds", || 2.0, number_at_least(0.0)),
+            ci: b.section("ci"),
         }
     }
 }
@@ -792,6 +798,30 @@ pub struct AnnounceConfig {
 impl Section for AnnounceConfig {
     fn read(b: &mut Block<'_, '_>) -> Self {
         Self { enabled: b.field("enabled", || true) }
+    }
+}
+
+/// `routing.ci`: the evidence read when CI fails on a session's pull request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CiConfig {
+    pub enabled: bool,
+    /// The most log lines a failed job's tail shows.
+    pub max_log_lines: u32,
+    /// The most bytes a failed job's tail shows.
+    pub max_log_bytes: u32,
+    /// The most GitHub requests one report may cost (a log's redirect counts).
+    pub max_requests: u32,
+}
+
+impl Section for CiConfig {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self {
+            enabled: b.field("enabled", || true),
+            max_log_lines: b.field_by("maxLogLines", || 30, integer_at_least(1)),
+            max_log_bytes: b.field_by("maxLogBytes", || 2048, integer_at_least(1)),
+            max_requests: b.field_by("maxRequests", || 10, integer_at_least(1)),
+        }
     }
 }
 

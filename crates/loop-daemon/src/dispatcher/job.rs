@@ -26,6 +26,7 @@ use loop_core::log::{Kind, Line};
 use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
+use loop_core::{batch, ci};
 use loop_sessions::registry::{EndpointHandles, RegistryError};
 use loop_sessions::workspace::{Branch, WorkspaceError, clone_url};
 use loop_sessions::{
@@ -61,8 +62,11 @@ enum Template {
 }
 
 impl Dispatcher {
-    /// Carries out a dequeued job against the registry as it is now.
-    pub(crate) async fn carry_out(&self, job: &Job) -> Decision {
+    /// Carries out a dequeued job, or the jobs of one batch (docs/agent-input.md),
+    /// against the registry as it is now: one decision per job, in order. A batch shares
+    /// its first job's route (its jobs are deliveries of one work item's queue).
+    pub(crate) async fn carry_out(&self, jobs: &[Job]) -> Vec<Decision> {
+        let job = &jobs[0];
         let (registry, target) = (self.inner.registry.clone(), job.target.clone());
         let owner = match blocking(move || registry.record_owning(&target)).await {
             Ok(owner) => owner,
@@ -77,26 +81,52 @@ impl Dispatcher {
             }
         };
         let config = self.config();
+        let each = |decision: Decision| vec![decision; jobs.len()];
         match plan::route_job(&job.target, owner, job.spawn, &job.event, &config) {
-            JobRoute::Spawn => self.spawn(job).await,
-            JobRoute::Vanished { item } => Decision::SessionVanished { item },
-            JobRoute::Paused { item } => Decision::SessionPaused { item },
+            JobRoute::Spawn => vec![self.spawn(job).await],
+            JobRoute::Vanished { item } => each(Decision::SessionVanished { item }),
+            JobRoute::Paused { item } => each(Decision::SessionPaused { item }),
             JobRoute::Deliver { record, pr_session, endpoint } => {
-                self.deliver(job, *record, pr_session, endpoint).await
+                self.deliver(jobs, *record, pr_session, endpoint).await
             }
         }
     }
 
+    /// What one paste shows for the jobs it delivers: their keys, and the batch's excerpt
+    /// (with the CI evidence read for a failure, or the one line of a pass after one).
+    async fn paste_for(&self, jobs: &[&Job]) -> Paste {
+        let events: Vec<&Event> = jobs.iter().map(|job| &*job.event).collect();
+        let keys = jobs.iter().filter_map(|job| job.cx.delivery_id.clone()).collect();
+        let head = ci::head_sha(events[0])
+            .zip(events[0].repository.as_ref())
+            .map(|(sha, repo)| format!("{repo}@{sha}"));
+        let outcomes: Vec<_> = events.iter().map(|event| ci::outcome(event)).collect();
+        let failing = outcomes.contains(&Some(ci::Outcome::Failed));
+        let passing = outcomes.iter().all(|o| *o == Some(ci::Outcome::Passed));
+        let evidence = if failing { self.ci_evidence(&events, &jobs[0].cx).await } else { None };
+        let reported = passing && head.as_deref().is_some_and(|head| self.take_ci_failure(head));
+        if let Some(head) = head.filter(|_| failing) {
+            self.remember_ci_failure(head);
+        }
+        Paste { keys, excerpt: batch::paste_excerpt(&events, evidence.as_ref(), reported) }
+    }
+
     /// Delivers into `record`'s session as [`plan::route_job`] routed it: into a pull
-    /// request's own new endpoint, else into `endpoint`.
+    /// request's own new endpoint, else into `endpoint`. The jobs of a batch are one
+    /// paste; a job the endpoint already received is not pasted again.
     async fn deliver(
         &self,
-        job: &Job,
+        jobs: &[Job],
         record: LocalRecord,
         pr_session: Option<PrSession>,
         endpoint: Option<WorkItemRef>,
-    ) -> Decision {
+    ) -> Vec<Decision> {
         let config = self.config();
+        let job = &jobs[0];
+        let each = |decision: Decision| vec![decision; jobs.len()];
+        // Prepared for a pull request's own new endpoint, and reused (its CI evidence
+        // read once) when that endpoint is declined.
+        let mut prepared = None;
         match pr_session {
             None => {}
             Some(PrSession::Declined { pull_request, reason }) => {
@@ -111,10 +141,14 @@ impl Dispatcher {
                     .await
             }
             Some(PrSession::Spawn { pull_request }) => {
-                match self.spawn_endpoint(job, &record, &pull_request).await {
-                    Err(decline) => self.events().emit_async(decline).await,
+                let paste = self.paste_for(&jobs.iter().collect::<Vec<_>>()).await;
+                match self.spawn_endpoint(job, &record, &pull_request, &paste).await {
+                    Err(decline) => {
+                        prepared = Some(paste);
+                        self.events().emit_async(decline).await
+                    }
                     Ok(()) => {
-                        return Decision::Delivered {
+                        return each(Decision::Delivered {
                             item: record.work_item.clone(),
                             endpoint: pull_request,
                             harness: record
@@ -122,7 +156,7 @@ impl Dispatcher {
                                 .map(|e| e.harness.clone())
                                 .unwrap_or_default(),
                             already: false,
-                        };
+                        });
                     }
                 }
             }
@@ -130,26 +164,41 @@ impl Dispatcher {
         let Some((endpoint_ref, endpoint)) =
             endpoint.and_then(|served| record.endpoints.get_key_value(&served))
         else {
-            return Decision::SessionVanished { item: record.work_item.clone() };
+            return each(Decision::SessionVanished { item: record.work_item.clone() });
         };
         let endpoint = endpoint.clone();
         let endpoint_ref = endpoint_ref.clone();
         let item = record.work_item.clone();
-        let key = job.cx.delivery_id.clone();
-        let in_doubt = key.as_deref().filter(|key| self.take_in_doubt(key));
-        let already = match (key.as_deref(), in_doubt) {
-            (Some(key), _) if endpoint.has_delivered(key) => true,
-            (_, Some(key)) => self.received_before(&item, &endpoint_ref, &endpoint, key).await,
-            _ => false,
-        };
-        if already {
-            return Decision::Delivered {
-                item,
-                endpoint: endpoint_ref,
-                harness: endpoint.harness,
-                already: true,
+        let mut decisions: Vec<Option<Decision>> = vec![None; jobs.len()];
+        let mut fresh = Vec::new();
+        for (at, job) in jobs.iter().enumerate() {
+            let key = job.cx.delivery_id.as_deref();
+            let in_doubt = key.filter(|key| self.take_in_doubt(key));
+            let already = match (key, in_doubt) {
+                (Some(key), _) if endpoint.has_delivered(key) => true,
+                (_, Some(key)) => self.received_before(&item, &endpoint_ref, &endpoint, key).await,
+                _ => false,
             };
+            if already {
+                decisions[at] = Some(Decision::Delivered {
+                    item: item.clone(),
+                    endpoint: endpoint_ref.clone(),
+                    harness: endpoint.harness.clone(),
+                    already: true,
+                });
+            } else {
+                fresh.push(at);
+            }
         }
+        if fresh.is_empty() {
+            return decisions.into_iter().flatten().collect();
+        }
+        let pasted: Vec<&Job> = fresh.iter().map(|at| &jobs[*at]).collect();
+        let paste = match prepared {
+            Some(paste) if pasted.len() == jobs.len() => paste,
+            _ => self.paste_for(&pasted).await,
+        };
+        let lead = pasted[0];
         let site = SessionSite::for_work_item(
             &endpoint_ref,
             endpoint.cwd.clone(),
@@ -160,9 +209,10 @@ impl Dispatcher {
         let recorded = endpoint.harness_session_id.clone();
         let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
-            (job.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
+            (lead.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
         let (result, noted) = blocking(move || {
-            let prompt = render(&config, &event, &served, key.as_deref(), Template::Event, plugin);
+            let prompt = render(&config, &event, &served, &paste, Template::Event, plugin);
+            let keys = paste.keys;
             let result = session::deliver_or_respawn(
                 &tmux,
                 &*harness,
@@ -179,7 +229,7 @@ impl Dispatcher {
                 Ok(Delivered::Pasted | Delivered::RespawnAverted) => None,
                 Err(_) => return (result, Ok(false)),
             };
-            let noted = note_delivery(&registry, &owner, &served, key.as_deref(), relaunched);
+            let noted = note_delivery(&registry, &owner, &served, &keys, relaunched);
             (result, noted)
         })
         .await;
@@ -199,7 +249,13 @@ impl Dispatcher {
             self.note_answered(&item, &endpoint_ref, job.cx.delivery_id.as_deref()).await;
         }
         let harness = endpoint.harness.clone();
-        match result {
+        let delivered = Decision::Delivered {
+            item: item.clone(),
+            endpoint: endpoint_ref.clone(),
+            harness: harness.clone(),
+            already: false,
+        };
+        let lead_decision = match result {
             Ok(Delivered::Pasted) => {
                 Decision::Delivered { item, endpoint: endpoint_ref, harness, already: false }
             }
@@ -238,7 +294,17 @@ impl Dispatcher {
                 Decision::SessionOccupied { item, target: site.target, error: err.to_string() }
             }
             Err(err) => Decision::Failed { item, harness, error: err.to_string() },
+        };
+        // The rest of a batch went with the lead: delivered with it (a respawn is logged
+        // once, by the lead), or failed or refused as it was.
+        let rest = match &lead_decision {
+            Decision::Respawned { .. } => delivered,
+            other => other.clone(),
+        };
+        for (nth, at) in fresh.into_iter().enumerate() {
+            decisions[at] = Some(if nth == 0 { lead_decision.clone() } else { rest.clone() });
         }
+        decisions.into_iter().flatten().collect()
     }
 
     /// The in-doubt check for `key`, left in flight by the previous process (docs/
@@ -272,7 +338,7 @@ impl Dispatcher {
                 answers.into_iter().flatten().next()
             };
             let noted = (received == Some(true))
-                .then(|| note_delivery(&registry, &owner_ref, &served_ref, Some(&stamp), None));
+                .then(|| note_delivery(&registry, &owner_ref, &served_ref, &[stamp], None));
             Some((received, noted))
         })
         .await
@@ -311,11 +377,12 @@ impl Dispatcher {
             Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
         self.seed_trust(&config, &item, &cwd).await;
+        let paste = Paste { keys: key.clone().into_iter().collect(), excerpt: None };
         let prompt = render_off_thread(
             &config,
             &job.event,
             &item,
-            key.as_deref(),
+            paste,
             Template::Spawn,
             self.has_plugin(&config),
         )
@@ -383,6 +450,7 @@ impl Dispatcher {
         job: &Job,
         record: &LocalRecord,
         pr: &WorkItemRef,
+        paste: &Paste,
     ) -> Result<(), Line> {
         let config = self.config();
         let declined = |reason: &str, error: Option<String>| {
@@ -408,12 +476,12 @@ impl Dispatcher {
             return Err(declined("shared-worktree", None));
         }
         self.seed_trust(&config, pr, &cwd).await;
-        let key = job.cx.delivery_id.clone();
+        let keys = paste.keys.clone();
         let prompt = render_off_thread(
             &config,
             &job.event,
             pr,
-            key.as_deref(),
+            paste.clone(),
             Template::Event,
             self.has_plugin(&config),
         )
@@ -438,7 +506,9 @@ impl Dispatcher {
             let target = handles.tmux_target.clone();
             registry.save_handles(&owner, &served, handles, now)?;
             let withdrawn = registry.end_spawn(&target);
-            registry.touch(&owner, &served, key.as_deref(), now)?;
+            for key in &keys {
+                registry.touch(&owner, &served, Some(key), now)?;
+            }
             Ok::<_, loop_sessions::registry::RegistryError>(withdrawn)
         })
         .await;
@@ -635,14 +705,22 @@ impl Dispatcher {
         })
         .await;
         let outcomes = [
-            trusted.map_err(|err| err.to_string()),
-            registered.unwrap_or(Ok(Vec::new())).map_err(|err| err.to_string()),
+            (
+                Kind::WorkspaceTrusted,
+                Kind::WorkspaceTrustFailed,
+                trusted.map_err(|e| e.to_string()),
+            ),
+            (
+                Kind::HarnessPluginRegistered,
+                Kind::HarnessPluginFailed,
+                registered.unwrap_or(Ok(Vec::new())).map_err(|e| e.to_string()),
+            ),
         ];
-        for outcome in outcomes {
+        for (done, failed, outcome) in outcomes {
             let line = match outcome {
                 Ok(notes) if notes.is_empty() => continue,
-                Ok(notes) => Line::info(Kind::WorkspaceTrusted).field("applied", notes),
-                Err(error) => Line::warning(Kind::WorkspaceTrustFailed).field("error", error),
+                Ok(notes) => Line::info(done).field("applied", notes),
+                Err(error) => Line::warning(failed).field("error", error),
             };
             self.events()
                 .emit_async(line.work_item(item).field("cwd", cwd.display().to_string()))
@@ -657,7 +735,7 @@ fn render(
     config: &Config,
     event: &Event,
     item: &WorkItemRef,
-    key: Option<&str>,
+    paste: &Paste,
     template: Template,
     plugin: bool,
 ) -> String {
@@ -666,10 +744,12 @@ fn render(
         Template::Spawn => (&config.routing.spawn_prompt_template, SPAWN_TEMPLATE),
     };
     let text = std::fs::read_to_string(path).ok();
+    let keys = batch::delivery_ids(&paste.keys);
     Prompt {
         work_item: item,
         event,
-        delivery_id: key,
+        delivery_id: keys.as_deref(),
+        payload_excerpt: paste.excerpt.as_deref(),
         graph_context: "",
         interaction: config.routing.interaction.mode,
         plugin,
@@ -683,29 +763,45 @@ async fn render_off_thread(
     config: &Arc<Config>,
     event: &Arc<Event>,
     item: &WorkItemRef,
-    key: Option<&str>,
+    paste: Paste,
     template: Template,
     plugin: bool,
 ) -> String {
-    let (config, event, item, key) =
-        (config.clone(), event.clone(), item.clone(), key.map(str::to_owned));
-    blocking(move || render(&config, &event, &item, key.as_deref(), template, plugin)).await
+    let (config, event, item) = (config.clone(), event.clone(), item.clone());
+    blocking(move || render(&config, &event, &item, &paste, template, plugin)).await
 }
 
-/// Remembers a delivery on the endpoint (after a respawn, its new launch first): the
-/// done-mark. Blocking.
+/// What one paste shows: the keys it delivers (`$delivery_id`) and, for a batch or a CI
+/// report, the excerpt that replaces the lead event's own.
+#[derive(Debug, Clone)]
+struct Paste {
+    keys: Vec<String>,
+    excerpt: Option<String>,
+}
+
+/// Remembers the deliveries of one paste on the endpoint (after a respawn, its new
+/// launch first): the done-marks. Blocking.
 fn note_delivery(
     registry: &loop_sessions::registry::Registry,
     owner: &WorkItemRef,
     served: &WorkItemRef,
-    key: Option<&str>,
+    keys: &[String],
     relaunched: Option<EndpointHandles>,
 ) -> Result<bool, loop_sessions::registry::RegistryError> {
     let now = Timestamp::now();
     if let Some(handles) = relaunched {
         registry.save_handles(owner, served, handles, now)?;
     }
-    registry.touch(owner, served, key, now)
+    match keys {
+        [] => registry.touch(owner, served, None, now),
+        keys => {
+            let mut touched = false;
+            for key in keys {
+                touched |= registry.touch(owner, served, Some(key), now)?;
+            }
+            Ok(touched)
+        }
+    }
 }
 
 /// The warning for a spawn whose record was written but whose intent marker could not

@@ -15,12 +15,16 @@
 //! Layout:
 //! - `bound`: the concurrency bound, resized when a reload changes it.
 //! - `queue`: per-work-item workers, concurrency bound, timeout, shutdown.
+//! - `batch`: the window in which a review's (or a commit's CI) deliveries join one paste.
 //! - `job`: delivering into a session, spawning one, respawning a dead one.
+//! - `ci`: reading a failing CI run's evidence within `routing.ci`'s budget.
 //! - `command`: executing control commands (record, pause, resume, stop, cleanup, roster).
 //! - `closure`: closes, the `ended` stamp, reopen.
 //! - `github`: existence checks, reactions and announcements (best-effort).
 
+mod batch;
 mod bound;
+mod ci;
 pub(crate) mod closure;
 mod command;
 mod github;
@@ -99,6 +103,9 @@ struct Inner {
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<KnownExistence>,
+    /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
+    /// on one of them is pasted as one line.
+    ci_failures: Mutex<std::collections::VecDeque<String>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
@@ -138,6 +145,7 @@ impl Dispatcher {
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::default(),
+                ci_failures: Mutex::default(),
                 queues: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),

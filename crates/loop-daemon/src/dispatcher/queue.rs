@@ -29,6 +29,8 @@ pub struct Job {
     pub target: WorkItemRef,
     /// Queued as a spawn (no session existed when it was decided).
     pub spawn: bool,
+    /// When it was queued: a batch window runs from here.
+    pub queued_at: tokio::time::Instant,
     /// Keeps [`Dispatcher::idle`] waiting until the job is done or dropped.
     busy: Busy,
 }
@@ -51,7 +53,7 @@ impl Drop for Busy {
 }
 
 #[derive(Debug)]
-enum Item {
+pub(crate) enum Item {
     Job(Box<Job>),
     Stop,
 }
@@ -93,8 +95,14 @@ impl Dispatcher {
         if let (Some(seq), Some(marks)) = (cx.inbox_seq, self.inner.inbox_marks.get()) {
             marks.hold(seq);
         }
-        let job =
-            Job { event, cx: cx.clone(), target: target.clone(), spawn, busy: Busy::new(self) };
+        let job = Job {
+            event,
+            cx: cx.clone(),
+            target: target.clone(),
+            spawn,
+            queued_at: tokio::time::Instant::now(),
+            busy: Busy::new(self),
+        };
         let key = cx.delivery_id.clone().unwrap_or_default();
         let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
         let queue = queues.entry(target.clone()).or_insert_with(|| Queue::start(self.clone()));
@@ -110,33 +118,43 @@ impl Dispatcher {
         true
     }
 
-    /// Runs one job inside a concurrency permit and the dispatch timeout, then records
-    /// its outcome and sends the completion reaction.
-    async fn run(&self, job: Job) {
+    /// Runs one job, or the jobs of one batch pasted together, inside a concurrency
+    /// permit and the dispatch timeout, then records each job's outcome and sends its
+    /// completion reaction.
+    async fn run(&self, jobs: Vec<Job>) {
         let started = std::time::Instant::now();
         let _permit = self.inner.bound.acquire().await;
-        let reaction = self.react(&job.event, &job.cx);
+        let reactions: Vec<_> = jobs.iter().map(|job| self.react(&job.event, &job.cx)).collect();
         let seconds = self.config().routing.dispatch_timeout_seconds;
-        let decision =
-            match tokio::time::timeout(Duration::from_secs(seconds), self.carry_out(&job)).await {
-                Ok(decision) => decision,
-                Err(_elapsed) => Decision::TimedOut { item: job.target.clone(), seconds },
+        let decisions =
+            match tokio::time::timeout(Duration::from_secs(seconds), self.carry_out(&jobs)).await {
+                Ok(decisions) => decisions,
+                Err(_elapsed) => jobs
+                    .iter()
+                    .map(|job| Decision::TimedOut { item: job.target.clone(), seconds })
+                    .collect(),
             };
-        self.record(&decision, &job.cx).await;
-        if let Some(metrics) = self.inner.metrics.get() {
-            metrics.dispatch_latency(started.elapsed());
+        for (job, decision) in jobs.iter().zip(&decisions) {
+            self.record(decision, &job.cx).await;
+            if let Some(metrics) = self.inner.metrics.get() {
+                metrics.dispatch_latency(started.elapsed());
+            }
         }
-        if let Decision::Spawned { item, harness, target, .. } = &decision {
+        if let Some(Decision::Spawned { item, harness, target, .. }) = decisions.first() {
             self.announce(item, harness, target).await;
         }
-        if let Some(reaction) = reaction {
-            // The reaction task may have ended (no permit to react); nothing to do then.
-            let _ = reaction.send(decision.succeeded());
+        for (reaction, decision) in reactions.into_iter().zip(&decisions) {
+            if let Some(reaction) = reaction {
+                // The reaction task may have ended (no permit to react); nothing to do then.
+                let _ = reaction.send(decision.succeeded());
+            }
         }
-        if let (Some(seq), Some(marks)) = (job.cx.inbox_seq, self.inner.inbox_marks.get()) {
-            marks.release(seq);
+        for job in jobs {
+            if let (Some(seq), Some(marks)) = (job.cx.inbox_seq, self.inner.inbox_marks.get()) {
+                marks.release(seq);
+            }
+            drop(job.busy);
         }
-        drop(job.busy);
     }
 }
 
@@ -145,12 +163,22 @@ async fn work(
     mut receiver: mpsc::UnboundedReceiver<Item>,
     pending: Arc<Mutex<VecDeque<String>>>,
 ) {
-    while let Some(item) = receiver.recv().await {
+    // What a batch window took off the queue without taking it along, in order.
+    let mut held = VecDeque::new();
+    loop {
+        let item = match held.pop_front() {
+            Some(item) => item,
+            None => match receiver.recv().await {
+                Some(item) => item,
+                None => break,
+            },
+        };
         match item {
             Item::Stop => break,
             Item::Job(job) => {
-                pending.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
-                dispatcher.run(*job).await;
+                super::batch::taken(&pending, &job);
+                let jobs = dispatcher.gather(*job, &mut receiver, &mut held, &pending).await;
+                dispatcher.run(jobs).await;
             }
         }
     }

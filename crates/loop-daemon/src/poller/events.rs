@@ -52,11 +52,15 @@ pub fn comment_event(item: &ListedItem, linked: &[WorkItemRef], comment: &Thread
             (EventKind::PullRequestReviewComment, "created", Surface::Inline)
         }
     };
-    let (path, line, review_state) = match &comment.surface {
-        CommentSurface::Conversation => (None, None, None),
+    let (path, line, review_state, review_id) = match &comment.surface {
+        CommentSurface::Conversation => (None, None, None, None),
         // Webhooks spell review states in lower case; REST in upper case.
-        CommentSurface::Review { state } => (None, None, Some(state.to_ascii_lowercase())),
-        CommentSurface::Inline { path, line } => (Some(path.clone()), *line, None),
+        CommentSurface::Review { state } => {
+            (None, None, Some(state.to_ascii_lowercase()), Some(comment.id.to_string()))
+        }
+        CommentSurface::Inline { path, line, review } => {
+            (Some(path.clone()), *line, None, review.map(|id| id.to_string()))
+        }
     };
     let author = actor(&comment.author);
     Event {
@@ -75,6 +79,7 @@ pub fn comment_event(item: &ListedItem, linked: &[WorkItemRef], comment: &Thread
             path,
             line,
             review_state,
+            review_id,
         }),
         label: None,
         runs: Vec::new(),
@@ -190,8 +195,11 @@ mod tests {
 
     #[test]
     fn an_inline_comment_keeps_its_anchor() {
-        let inline =
-            thread_comment(CommentSurface::Inline { path: "src/a.rs".into(), line: Some(3) });
+        let inline = thread_comment(CommentSurface::Inline {
+            path: "src/a.rs".into(),
+            line: Some(3),
+            review: Some(5),
+        });
         let event = comment_event(&listed(ItemKind::PullRequest), &[], &inline);
         assert_eq!(event.kind, EventKind::PullRequestReviewComment);
         let comment = event.comment.unwrap();

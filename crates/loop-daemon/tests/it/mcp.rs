@@ -161,3 +161,17 @@ async fn another_host_or_a_foreign_origin_is_refused_before_any_tool_runs() {
     assert_eq!(foreign_origin, 403, "a web page elsewhere may not drive the tools");
     cancel.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_serves_mcp_on_its_port_unless_disabled() {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let accept = [("Accept", "application/json, text/event-stream")];
+    let on = crate::api::ApiService::start("", None).await;
+    let answer = on.post("/mcp", &accept, init).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("the-loop"), "{answer:?}");
+    on.stop().await;
+    let off = crate::api::ApiService::start("service:\n  mcp:\n    enabled: false\n", None).await;
+    assert_eq!(off.post("/mcp", &accept, init).await.status, 404);
+    off.stop().await;
+}

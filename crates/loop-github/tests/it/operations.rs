@@ -81,7 +81,15 @@ async fn a_pull_request_thread_merges_three_surfaces_and_drops_pending_and_empty
         vec![
             (CommentSurface::Conversation, "conversation", "IC"),
             (CommentSurface::Review { state: "CHANGES_REQUESTED".into() }, "please rename", "PRR"),
-            (CommentSurface::Inline { path: "src/lib.rs".into(), line: Some(12) }, "here", "PRRC"),
+            (
+                CommentSurface::Inline {
+                    path: "src/lib.rs".into(),
+                    line: Some(12),
+                    review: Some(thread[1].id)
+                },
+                "here",
+                "PRRC"
+            ),
         ]
     );
     assert!(thread.iter().all(|c| c.author == "alice" && !c.created_at.is_empty()));
@@ -231,6 +239,6 @@ async fn an_outdated_inline_comment_keeps_its_original_line() {
     let comments = gh.review_comments(&item(5)).await.unwrap();
     assert_eq!(
         comments[0].surface,
-        CommentSurface::Inline { path: "src/lib.rs".into(), line: Some(42) }
+        CommentSurface::Inline { path: "src/lib.rs".into(), line: Some(42), review: None }
     );
 }

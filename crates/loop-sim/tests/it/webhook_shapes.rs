@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use loop_sim::{ReviewState, WebhookTarget};
+use loop_sim::{JobDraft, ReviewState, StepDraft, WebhookTarget};
 use serde_json::Value;
 
 /// Top-level keys of the examples that describe GitHub-App or organisation context the
@@ -60,6 +60,10 @@ async fn payloads_have_every_key_of_githubs_examples() {
     sim.comment("octo/app", issue, "alice", "hi").unwrap();
     let pr = sim.open_pull_request("octo/app", "bob", "Fix", "Closes #1", "issue-1", &[]).unwrap();
     sim.review("octo/app", pr, "alice", ReviewState::Approved, "ok", &[("a.rs", 1, "x")]).unwrap();
+    let step = StepDraft { name: "test".into(), failed: true };
+    let job =
+        JobDraft { name: "ci".into(), steps: vec![step], annotations: vec![], log: String::new() };
+    sim.complete_run("octo/app", pr, "bob", "CI", vec![job]).unwrap();
     sim.merge("octo/app", pr, "alice").unwrap();
 
     let examples = examples();
@@ -102,6 +106,7 @@ async fn payloads_have_every_key_of_githubs_examples() {
             "pull_request.opened",
             "pull_request_review.submitted",
             "pull_request_review_comment.created",
+            "workflow_run.completed",
             "pull_request.closed",
             "issues.closed",
         ]

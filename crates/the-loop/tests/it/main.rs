@@ -3,6 +3,7 @@
 //! Every test runs the real built binary through [`common::Cli`], with a private `HOME`,
 //! a private working directory and no `THE_LOOP_*` variables inherited.
 
+mod agent_input;
 mod agent_side;
 mod common;
 mod config;

@@ -782,6 +782,23 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::DispatchLedgerWriteFailed => {
             failed(Stage::Outcome, format!("could not append to the delivery ledger: {}", error()))
         }
+        Kind::InboxFull => failed(
+            Stage::Outcome,
+            format!(
+                "the webhook journal is at its ceiling ({} deliveries, {} bytes waiting; \
+                 `webhooks.ghWebhook.inboxMaxDeliveries` / `inboxMaxBytes`): deliveries are \
+                 answered 503 until processing catches up, and GitHub can redeliver them",
+                field(record, "deliveries"),
+                field(record, "bytes")
+            ),
+        ),
+        Kind::InboxResumed => noted(
+            Stage::Outcome,
+            format!(
+                "the webhook journal takes deliveries again after refusing {} with 503",
+                field(record, "refused")
+            ),
+        ),
         Kind::InboxReplaying => noted(
             Stage::Arrived,
             format!(

@@ -108,7 +108,9 @@ kinds! {
     GraphStarted = "graph.started", Effect;
     HarnessPluginFailed = "harness.plugin_failed", Effect;
     HarnessPluginRegistered = "harness.plugin_registered", Effect;
+    InboxFull = "inbox.full", Trail;
     InboxReplaying = "inbox.replaying", Trail;
+    InboxResumed = "inbox.resumed", Trail;
     InboxSyncFailed = "inbox.sync_failed", Trail;
     InboxTornTail = "inbox.torn_tail", Trail;
     InboxWriteFailed = "inbox.write_failed", Trail;

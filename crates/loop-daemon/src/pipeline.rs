@@ -30,7 +30,9 @@ use loop_core::route::{self, Existence, IssueExistence};
 use loop_sessions::workspace::Workspaces;
 use loop_store::{EventLog, Mark, StateStore};
 
-use crate::dispatcher::{DeliveryStatus, Dispatcher, RosterOutcome, blocking, workspaces};
+use crate::dispatcher::{
+    DeliveryStatus, Dispatcher, RosterOutcome, blocking, on_own_thread, workspaces,
+};
 use crate::metrics::{Metrics, Outcome};
 use crate::poller::seam::{self, Dispatched, StampFailed};
 use crate::receiver::Dispatch;
@@ -218,7 +220,7 @@ impl Dispatcher {
 /// be delivered or spawned, queued).
 impl Dispatch for Dispatcher {
     fn dispatch(&self, judged: Judged) {
-        self.runtime().block_on(self.handle(judged, Ingress::Webhook));
+        on_own_thread(|| self.runtime().block_on(self.handle(judged, Ingress::Webhook)));
     }
 
     fn mark_when_done(&self, marks: Arc<crate::receiver::InboxMarks>) {
@@ -287,7 +289,7 @@ impl seam::Pipeline for Dispatcher {
 impl IssueExistence for Dispatcher {
     fn existence(&self, item: &WorkItemRef) -> Existence {
         let known = self.existence_now(std::slice::from_ref(item));
-        let known = self.runtime().block_on(known);
+        let known = on_own_thread(|| self.runtime().block_on(known));
         known.existence(item)
     }
 }

@@ -243,6 +243,13 @@ pub const DEFAULT_WEBHOOK_EVENTS: &[&str] = &[
     "status",
 ];
 
+/// The default `webhooks.ghWebhook.inboxMaxDeliveries`: far beyond any burst GitHub sends
+/// one machine, and drained in seconds.
+pub const DEFAULT_INBOX_MAX_DELIVERIES: u64 = 20_000;
+
+/// The default `webhooks.ghWebhook.inboxMaxBytes` (256 MiB: ten payloads at GitHub's cap).
+pub const DEFAULT_INBOX_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
 /// `webhooks.ghWebhook`: the receiver's listener.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -261,6 +268,11 @@ pub struct GhWebhookConfig {
     pub events: Vec<String>,
     /// Accept deliveries without a signature when the secret is unset (loudly warned).
     pub allow_unsigned: bool,
+    /// The inbox journal's ceiling in deliveries not yet processed: above it the receiver
+    /// answers 503 with `Retry-After` until processing catches up.
+    pub inbox_max_deliveries: u64,
+    /// The inbox journal's ceiling in bytes on disk, with the same effect.
+    pub inbox_max_bytes: u64,
 }
 
 impl Section for GhWebhookConfig {
@@ -279,6 +291,16 @@ impl Section for GhWebhookConfig {
             pidfile: b.field_by("pidfile", || None, optional_path),
             events,
             allow_unsigned: b.field("allowUnsigned", || false),
+            inbox_max_deliveries: b.field_by(
+                "inboxMaxDeliveries",
+                || DEFAULT_INBOX_MAX_DELIVERIES,
+                integer_at_least(1),
+            ),
+            inbox_max_bytes: b.field_by(
+                "inboxMaxBytes",
+                || DEFAULT_INBOX_MAX_BYTES,
+                integer_at_least(1),
+            ),
         }
     }
 }

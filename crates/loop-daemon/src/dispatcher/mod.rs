@@ -415,8 +415,34 @@ impl Dispatcher {
     }
 }
 
-/// Runs blocking work (file IO, tmux) off the async runtime.
+thread_local! {
+    /// Set while a thread of its own that may block drives a dispatcher future with
+    /// `block_on` ([`on_own_thread`]): its blocking work runs right there.
+    static MAY_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `drive` (which `block_on`s a dispatcher future) with the blocking work of that
+/// future done inline on this thread, which must be a thread of its own, never one of the
+/// runtime's: the receiver's processing thread hands each delivery over this way, and a
+/// hop to the blocking pool and back per step would cost two thread wake-ups each.
+pub(crate) fn on_own_thread<T>(drive: impl FnOnce() -> T) -> T {
+    /// Puts the flag back however `drive` ends (a panic included).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAY_BLOCK.set(self.0);
+        }
+    }
+    let _restore = Restore(MAY_BLOCK.replace(true));
+    drive()
+}
+
+/// Runs blocking work (file IO, tmux) off the async runtime: on the blocking pool, or
+/// inline on a thread of its own ([`on_own_thread`]).
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    if MAY_BLOCK.get() {
+        return f();
+    }
     match tokio::task::spawn_blocking(f).await {
         Ok(value) => value,
         // A blocking task is only cancelled when the runtime shuts down, and then the

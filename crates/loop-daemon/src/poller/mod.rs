@@ -213,6 +213,9 @@ struct Memory {
     failing_scopes: HashSet<String>,
     /// Scopes whose Issues are off, with the cycle at which they are probed again.
     quarantine: HashMap<String, u64>,
+    /// Ledgers the last cycle could not write (a full or read-only disk): the next
+    /// cycle carries on from them, so nothing is baselined twice.
+    unrecorded: ledgers::Unrecorded,
 }
 
 /// What one scope's listing gave.
@@ -442,7 +445,7 @@ impl<D: Pipeline> Poller<D> {
             self.refresh_linkage(&listed, sweep, &mut report).await;
         }
 
-        let mut ledgers = Ledgers::open(&self.store);
+        let mut ledgers = Ledgers::open(&self.store, std::mem::take(&mut self.memory.unrecorded));
         let facts = match Facts::load(&self.store) {
             Ok(facts) => Some(facts),
             Err(err) => {
@@ -489,6 +492,7 @@ impl<D: Pipeline> Poller<D> {
         if let Err(err) = ledgers.save_clocks() {
             tracing::warn!(error = %err, "could not write the poll clocks; they are only a schedule");
         }
+        self.memory.unrecorded = ledgers.unrecorded();
         if sweep && !report.interrupted {
             self.memory.last_sweep_at = Some(now);
             self.memory.cache_dirty = true;
@@ -878,7 +882,7 @@ impl<D: Pipeline> Poller<D> {
     /// at shutdown (still queued): counts go down, nothing is baselined. Deliveries that
     /// resolved are no longer releasable. Emits `poll.attempts_released`.
     pub fn release_attempts(&mut self, abandoned: &[String]) -> Result<u32, StoreError> {
-        let mut ledgers = Ledgers::open(&self.store);
+        let mut ledgers = Ledgers::open(&self.store, std::mem::take(&mut self.memory.unrecorded));
         let mut owners = BTreeSet::new();
         let mut released = 0;
         for key in abandoned {
@@ -910,6 +914,7 @@ impl<D: Pipeline> Poller<D> {
         for owner in &owners {
             ledgers.flush(owner)?;
         }
+        self.memory.unrecorded = ledgers.unrecorded();
         if released > 0 {
             self.store
                 .events()

@@ -52,6 +52,8 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}"),
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    ("post", "/repos/{owner}/{repo}/issues/{issue_number}/labels"),
+    ("delete", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}"),
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"),
     ("post", "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"),
     ("post", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"),

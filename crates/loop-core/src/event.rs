@@ -11,6 +11,9 @@
 //! panics. It must not judge the event (that is the guards' job) and must not keep the
 //! raw payload.
 
+use std::borrow::Cow;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::linkage;
@@ -284,7 +287,144 @@ pub struct Event {
     pub branches: Vec<String>,
 }
 
+/// Every key normalization reads, at any depth ([`Event::from_webhook`] and
+/// [`linkage`]): [`Event::read_webhook`] keeps these and skips the rest of a payload.
+const READ_KEYS: &[&str] = &[
+    "action",
+    "body",
+    "branches",
+    "check_run",
+    "check_suite",
+    "closingIssuesReferences",
+    "comment",
+    "completed_at",
+    "conclusion",
+    "context",
+    "description",
+    "details_url",
+    "draft",
+    "event",
+    "full_name",
+    "head",
+    "head_branch",
+    "head_sha",
+    "html_url",
+    "id",
+    "issue",
+    "label",
+    "labels",
+    "line",
+    "login",
+    "merged",
+    "name",
+    "nameWithOwner",
+    "node_id",
+    "nodes",
+    "number",
+    "original_line",
+    "output",
+    "owner",
+    "path",
+    "pull_request",
+    "pull_request_review_id",
+    "pull_requests",
+    "ref",
+    "repository",
+    "review",
+    "sender",
+    "sha",
+    "started_at",
+    "state",
+    "status",
+    "summary",
+    "target_url",
+    "title",
+    "updated_at",
+    "url",
+    "user",
+    "workflow_run",
+];
+
+/// Deserializes a JSON value keeping only the object keys in [`READ_KEYS`]: the rest
+/// is checked for shape and skipped, never allocated.
+struct Pruned;
+
+impl<'de> DeserializeSeed<'de> for Pruned {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pruned {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if READ_KEYS.contains(&key.as_ref()) {
+                kept.insert(key.into_owned(), map.next_value_seed(Pruned)?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Value::Object(kept))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut kept = Vec::new();
+        while let Some(value) = seq.next_element_seed(Pruned)? {
+            kept.push(value);
+        }
+        Ok(Value::Array(kept))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
 impl Event {
+    /// Normalizes a raw webhook body, reading only the fields normalization uses (a
+    /// GitHub payload is mostly URLs and profile fields nothing here reads). `None` when
+    /// the body is not a JSON object. The same event as [`Event::from_webhook`] over the
+    /// whole parsed payload.
+    pub fn read_webhook(name: &str, body: &[u8]) -> Option<Self> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let payload = Pruned.deserialize(&mut de).ok().filter(Value::is_object)?;
+        de.end().ok()?;
+        Some(Self::from_webhook(name, &payload))
+    }
+
     /// Normalizes a webhook payload. `name` is the `X-GitHub-Event` header.
     pub fn from_webhook(name: &str, payload: &Value) -> Self {
         let kind = EventKind::from_name(name);

@@ -330,6 +330,9 @@ pub fn reason_text(reason: &str, record: &Record) -> String {
         "payload-too-large" => "the body is larger than the receiver accepts".to_owned(),
         "not-found" => "GitHub says it does not exist".to_owned(),
         "issue-closed" => "the issue was closed".to_owned(),
+        "foreign-checkout" => "the session's checkout is not the work item's repository (its `origin` remote names another)".to_owned(),
+        "spec-dir-outside-checkout" => "`routing.graph.specDir` is not a relative path inside the checkout".to_owned(),
+        "no-spec-dir" => "the work item's spec folder does not exist in its checkout yet".to_owned(),
         "pr-merged" => "the pull request was merged".to_owned(),
         "pr-closed" => "the pull request was closed without merging".to_owned(),
         "control-consumed" => "the comment's command was already carried out (this is a replay after a restart): it is not executed twice".to_owned(),
@@ -493,6 +496,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             } else {
                 format!("queued for delivery into {}'s session", items(record))
             },
+        ),
+        Kind::DispatchAwaitingSpawn => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "waits for {}'s session, being spawned, and is decided again once it is",
+                items(record)
+            ),
         ),
         Kind::DispatchSucceeded => (
             Stage::Effect,
@@ -771,6 +782,23 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::DispatchLedgerWriteFailed => {
             failed(Stage::Outcome, format!("could not append to the delivery ledger: {}", error()))
         }
+        Kind::InboxFull => failed(
+            Stage::Outcome,
+            format!(
+                "the webhook journal is at its ceiling ({} deliveries, {} bytes waiting; \
+                 `webhooks.ghWebhook.inboxMaxDeliveries` / `inboxMaxBytes`): deliveries are \
+                 answered 503 until processing catches up, and GitHub can redeliver them",
+                field(record, "deliveries"),
+                field(record, "bytes")
+            ),
+        ),
+        Kind::InboxResumed => noted(
+            Stage::Outcome,
+            format!(
+                "the webhook journal takes deliveries again after refusing {} with 503",
+                field(record, "refused")
+            ),
+        ),
         Kind::InboxReplaying => noted(
             Stage::Arrived,
             format!(
@@ -857,6 +885,14 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 Some(_) => format!("polling {} failed: {}", items(record), error()),
                 None => format!("polling {} skipped it: {}", items(record), reason()),
             },
+        ),
+        Kind::PollLinkageFallback => noted(
+            Stage::Outcome,
+            format!(
+                "{} did not say which issues pull requests close ({}): they are linked by head branch and closing keywords until the next full sweep asks again",
+                field(record, "host"),
+                error()
+            ),
         ),
         Kind::PollProviderError => failed(
             Stage::Outcome,
@@ -1043,6 +1079,82 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::WorkspaceCleanFailed => failed(
             Stage::Outcome,
             format!("could not remove {}'s checkout: {}", items(record), error()),
+        ),
+        Kind::GraphStarted => done(format!(
+            "entered {}'s process graph ({}) at `{}`",
+            items(record),
+            field(record, "loop"),
+            field(record, "node")
+        )),
+        Kind::GraphAdvanced => done(format!(
+            "the gate of `{}` gave `{}`: {} moved to `{}`{}",
+            field(record, "from"),
+            field(record, "outcome"),
+            items(record),
+            field(record, "to"),
+            match strings(record, "skipped").collect::<Vec<_>>() {
+                skipped if skipped.is_empty() => String::new(),
+                skipped => format!(", past {} (declared away)", skipped.join(", ")),
+            }
+        )),
+        Kind::GraphParked => noted(
+            Stage::Outcome,
+            format!("`{}` waits: {}", field(record, "node"), field(record, "reason")),
+        ),
+        Kind::GraphBlocked => failed(
+            Stage::Outcome,
+            format!(
+                "the gate of `{}` blocked: {}",
+                field(record, "node"),
+                field(record, "messages")
+            ),
+        ),
+        Kind::GraphEscalated => failed(
+            Stage::Outcome,
+            format!(
+                "the gate of `{}` blocked again ({} attempts): escalated to a human — {}",
+                field(record, "node"),
+                field(record, "attempts"),
+                field(record, "messages")
+            ),
+        ),
+        Kind::GraphNoEdge => failed(
+            Stage::Outcome,
+            format!(
+                "`{}` passed with `{}`, but the loop declares no edge for it: parked for a human",
+                field(record, "node"),
+                field(record, "outcome")
+            ),
+        ),
+        Kind::GraphCompleted => done(format!(
+            "{} reached `{}`: its process is complete",
+            items(record),
+            field(record, "node")
+        )),
+        Kind::GraphLinkFailed => failed(
+            Stage::Outcome,
+            format!(
+                "the process graph could not be driven (the event was still delivered): {}",
+                error()
+            ),
+        ),
+        Kind::GraphSkipped => {
+            noted(Stage::Outcome, format!("the process graph was not driven: {}", reason()))
+        }
+        Kind::GraphAssignmentDelivered => {
+            done(format!("pasted the `{}` assignment into the session", field(record, "node")))
+        }
+        Kind::GraphAssignmentFailed => failed(
+            Stage::Outcome,
+            format!("could not paste the `{}` assignment: {}", field(record, "node"), error()),
+        ),
+        Kind::GraphHookDegraded => noted(
+            Stage::Outcome,
+            format!(
+                "hook `{}` degraded (the gate's verdict stands): {}",
+                field(record, "hook"),
+                error()
+            ),
         ),
         Kind::WorkspaceTrusted => {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))

@@ -23,6 +23,7 @@
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
+//! - [`hygiene`]: untrusted text cleaned of what GitHub does not show its reader.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 //! - [`batch`]: deliveries pasted as one prompt (a review with its inline comments, the
 //!   CI results of one commit).
@@ -30,6 +31,8 @@
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
+//! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
+//!   and the runtime that moves it.
 
 pub mod agent;
 pub mod batch;
@@ -39,8 +42,10 @@ pub mod control;
 pub mod event;
 pub mod excerpt;
 pub mod explain;
+pub mod graph;
 pub mod guards;
 pub mod hint;
+pub mod hygiene;
 pub mod linkage;
 pub mod log;
 pub mod login;

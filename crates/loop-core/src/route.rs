@@ -12,7 +12,7 @@
 //! the answers ([`Routed::verify`]) through the [`IssueExistence`] seam. It never asks
 //! anything itself and caches nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::event::{Event, EventKind};
 use crate::linkage;
@@ -166,6 +166,63 @@ impl IssueExistence for KnownExistence {
     }
 }
 
+/// The daemon's cache of definite existence answers: at most `capacity`, the least
+/// recently used forgotten first, so a stream of branch names (each asked about once)
+/// cannot grow it without bound.
+#[derive(Debug, Clone)]
+pub struct ExistenceCache {
+    capacity: usize,
+    /// Bumped on every use; an answer's last use orders the eviction.
+    tick: u64,
+    answers: HashMap<WorkItemRef, (Existence, u64)>,
+    /// Last use → ref, oldest first.
+    uses: BTreeMap<u64, WorkItemRef>,
+}
+
+impl ExistenceCache {
+    /// An empty cache holding at most `capacity` answers (at least one).
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self { capacity, tick: 0, answers: HashMap::new(), uses: BTreeMap::new() }
+    }
+
+    /// The answer for `item` (`Unknown` when none is held), marking it used.
+    pub fn get(&mut self, item: &WorkItemRef) -> Existence {
+        let tick = self.next_tick();
+        let Some((answer, used)) = self.answers.get_mut(item) else { return Existence::Unknown };
+        self.uses.remove(used);
+        *used = tick;
+        self.uses.insert(tick, item.clone());
+        *answer
+    }
+
+    /// Holds `answer` for `item`, forgetting the least recently used answer when full.
+    pub fn remember(&mut self, item: WorkItemRef, answer: Existence) {
+        let tick = self.next_tick();
+        if let Some((_, used)) = self.answers.insert(item.clone(), (answer, tick)) {
+            self.uses.remove(&used);
+        }
+        self.uses.insert(tick, item);
+        while self.answers.len() > self.capacity {
+            let Some((_, oldest)) = self.uses.pop_first() else { break };
+            self.answers.remove(&oldest);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+}
+
 /// The work items an event is about, in order (reference §2.3, §2.4).
 pub fn route(event: &Event) -> Routed {
     let mut routed = Routed::default();
@@ -223,6 +280,26 @@ pub fn route(event: &Event) -> Routed {
 
 #[cfg(test)]
 mod tests {
+    /// Issue #16, item 7: the existence cache is bounded, least recently used out first.
+    #[test]
+    fn the_existence_cache_forgets_the_least_recently_used_answer_when_full() {
+        use super::{Existence, ExistenceCache};
+        let item = |n: u64| format!("github:octo/app#{n}").parse().expect("a ref");
+        let mut cache = ExistenceCache::new(2);
+        cache.remember(item(1), Existence::Exists);
+        cache.remember(item(2), Existence::Missing);
+        assert_eq!(cache.get(&item(1)), Existence::Exists, "1 is now the most recent");
+        cache.remember(item(3), Existence::Exists);
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get(&item(2)), Existence::Unknown, "2 was the least recently used");
+        assert_eq!(cache.get(&item(1)), Existence::Exists);
+        assert_eq!(cache.get(&item(3)), Existence::Exists);
+        for n in 10..1000 {
+            cache.remember(item(n), Existence::Missing);
+        }
+        assert_eq!(cache.len(), 2, "never more than its capacity");
+    }
+
     use serde_json::{Value, json};
 
     use super::*;

@@ -11,8 +11,8 @@
 //! each dispatch ([`Metrics::dispatch_latency`]); the poller times each cycle
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
-//! sessions is a gauge the service sets; the inbox depth is the receiver's own count,
-//! read at scrape ([`Metrics::watch_inbox`]). Rendering never fails and never
+//! sessions is a gauge the service sets; the inbox's depth and processing lag are the
+//! receiver's own counts, read at scrape ([`Metrics::watch_inbox`]). Rendering never fails and never
 //! blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
@@ -22,7 +22,7 @@
 //! series yet is left out of the exposition (no `# HELP`/`# TYPE` without a sample).
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -99,7 +99,7 @@ impl Metrics {
         let mut registry = Registry::default();
         registry.register(
             "the_loop_deliveries",
-            "Deliveries by outcome (rejected, dropped, done, settled, failed, duplicate) and reason, as the event log words it",
+            "Deliveries by outcome (rejected, dropped, refused, done, failed, duplicate) and reason, as the event log words it",
             deliveries.clone(),
         );
         registry.register(
@@ -129,16 +129,18 @@ impl Metrics {
         self.inner.deliveries.get_or_create(&labels).inc();
     }
 
-    /// Counts a dispatcher decision by what it did to the delivery: `done` (kept:
-    /// delivered, spawned, closed, executed), `settled` (refused on purpose, with its
-    /// reason), `failed` (released for a retry), `duplicate`; a step that leaves the
+    /// Counts a dispatcher decision by what it did to the delivery: `refused` (a rule
+    /// said no on purpose: spawn policy, awaiting start, paused, out of scope, a refused
+    /// command, no work item — whether the ledger releases the key for a later retry or
+    /// not), `done` (acted on: delivered, spawned, closed, executed), `failed` (an
+    /// attempt that went wrong, released for a retry), `duplicate`; a step that leaves the
     /// delivery in flight (queued) is not counted.
     pub fn decision(&self, decision: &Decision) {
         let outcome = match decision.ledger() {
+            _ if is_refusal(decision) => Outcome::Refused,
             LedgerEffect::Untouched if *decision == Decision::Duplicate => Outcome::Duplicate,
             LedgerEffect::Untouched => return,
-            LedgerEffect::Keep => Outcome::Done,
-            LedgerEffect::Settle(reason) => return self.delivery(Outcome::Settled, reason),
+            LedgerEffect::Keep | LedgerEffect::Settle(_) => Outcome::Done,
             LedgerEffect::Release => Outcome::Failed,
         };
         self.delivery(outcome, decision_reason(decision));
@@ -164,10 +166,10 @@ impl Metrics {
         self.inner.live_sessions.set(sessions);
     }
 
-    /// Reports the receiver's count of journalled deliveries not yet processed
-    /// (`Receiver::inbox_depth`) at every scrape.
-    pub fn watch_inbox(&self, depth: Arc<AtomicU64>) {
-        *lock(&self.inner.sampled.inbox_depth) = Some(depth);
+    /// Reports the receiver's inbox (`Receiver::inbox`) at every scrape: its depth and
+    /// how far processing is behind.
+    pub fn watch_inbox(&self, inbox: Arc<InboxGauges>) {
+        *lock(&self.inner.sampled.inbox) = Some(inbox);
     }
 
     /// The exposition text.
@@ -200,8 +202,54 @@ impl Metrics {
 #[derive(Debug, Default)]
 struct Sampled {
     github: Mutex<Vec<GithubClient>>,
-    /// The receiver's count, once watched.
-    inbox_depth: Mutex<Option<Arc<AtomicU64>>>,
+    /// The receiver's inbox, once watched.
+    inbox: Mutex<Option<Arc<InboxGauges>>>,
+}
+
+/// What the receiver keeps current about its inbox journal, read at scrape time: the
+/// journal writer counts deliveries in and marks out, the processor says which delivery
+/// it is at.
+#[derive(Debug, Default)]
+pub struct InboxGauges {
+    /// Journalled deliveries without a `processed` mark (a delivery whose job the
+    /// dispatcher still runs included).
+    depth: AtomicU64,
+    /// When the oldest delivery the processor has not finished arrived, in milliseconds
+    /// since the Unix epoch; 0 when it has caught up.
+    oldest_waiting_ms: AtomicI64,
+}
+
+impl InboxGauges {
+    /// Gauges for a journal that holds `pending` unprocessed deliveries.
+    pub fn new(pending: u64) -> Self {
+        Self { depth: AtomicU64::new(pending), oldest_waiting_ms: AtomicI64::new(0) }
+    }
+
+    pub fn depth(&self) -> u64 {
+        self.depth.load(Ordering::Relaxed)
+    }
+
+    /// The journal holds `pending` unprocessed deliveries now.
+    pub fn set_depth(&self, pending: u64) {
+        self.depth.store(pending, Ordering::Relaxed);
+    }
+
+    /// The processor is at a delivery that arrived at `received_at` (`None`: it has
+    /// caught up).
+    pub fn processing_at(&self, received_at: Option<jiff::Timestamp>) {
+        // A timestamp at the epoch itself would read as "caught up": a millisecond off.
+        let ms = received_at.map_or(0, |at| at.as_millisecond().max(1));
+        self.oldest_waiting_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// How long the oldest delivery the processor has not finished has waited, in
+    /// seconds (0 when it has caught up).
+    fn lag_seconds(&self, now: jiff::Timestamp) -> f64 {
+        match self.oldest_waiting_ms.load(Ordering::Relaxed) {
+            0 => 0.0,
+            ms => (now.as_millisecond() - ms).max(0) as f64 / 1000.0,
+        }
+    }
 }
 
 impl Collector for Sampled {
@@ -236,14 +284,21 @@ impl Collector for Sampled {
             }),
         )?;
         // Only with a receiver: a made-up 0 would read as "nothing waiting".
-        if let Some(depth) = lock(&self.inbox_depth).as_ref().map(|d| d.load(Ordering::Relaxed)) {
+        if let Some(inbox) = lock(&self.inbox).clone() {
             let metric = encoder.encode_descriptor(
                 "the_loop_inbox_depth",
                 "Journalled webhook deliveries not yet processed.",
                 None,
                 MetricType::Gauge,
             )?;
-            ConstGauge::new(depth).encode(metric)?;
+            ConstGauge::new(inbox.depth()).encode(metric)?;
+            let metric = encoder.encode_descriptor(
+                "the_loop_inbox_lag_seconds",
+                "Age of the oldest journalled webhook delivery the processor has not finished (0: caught up).",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(inbox.lag_seconds(jiff::Timestamp::now())).encode(metric)?;
         }
         Ok(())
     }
@@ -267,6 +322,20 @@ fn family<M: EncodeMetric + TypedMetric>(
     Ok(())
 }
 
+/// Whether `decision` is a rule refusing the delivery on purpose: never a failure, even
+/// when the ledger releases its key so that a later event may arm the item.
+fn is_refusal(decision: &Decision) -> bool {
+    matches!(
+        decision,
+        Decision::NoWorkItem { .. }
+            | Decision::OutOfScope { .. }
+            | Decision::Ambiguous { .. }
+            | Decision::Rejected { .. }
+            | Decision::SpawnRefused { .. }
+            | Decision::SessionPaused { .. }
+    )
+}
+
 /// A decision's reason label.
 fn decision_reason(decision: &Decision) -> &'static str {
     match decision {
@@ -282,6 +351,7 @@ fn decision_reason(decision: &Decision) -> &'static str {
         Decision::SessionPaused { .. } => "session-paused",
         Decision::AlreadyProcessed { .. } => "already-processed",
         Decision::Queued { .. } => "queued",
+        Decision::AwaitingSpawn { .. } => "awaiting-spawn",
         Decision::Closed { reason }
         | Decision::AutoClosed { reason, .. }
         | Decision::KeptOpen { reason, .. } => reason,
@@ -312,9 +382,10 @@ pub enum Outcome {
     Dropped,
     /// Acted on and kept: delivered, spawned, closed, executed.
     Done,
-    /// Refused on purpose (never retried).
-    Settled,
-    /// Failed and released for a retry.
+    /// Refused on purpose by a rule (spawn policy, awaiting start, paused, out of scope,
+    /// a refused command): what the operator configured, not a fault.
+    Refused,
+    /// An attempt that went wrong, released for a retry.
     Failed,
     /// Already taken in by either ingress.
     Duplicate,
@@ -326,7 +397,7 @@ impl Outcome {
             Self::Rejected => "rejected",
             Self::Dropped => "dropped",
             Self::Done => "done",
-            Self::Settled => "settled",
+            Self::Refused => "refused",
             Self::Failed => "failed",
             Self::Duplicate => "duplicate",
         }
@@ -346,7 +417,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics.delivery(Outcome::Done, "delivered");
         metrics.delivery(Outcome::Done, "delivered");
-        metrics.delivery(Outcome::Settled, "awaiting-start");
+        metrics.delivery(Outcome::Refused, "awaiting-start");
         metrics.delivery(Outcome::Duplicate, "duplicate-delivery");
         let text = metrics.render();
         assert!(
@@ -355,7 +426,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "the_loop_deliveries_total{outcome=\"settled\",reason=\"awaiting-start\"} 1\n"
+                "the_loop_deliveries_total{outcome=\"refused\",reason=\"awaiting-start\"} 1\n"
             ),
             "{text}"
         );
@@ -381,12 +452,68 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("{outcome=\"done\",reason=\"issue-closed\"} 1\n"), "{text}");
         assert!(!text.contains("reopened"), "a closure's steps are not deliveries: {text}");
-        assert!(text.contains("{outcome=\"settled\",reason=\"awaiting-start\"} 1\n"), "{text}");
+        assert!(text.contains("{outcome=\"refused\",reason=\"awaiting-start\"} 1\n"), "{text}");
         assert!(
             text.contains("{outcome=\"duplicate\",reason=\"duplicate-delivery\"} 1\n"),
             "{text}"
         );
         assert!(!text.contains("queued"), "{text}");
+    }
+
+    /// A rule refusing a delivery on purpose is what the operator configured: the
+    /// `failed` alert must not fire on it, whatever the ledger does with the key.
+    #[test]
+    fn every_deliberate_refusal_counts_as_refused_under_its_reason_never_failed() {
+        use loop_core::control::{Command, Rejection, SpawnRefusal};
+        use loop_core::guards::ScopeRefusal;
+        let item: loop_core::WorkItemRef = "github:octo/app#1".parse().unwrap();
+        let refusals = [
+            (Decision::SpawnRefused { refusal: SpawnRefusal::SpawnPolicy }, "spawn-policy"),
+            (Decision::SpawnRefused { refusal: SpawnRefusal::AwaitingStart }, "awaiting-start"),
+            (
+                Decision::SpawnRefused { refusal: SpawnRefusal::CollaboratorNoSpawn },
+                "collaborator-no-spawn",
+            ),
+            (Decision::SpawnRefused { refusal: SpawnRefusal::NoWorkItem }, "no-work-item"),
+            (Decision::SessionPaused { item: item.clone() }, "session-paused"),
+            (
+                Decision::Rejected {
+                    command: Command::Stop,
+                    rejection: Rejection::UnauthorizedActor,
+                    target: Some(item.clone()),
+                },
+                "unauthorized-actor",
+            ),
+            (
+                Decision::OutOfScope {
+                    refusal: ScopeRefusal::Unaddressed,
+                    instance: None,
+                    command: None,
+                },
+                "unaddressed",
+            ),
+            (
+                Decision::Ambiguous { commands: vec![Command::Stop, Command::Start] },
+                "control-ambiguous",
+            ),
+            (Decision::NoWorkItem { reason: "no-target" }, "no-target"),
+        ];
+        for (decision, reason) in refusals {
+            let metrics = Metrics::new();
+            metrics.decision(&decision);
+            let text = metrics.render();
+            assert!(
+                text.contains(&format!(
+                    "the_loop_deliveries_total{{outcome=\"refused\",reason=\"{reason}\"}} 1\n"
+                )),
+                "{decision:?}: {text}"
+            );
+            assert!(!text.contains("outcome=\"failed\""), "{decision:?}: {text}");
+        }
+        // What went wrong still counts as failed.
+        let metrics = Metrics::new();
+        metrics.decision(&Decision::SpawnFailed { item, error: "no harness".into() });
+        assert!(metrics.render().contains("{outcome=\"failed\",reason=\"spawn-failed\"} 1\n"));
     }
 
     #[test]
@@ -417,7 +544,7 @@ mod tests {
         let text = Metrics::new().render();
         assert!(!text.contains("the_loop_deliveries_total"), "{text}");
         assert!(!text.contains("the_loop_github_"), "{text}");
-        assert!(!text.contains("the_loop_inbox_depth"), "no receiver, no made-up 0: {text}");
+        assert!(!text.contains("the_loop_inbox_"), "no receiver, no made-up 0: {text}");
         assert!(text.contains("# TYPE the_loop_live_sessions gauge\nthe_loop_live_sessions 0\n"));
     }
 
@@ -434,7 +561,9 @@ mod tests {
         metrics.delivery(Outcome::Done, "closed");
         metrics.poll_cycle(Duration::from_millis(300));
         metrics.set_live_sessions(2);
-        metrics.watch_inbox(Arc::new(AtomicU64::new(5)));
+        let inbox = Arc::new(InboxGauges::new(5));
+        inbox.processing_at(Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3)));
+        metrics.watch_inbox(inbox);
         let text = metrics.render();
         let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
             .expect("valid exposition");
@@ -445,6 +574,9 @@ mod tests {
         );
         assert!(
             matches!(value("the_loop_inbox_depth"), Some(prometheus_parse::Value::Gauge(v)) if v == 5.0)
+        );
+        assert!(
+            matches!(value("the_loop_inbox_lag_seconds"), Some(prometheus_parse::Value::Gauge(v)) if (3.0..10.0).contains(&v))
         );
         assert!(
             matches!(value("the_loop_deliveries_total"), Some(prometheus_parse::Value::Counter(v)) if v == 1.0)

@@ -27,7 +27,7 @@ use loop_core::event::{Actor, Event};
 use loop_core::guards::mark_self_authored;
 use loop_core::log::{Kind, Line};
 use loop_core::login::Login;
-use loop_core::record::{Control, ControlSource, PollLedger};
+use loop_core::record::{Collaborators, Control, ControlSource, Ended, PollLedger};
 use loop_store::StoreError;
 use serde_json::json;
 
@@ -223,18 +223,32 @@ impl Dispatcher {
     }
 
     /// Forgets `item` on this machine (reference §6.2): closes a live session through
-    /// the close path, deletes the session record and clears the portable `control`
-    /// and `poll` sections; logs `session.reset`. `Ok(true)` when a live session was
-    /// ended.
+    /// the close path, deletes the session record, clears the portable `control`,
+    /// `poll`, `collaborators` and `ended` sections and the poll clocks of the item and
+    /// of the pull requests its ledger nests; logs `session.reset`. `Ok(true)` when a
+    /// live session was ended.
     pub async fn reset_for_operator(&self, item: &WorkItemRef) -> Result<bool, StoreError> {
         let ended = self.close_for_operator(item, None).await;
         let (store, target) = (self.store().clone(), item.clone());
         let cleared = blocking(move || {
+            // The nested pull requests' clocks go with the ledger that nests them.
+            let poll = store.read_section::<PollLedger>(&target)?.into_value();
+            let nested: Vec<WorkItemRef> =
+                poll.map(|poll| poll.pull_requests.into_keys().collect()).unwrap_or_default();
             store.delete_local_record(&target)?;
             store.write_section::<Control>(&target, None)?;
             store.write_section::<PollLedger>(&target, None)?;
+            // Reset forgets the roster and the `ended` stamp with the rest (seed 002);
+            // a cleanup keeps the roster.
+            store.write_section::<Collaborators>(&target, None)?;
+            store.write_section::<Ended>(&target, None)?;
             // The clocks belong to the `poll` section they stamp (seed 001).
-            store.forget_poll_clock(&target)
+            store.update_poll_clocks(|clocks| {
+                clocks.clocks.remove(&target);
+                for pr in &nested {
+                    clocks.clocks.remove(pr);
+                }
+            })
         })
         .await;
         let line = match &cleared {

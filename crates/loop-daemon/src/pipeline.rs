@@ -30,10 +30,66 @@ use loop_core::route::{self, Existence, IssueExistence};
 use loop_sessions::workspace::Workspaces;
 use loop_store::{EventLog, Mark, StateStore};
 
-use crate::dispatcher::{DeliveryStatus, Dispatcher, RosterOutcome, blocking, workspaces};
+use crate::dispatcher::{
+    DeliveryStatus, Dispatcher, RosterOutcome, blocking, on_own_thread, workspaces,
+};
 use crate::metrics::{Metrics, Outcome};
 use crate::poller::seam::{self, Dispatched, StampFailed};
 use crate::receiver::Dispatch;
+
+/// What a plan is made from, kept so that a plan waiting for a spawn
+/// ([`Step::AwaitSpawn`]) can be made again once the spawn ended.
+#[derive(Debug)]
+pub(crate) enum Planned {
+    /// A judged event, planned in full.
+    Judged { judged: Box<Judged>, event: Arc<Event>, ingress: Ingress },
+    /// A close the poller found, planned by what it ends alone.
+    Close { event: Arc<Event>, cx: Context },
+}
+
+impl Planned {
+    fn event(&self) -> &Arc<Event> {
+        match self {
+            Self::Judged { event, .. } | Self::Close { event, .. } => event,
+        }
+    }
+
+    fn ingress(&self) -> Ingress {
+        match self {
+            Self::Judged { ingress, .. } => *ingress,
+            Self::Close { .. } => Ingress::Poll,
+        }
+    }
+
+    /// The plan against the session records as they are now. File IO: call it on a
+    /// blocking thread.
+    fn plan(&self, dispatcher: &Dispatcher) -> Plan {
+        let sessions = dispatcher.snapshot_now();
+        let now = Timestamp::now();
+        match self {
+            Self::Judged { judged, ingress, .. } => {
+                let facts =
+                    StoreFacts::new(dispatcher.store(), dispatcher, workspaces(&judged.config));
+                plan::plan(judged, &sessions, &facts, *ingress, now)
+            }
+            Self::Close { event, cx } => {
+                let config = dispatcher.config();
+                let facts = StoreFacts::new(dispatcher.store(), dispatcher, workspaces(&config));
+                let refs = &cx.work_items;
+                let steps = plan::closure::steps(
+                    event,
+                    &sessions,
+                    refs,
+                    &config,
+                    Ingress::Poll,
+                    now,
+                    &facts,
+                );
+                Plan { cx: cx.clone(), claim: None, steps }
+            }
+        }
+    }
+}
 
 impl Dispatcher {
     /// Takes a judged event through the rest of the pipeline: plans it against the
@@ -45,17 +101,17 @@ impl Dispatcher {
         if !Arc::ptr_eq(&judged.config, &self.config()) {
             self.set_config(judged.config.clone());
         }
-        let judged = Arc::new(judged);
-        let (this, planned) = (self.clone(), judged.clone());
-        let plan = blocking(move || {
-            let sessions = this.snapshot_now();
-            let facts = StoreFacts::new(this.store(), &this, workspaces(&planned.config));
-            plan::plan(&planned, &sessions, &facts, ingress, Timestamp::now())
-        })
-        .await;
         let event = Arc::new(judged.event.clone());
+        let planned = Arc::new(Planned::Judged { judged: Box::new(judged), event, ingress });
+        let plan = self.plan(&planned).await;
         // A stamp that could not be written is logged; the webhook path has no retry.
-        let _logged = self.carry_out_plan(plan, event, ingress).await;
+        let _logged = self.carry_out_plan(plan, &planned).await;
+    }
+
+    /// The plan for `planned` now, made on a blocking thread.
+    pub(crate) async fn plan(&self, planned: &Arc<Planned>) -> Plan {
+        let (this, planned) = (self.clone(), planned.clone());
+        blocking(move || planned.plan(&this)).await
     }
 
     /// Carries out a plan's steps in order. `Err` when an `ended` stamp could not be
@@ -64,10 +120,10 @@ impl Dispatcher {
     pub(crate) async fn carry_out_plan(
         &self,
         plan: Plan,
-        event: Arc<Event>,
-        ingress: Ingress,
+        planned: &Arc<Planned>,
     ) -> Result<(), StampFailed> {
         let Plan { cx, claim, steps } = plan;
+        let (event, ingress) = (planned.event(), planned.ingress());
         // Dedup: marked at intake, so an in-flight duplicate cannot run twice.
         if let Some(key) = &claim
             && !self.take_in(key).await
@@ -113,6 +169,9 @@ impl Dispatcher {
                 }
                 Step::Enqueue { item, spawn } => {
                     enqueued |= self.enqueue_or_release(event.clone(), &cx, item, spawn).await;
+                }
+                Step::AwaitSpawn { item } => {
+                    enqueued |= self.await_spawn_or_release(planned.clone(), &cx, item).await;
                 }
                 Step::BindPullRequest { item, pull_request } => {
                     self.bind_pull_request(&item, &pull_request).await;
@@ -161,7 +220,7 @@ impl Dispatcher {
 /// be delivered or spawned, queued).
 impl Dispatch for Dispatcher {
     fn dispatch(&self, judged: Judged) {
-        self.runtime().block_on(self.handle(judged, Ingress::Webhook));
+        on_own_thread(|| self.runtime().block_on(self.handle(judged, Ingress::Webhook)));
     }
 
     fn mark_when_done(&self, marks: Arc<crate::receiver::InboxMarks>) {
@@ -215,19 +274,12 @@ impl seam::Pipeline for Dispatcher {
             delivery_id: event.dedup_key().map(|key| key.as_str().to_owned()),
             gh_delivery: None,
             actor: event.actor.name().map(str::to_owned),
-            work_items: refs.clone(),
+            work_items: refs,
             inbox_seq: None,
         };
-        let event = Arc::new(event);
-        let (this, closed) = (self.clone(), event.clone());
-        let steps = blocking(move || {
-            let (sessions, config) = (this.snapshot_now(), this.config());
-            let facts = StoreFacts::new(this.store(), &this, workspaces(&config));
-            let now = Timestamp::now();
-            plan::closure::steps(&closed, &sessions, &refs, &config, Ingress::Poll, now, &facts)
-        })
-        .await;
-        self.carry_out_plan(Plan { cx, claim: None, steps }, event, Ingress::Poll).await
+        let planned = Arc::new(Planned::Close { event: Arc::new(event), cx });
+        let plan = self.plan(&planned).await;
+        self.carry_out_plan(plan, &planned).await
     }
 }
 
@@ -237,7 +289,7 @@ impl seam::Pipeline for Dispatcher {
 impl IssueExistence for Dispatcher {
     fn existence(&self, item: &WorkItemRef) -> Existence {
         let known = self.existence_now(std::slice::from_ref(item));
-        let known = self.runtime().block_on(known);
+        let known = on_own_thread(|| self.runtime().block_on(known));
         known.existence(item)
     }
 }
@@ -336,7 +388,8 @@ pub fn judge(
     report: Report<'_>,
 ) -> Result<Judged, Dropped> {
     let sessions = match store.list_local_records() {
-        Ok(records) => Snapshot { records },
+        // The front door asks nothing of the spawns in flight; the plan does.
+        Ok(records) => Snapshot { records, ..Snapshot::default() },
         Err(err) => {
             tracing::warn!(error = %err, "cannot list the session records");
             Snapshot::default()

@@ -559,6 +559,38 @@ impl GithubClient {
         Ok(PostedComment { id: raw.id, node_id: raw.node_id, html_url: raw.html_url })
     }
 
+    /// Adds labels to an issue or pull request, leaving every other label on it:
+    /// `POST /repos/{owner}/{repo}/issues/{issue_number}/labels`. Answers the labels the
+    /// item carries afterwards. (Never the `PUT` of the same path, which replaces them.)
+    pub async fn add_labels(
+        &self,
+        item: &WorkItemRef,
+        labels: &[&str],
+    ) -> Result<Vec<String>, GithubError> {
+        let url = self.item_url(item, "/issues", "/labels")?;
+        let answer =
+            self.transport.post(&url, &json!({ "labels": labels }), Resource::Core, true).await?;
+        let rows: Vec<RawLabel> = decode_bytes(&url, &answer.body)?;
+        Ok(rows.into_iter().map(|l| l.name).collect())
+    }
+
+    /// Removes one label from an issue or pull request:
+    /// `DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}`. `false` when the
+    /// item did not carry it (GitHub's 404).
+    pub async fn remove_label(&self, item: &WorkItemRef, label: &str) -> Result<bool, GithubError> {
+        let base = self.item_url(item, "/issues", "/labels")?;
+        let mut url = reqwest::Url::parse(&base)
+            .map_err(|err| malformed(&base, &format!("not a URL: {err}")))?;
+        url.path_segments_mut()
+            .map_err(|()| malformed(&base, "the URL cannot carry a path"))?
+            .push(label);
+        match self.transport.delete(url.as_str()).await {
+            Ok(_) => Ok(true),
+            Err(err) if err.is_not_found() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Adds a reaction. A node id goes through the GraphQL mutation
     /// `addReaction(input: {subjectId, content})`; the numeric targets through
     /// `POST /repos/{owner}/{repo}/issues/{issue_number}/reactions`,
@@ -750,7 +782,7 @@ impl<'a> LinkedIssuesQuery<'a> {
     }
 
     /// Reads the answer. A `NOT_FOUND` error leaves that pull request out; any other error
-    /// fails the batch (its answer is in doubt).
+    /// fails the batch ([`GithubError::QueryRefused`]: its answer is in doubt).
     fn read(
         &self,
         url: &str,
@@ -773,7 +805,8 @@ impl<'a> LinkedIssuesQuery<'a> {
                 .map(|e| e.get("message").and_then(Value::as_str).unwrap_or("unnamed error"))
                 .collect();
             if !doubtful.is_empty() {
-                return Err(malformed(url, &format!("GraphQL errors: {}", doubtful.join("; "))));
+                let messages = doubtful.join("; ");
+                return Err(GithubError::QueryRefused { url: url.to_owned(), messages });
             }
         }
         let data = response
@@ -1022,6 +1055,8 @@ mod tests {
         let partial = json!({ "data": { "r0": { "p1": null, "p2": { "closingIssuesReferences": { "nodes": [] } } } },
                               "errors": [{ "type": "NOT_FOUND", "message": "no #1" }] });
         let linked = query.read("u", &partial, None).unwrap();
+        let refused = json!({ "data": null, "errors": [{ "message": "Field 'closingIssuesReferences' doesn't exist" }] });
+        assert!(query.read("u", &refused, None).is_err_and(|e| e.is_query_refused()));
         assert_eq!(
             linked.keys().map(ToString::to_string).collect::<Vec<_>>(),
             ["github:octo/app#2"]

@@ -523,6 +523,11 @@ impl Transport {
         self.exchange(Method::POST, url, Some(body), resource, idempotent).await
     }
 
+    /// `DELETE url` (repeated after a 5xx: deleting twice leaves the same state).
+    pub(crate) async fn delete(&self, url: &str) -> Result<Answer, GithubError> {
+        self.exchange(Method::DELETE, url, None, Resource::Core, true).await
+    }
+
     async fn exchange(
         &self,
         method: Method,

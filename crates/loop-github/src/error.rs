@@ -39,6 +39,12 @@ pub enum GithubError {
     #[error("GitHub's answer to `{url}` is malformed: {reason}")]
     Malformed { url: String, reason: String },
 
+    /// GitHub answered a GraphQL query with errors about the query itself — a field this
+    /// server does not have (an older Enterprise), a scope the token lacks. Asking the
+    /// same again soon gets the same answer.
+    #[error("GitHub refused the GraphQL query to `{url}`: {messages}")]
+    QueryRefused { url: String, messages: String },
+
     /// No token could be found.
     #[error(transparent)]
     Token(#[from] TokenError),
@@ -78,6 +84,11 @@ impl GithubError {
     /// on as absence).
     pub fn is_not_found(&self) -> bool {
         matches!(self, GithubError::NotFound { .. })
+    }
+
+    /// Whether GitHub refused the query itself (not worth asking again soon).
+    pub fn is_query_refused(&self) -> bool {
+        matches!(self, GithubError::QueryRefused { .. })
     }
 
     /// Whether trying again later may succeed.

@@ -20,7 +20,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use loop_core::config::{CloneProtocol, WorkspaceConfig, WorkspaceStrategy};
+use loop_core::config::{CloneProtocol, CloneUrl, WorkspaceConfig, WorkspaceStrategy};
 use loop_core::{RepoRef, WorkItemRef};
 
 /// Why a checkout could not be prepared or removed.
@@ -127,8 +127,12 @@ pub struct Checkout {
     pub branch: Option<Branch>,
 }
 
-/// The clone URL of `repo` over `protocol`.
-pub fn clone_url(repo: &RepoRef, protocol: CloneProtocol) -> String {
+/// The clone URL of `repo`: under the base `routing.workspace.cloneUrls` gives its host
+/// when there is one, else over `protocol` from the host itself.
+pub fn clone_url(repo: &RepoRef, protocol: CloneProtocol, bases: &[CloneUrl]) -> String {
+    if let Some(base) = bases.iter().find(|b| b.host == repo.host()) {
+        return format!("{}/{}/{}.git", base.base, repo.owner(), repo.name());
+    }
     match protocol {
         CloneProtocol::Https => {
             format!("https://{}/{}/{}.git", repo.host(), repo.owner(), repo.name())
@@ -400,6 +404,27 @@ impl Workspaces {
     }
 }
 
+/// Whether the checkout at `dir` is `repo`'s: its `origin` remote is a URL `repo` is
+/// cloned from (`https://`, `ssh`, or the configured base of its host). A directory that
+/// is no checkout, or has no origin, is not. Runs `git` (blocking).
+pub fn checkout_belongs_to(git: &Path, dir: &Path, repo: &RepoRef, bases: &[CloneUrl]) -> bool {
+    let output = Command::new(git)
+        .arg("-C")
+        .arg(dir)
+        .args(["remote", "get-url", "origin"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output();
+    let Some(output) = output.ok().filter(|o| o.status.success()) else { return false };
+    let origin = String::from_utf8_lossy(&output.stdout);
+    let origin = origin.trim().trim_end_matches('/');
+    let origin = origin.strip_suffix(".git").unwrap_or(origin);
+    [CloneProtocol::Https, CloneProtocol::Ssh].into_iter().any(|protocol| {
+        let url = clone_url(repo, protocol, bases);
+        url.strip_suffix(".git").unwrap_or(&url).eq_ignore_ascii_case(origin)
+    })
+}
+
 /// The branch a checkout is on, `None` when detached or unknown.
 fn current_branch(workspaces: &Workspaces, checkout: &Path) -> Option<Branch> {
     let name = workspaces.git(checkout, &["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()?;
@@ -501,6 +526,7 @@ mod tests {
             default_host: "github.com".into(),
             keep_checkout_on_close: false,
             git_binary: "git".into(),
+            clone_urls: Vec::new(),
         };
         assert!(WorkspaceSettings::from_config(&config, Path::new("/home/me")).is_none());
         config.root = Some(PathBuf::from("~/work"));
@@ -517,7 +543,41 @@ mod tests {
     #[test]
     fn clone_urls_are_derived_from_the_repository_name() {
         let repo: RepoRef = "ghe.example.com/octo/app".parse().unwrap();
-        assert_eq!(clone_url(&repo, CloneProtocol::Https), "https://ghe.example.com/octo/app.git");
-        assert_eq!(clone_url(&repo, CloneProtocol::Ssh), "git@ghe.example.com:octo/app.git");
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Https, &[]),
+            "https://ghe.example.com/octo/app.git"
+        );
+        assert_eq!(clone_url(&repo, CloneProtocol::Ssh, &[]), "git@ghe.example.com:octo/app.git");
+        let mirror = |host: &str| CloneUrl { host: host.into(), base: "file:///srv/git".into() };
+        let bases = [mirror("github.com"), mirror("ghe.example.com")];
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Ssh, &bases[1..]),
+            "file:///srv/git/octo/app.git"
+        );
+        assert_eq!(
+            clone_url(&repo, CloneProtocol::Https, &bases[..1]),
+            "https://ghe.example.com/octo/app.git"
+        );
+    }
+
+    #[test]
+    fn a_checkout_belongs_to_the_repository_its_origin_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = Path::new("git");
+        let run = |args: &[&str]| {
+            Command::new(git).arg("-C").arg(dir.path()).args(args).output().unwrap();
+        };
+        let repo: RepoRef = "octo/app".parse().unwrap();
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "not a checkout");
+        run(&["init", "-q"]);
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "no origin");
+        run(&["remote", "add", "origin", "git@github.com:octo/app.git"]);
+        assert!(checkout_belongs_to(git, dir.path(), &repo, &[]));
+        let other: RepoRef = "octo/lib".parse().unwrap();
+        assert!(!checkout_belongs_to(git, dir.path(), &other, &[]));
+        run(&["remote", "set-url", "origin", "file:///srv/git/octo/app.git"]);
+        let base = CloneUrl { host: "github.com".into(), base: "file:///srv/git".into() };
+        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]));
+        assert!(checkout_belongs_to(git, dir.path(), &repo, &[base]));
     }
 }

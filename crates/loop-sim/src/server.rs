@@ -96,6 +96,9 @@ pub enum FaultKind {
     Malformed,
     /// 401 "Bad credentials".
     Unauthorized,
+    /// 200 with a GraphQL error and no data, as an Enterprise server without a field
+    /// the query names (or a token without access to it) answers.
+    GraphqlError { message: String },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -572,6 +575,8 @@ struct Route {
     resource: &'static str,
     repo: String,
     number: u64,
+    /// The `{name}` of a label path, percent-decoded; empty elsewhere.
+    label: String,
     /// The URL prefix of the layout (`""` or `/api/v3`).
     prefix: &'static str,
 }
@@ -587,6 +592,7 @@ fn route(method: &Method, path: &str) -> Option<Route> {
             resource: "graphql",
             repo: String::new(),
             number: 0,
+            label: String::new(),
             prefix: "",
         });
     }
@@ -594,6 +600,10 @@ fn route(method: &Method, path: &str) -> Option<Route> {
     let ["repos", owner, name, tail @ ..] = segments.as_slice() else { return None };
     let repo = format!("{owner}/{name}");
     let num = |s: &str| s.parse::<u64>().ok().filter(|n| *n > 0);
+    let label = match tail {
+        ["issues", _, "labels", name] => percent_decoded(name)?,
+        _ => String::new(),
+    };
     let (endpoint, number) = match (method.as_str(), tail) {
         ("GET", ["issues"]) => ("/repos/{owner}/{repo}/issues", 0),
         ("GET", ["issues", n]) => ("/repos/{owner}/{repo}/issues/{issue_number}", num(n)?),
@@ -602,6 +612,12 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         }
         ("POST", ["issues", n, "comments"]) => {
             ("/repos/{owner}/{repo}/issues/{issue_number}/comments", num(n)?)
+        }
+        ("POST", ["issues", n, "labels"]) => {
+            ("/repos/{owner}/{repo}/issues/{issue_number}/labels", num(n)?)
+        }
+        ("DELETE", ["issues", n, "labels", _]) => {
+            ("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", num(n)?)
         }
         ("POST", ["issues", "comments", id, "reactions"]) => {
             ("/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", num(id)?)
@@ -631,7 +647,26 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         }
         _ => return None,
     };
-    Some(Route { endpoint, resource: "core", repo, number, prefix })
+    Some(Route { endpoint, resource: "core", repo, number, label, prefix })
+}
+
+/// A path segment with its `%XX` escapes decoded; `None` when they are not UTF-8 or
+/// malformed.
+fn percent_decoded(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            let hex = segment.get(at + 1..at + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The one handler behind every GitHub path.
@@ -737,6 +772,10 @@ async fn answer(
                     Reply::error(StatusCode::UNAUTHORIZED, "Bad credentials"),
                     false,
                 );
+            }
+            FaultKind::GraphqlError { message } => {
+                let answer = json!({ "data": null, "errors": [{ "message": message }] });
+                return finish(state, Some(&route), Reply::ok(answer), false);
             }
             FaultKind::Malformed => {
                 let mut response = (StatusCode::OK, "{\"id\": 1, \"title\": ").into_response();
@@ -913,6 +952,50 @@ fn rest(
                 })
             })
         }
+        ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/labels") => {
+            let names: Option<Vec<String>> = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("labels")?.as_array().cloned())
+                .map(|names| names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+                .filter(|names: &Vec<String>| !names.is_empty());
+            let Some(names) = names else {
+                return Reply::error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid request.\n\n\"labels\" wasn't supplied.",
+                );
+            };
+            let mut result = Ok(());
+            for label in names {
+                let action = Action::Label {
+                    repo: route.repo.clone(),
+                    number: route.number,
+                    actor: viewer.clone(),
+                    label,
+                };
+                result = result.and_then(|()| state.act(action).map(drop));
+            }
+            result.and_then(|()| item_labels(state, &urls, route))
+        }
+        ("DELETE", "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}") => {
+            let carried = {
+                let world = lock(&state.world);
+                world
+                    .item(&route.repo, route.number)
+                    .map(|item| item.labels.iter().any(|l| l.eq_ignore_ascii_case(&route.label)))
+            };
+            match carried {
+                Ok(false) => return Reply::error(StatusCode::NOT_FOUND, "Label does not exist"),
+                Ok(true) => {}
+                Err(err) => return Reply::from_world(&err),
+            }
+            let action = Action::Unlabel {
+                repo: route.repo.clone(),
+                number: route.number,
+                actor: viewer,
+                label: route.label.clone(),
+            };
+            state.act(action).and_then(|_| item_labels(state, &urls, route))
+        }
         ("POST", endpoint) if endpoint.ends_with("/reactions") => {
             let Some(content) = json_field(body, "content") else {
                 return Reply::error(
@@ -946,6 +1029,19 @@ fn rest(
         }
     };
     result.unwrap_or_else(|err| Reply::from_world(&err))
+}
+
+/// The labels an item carries, as GitHub answers a label write.
+fn item_labels(state: &SimState, urls: &Urls, route: &Route) -> Result<Reply, WorldError> {
+    let world = lock(&state.world);
+    let repo = world.repo(&route.repo)?;
+    let item = world.item(&route.repo, route.number)?;
+    Ok(Reply {
+        status: StatusCode::OK,
+        body: shapes::labels(repo, urls, &item.labels),
+        link: None,
+        location: None,
+    })
 }
 
 fn json_field(body: &Bytes, field: &str) -> Option<String> {

@@ -161,7 +161,8 @@ pub fn repository(world: &World, urls: &Urls, repo: &Repo) -> Value {
     value
 }
 
-fn labels(repo: &Repo, urls: &Urls, names: &[String]) -> Value {
+/// The label objects for `names`, as every answer that lists an item's labels carries.
+pub fn labels(repo: &Repo, urls: &Urls, names: &[String]) -> Value {
     let api = format!("{}/repos/{}", urls.api, repo.full_name());
     names
         .iter()

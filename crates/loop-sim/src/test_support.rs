@@ -1,7 +1,8 @@
 //! What every crate's integration tests share besides the simulator: how long a test
 //! waits before it fails, one way to wait for a condition, one reader of JSON-lines
 //! records (the event log, the stand-in's message and launch records) and the count of
-//! pastes a log promises, the stand-in binary, and a seeded generator for the kill tests.
+//! pastes a log promises, the stand-in binary, a real git repository for a simulated one
+//! ([`git_origin`]), and a seeded generator for the kill tests.
 //!
 //! It lives here because loop-sim is already the test context every test binary links
 //! (a dev-dependency of the libraries, a dependency of `the-loop` for `demo`); it needs
@@ -149,11 +150,40 @@ pub fn pastes_logged(events: &[Value]) -> usize {
         .filter(|e| {
             named(e, Kind::SessionSpawned)
                 || named(e, Kind::SessionRespawned)
+                || named(e, Kind::GraphAssignmentDelivered)
                 || (named(e, Kind::DispatchSucceeded)
                     && e["already_delivered"] != true
                     && !went_with_another.contains(&&e["delivery_id"]))
         })
         .count()
+}
+
+/// Serves `repo` (`owner/name`) as a real git repository: a bare repository with one
+/// commit on `main` at `<root>/<owner>/<name>.git`, so a spawn's workspace clones it.
+/// Returns the base to give `routing.workspace.cloneUrls` for github.com (`file://<root>`).
+pub fn git_origin(root: &Path, repo: &str) -> String {
+    let bare = root.join(format!("{repo}.git"));
+    let seed = root.join(format!(".seed-{}", repo.replace('/', "-")));
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=sim", "-c", "user.email=sim@example.com"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|err| panic!("git {args:?}: {err}"));
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::create_dir_all(&seed).unwrap_or_else(|err| panic!("{}: {err}", seed.display()));
+    std::fs::create_dir_all(&bare).unwrap_or_else(|err| panic!("{}: {err}", bare.display()));
+    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+    git(&seed, &["init", "-q", "-b", "main"]);
+    std::fs::write(seed.join("README.md"), format!("# {repo}\n"))
+        .unwrap_or_else(|err| panic!("{err}"));
+    git(&seed, &["add", "README.md"]);
+    git(&seed, &["commit", "-q", "-m", "initial"]);
+    git(&seed, &["push", "-q", &format!("file://{}", bare.display()), "main"]);
+    format!("file://{}", root.display())
 }
 
 /// The `loop-stand-in` binary, for tests outside loop-sim (Cargo builds a package's

@@ -85,6 +85,9 @@ pub enum RecordType {
     DeliveryLine,
     Index,
     IndexEntry,
+    WorkItemState,
+    NodeState,
+    PullRequestEntry,
 }
 
 impl RecordType {
@@ -116,12 +119,18 @@ impl RecordType {
             RecordType::DeliveryLine => "local/deliveries.log → each line",
             RecordType::Index => "portable/index.json",
             RecordType::IndexEntry => "portable/index.json → workItems[]",
+            RecordType::WorkItemState => "<checkout>/<specDir>/<id>/work-item-state.json",
+            RecordType::NodeState => "<checkout>/<specDir>/<id>/work-item-state.json → nodes.<id>",
+            RecordType::PullRequestEntry => {
+                "<checkout>/<specDir>/<id>/work-item-state.json → pullRequests[]"
+            }
         }
     }
 
-    /// Whether the record is written into the portable (committed) tree.
+    /// Whether the record is written into a tree meant to be committed: the portable
+    /// records, or the work item's own checkout.
     pub fn is_portable(self) -> bool {
-        self.location().starts_with("portable/")
+        self.location().starts_with("portable/") || self.location().starts_with("<checkout>/")
     }
 }
 
@@ -141,7 +150,7 @@ const fn attr(record: RecordType, key: &'static str, kind: Kind, holds: &'static
 
 use Kind::{
     Derived as D, HumanDecision as H, Identity as I, MachineHandle as M, OperatorLedger as L,
-    RemoteEntity as R,
+    Pointer as P, RemoteEntity as R,
 };
 use RecordType as T;
 
@@ -155,7 +164,7 @@ pub const ATTRIBUTES: &[Attribute] = &[
         T::PortableRecord,
         "collaborators",
         L,
-        "who besides the authorized users may command the item",
+        "who besides the authorized users is heard on the item (delivered, never obeyed as a command)",
     ),
     attr(T::PortableRecord, "ended", L, "the closure this deployment observed"),
     attr(
@@ -296,6 +305,39 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::IndexEntry, "sections", D, "the sections holding a value"),
     attr(T::IndexEntry, "pullRequests", D, "the PRs whose ledgers the record carries"),
     attr(T::IndexEntry, "sealed", D, "whether the record is a sealed stub"),
+    attr(T::WorkItemState, "version", P, "the shape version (1)"),
+    attr(T::WorkItemState, "workItem", P, "the work item's ref"),
+    attr(T::WorkItemState, "loop", P, "the shipped loop it walks"),
+    attr(T::WorkItemState, "currentNode", P, "the node it is at; empty until entered"),
+    attr(T::WorkItemState, "nodes", P, "each node's attempts, outcome and times"),
+    attr(T::WorkItemState, "parked", P, "why the pointer waits, since when"),
+    attr(T::WorkItemState, "forced", P, "operator moves past a gate"),
+    attr(T::WorkItemState, "completions", P, "the session's claims, by node"),
+    attr(T::WorkItemState, "decisions", H, "gate decisions with who made them"),
+    attr(T::WorkItemState, "skips", H, "phases declared away, with provenance"),
+    attr(T::WorkItemState, "optIns", H, "opt-in phases selected, with provenance"),
+    attr(T::WorkItemState, "surface", H, "where the artifacts are iterated"),
+    attr(T::WorkItemState, "sessionPerPr", H, "how many sessions its pull requests get"),
+    attr(T::WorkItemState, "model", H, "the model chosen for its sessions"),
+    attr(T::WorkItemState, "effort", H, "the effort chosen for its sessions"),
+    attr(T::WorkItemState, "pullRequests", R, "the pull requests delivering the item"),
+    attr(T::NodeState, "attempts", P, "times entered"),
+    attr(T::NodeState, "outcome", P, "what its exit chain gave when left"),
+    attr(T::NodeState, "enteredAt", P, "first entered"),
+    attr(T::NodeState, "exitedAt", P, "last left"),
+    attr(T::NodeState, "lastBlock", P, "the last block's messages"),
+    attr(T::NodeState, "forced", P, "whether an operator forced the pointer here"),
+    attr(T::PullRequestEntry, "ref", R, "the pull request's ref"),
+    attr(T::PullRequestEntry, "repository", R, "its repository"),
+    attr(T::PullRequestEntry, "number", R, "its number"),
+    attr(T::PullRequestEntry, "url", R, "its web address"),
+    attr(
+        T::PullRequestEntry,
+        "innerLoop",
+        R,
+        "its inner loop's state file, relative to the spec folder",
+    ),
+    attr(T::PullRequestEntry, "state", R, "open, merged or closed upstream"),
 ];
 
 /// The kind of `key` in `record`, `None` when the table does not classify it.

@@ -2,12 +2,20 @@
 //!
 //! `{workItems: [{ref, url, file, sections, pullRequests?, sealed?}]}` sorted by ref,
 //! rebuilt by scanning `portable/` after every record change, removed when no record
-//! remains. It is read by nothing the daemon decides on, so a failure to rebuild it is
-//! logged and swallowed; a record that does not parse is left out (its reader
-//! quarantines it). Rebuilt under its own lock, never while a record's lock is held.
-//! A record quarantined on read stays listed until the next record change rebuilds it.
+//! remains. A failure to rebuild it is logged and swallowed; a record that does not parse
+//! is left out (its reader quarantines it). Rebuilt under its own lock, never while a
+//! record's lock is held. The reference's index (no `pullRequests`, `url` optional) reads
+//! as one of ours.
+//!
+//! Records also arrive without any writer of ours rebuilding it — by `git pull` (they are
+//! made to travel), copied in, or written by the reference — so whoever decides from the
+//! index reads it through [`StateStore::portable_index`], which rebuilds it when it is
+//! missing, does not parse, or no longer lists exactly the record files there are with
+//! none newer than itself: a stale or broken index never hides a record.
 
 use std::fs;
+use std::path::PathBuf;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -32,6 +40,8 @@ pub struct PortableIndex {
 pub struct IndexEntry {
     #[serde(rename = "ref")]
     pub work_item: String,
+    /// Empty when the writer left it out (the reference's is optional).
+    #[serde(default)]
     pub url: String,
     /// The record's file name inside `portable/`.
     pub file: String,
@@ -52,31 +62,77 @@ impl StateStore {
         }
     }
 
-    fn try_rebuild_index(&self) -> Result<(), StoreError> {
+    fn try_rebuild_index(&self) -> Result<PortableIndex, StoreError> {
         let _guard = LockGuard::exclusive(&self.layout.locks_dir().join("portable-index.lock"))?;
-        let dir = self.layout.portable_dir();
         let path = self.layout.portable_index();
+        let index = self.scan_index()?;
+        if index.work_items.is_empty() {
+            json_file::remove(&path)?;
+        } else {
+            json_file::write_json(&path, &index, FileMode::Shared)?;
+        }
+        Ok(index)
+    }
+
+    /// The index of the records in `portable/` now: the file when it is fresh, else
+    /// rebuilt from the records (see the module doc). When the rebuilt index cannot be
+    /// written it is still returned, so every record is listed all the same.
+    pub fn portable_index(&self) -> Result<PortableIndex, StoreError> {
+        let path = self.layout.portable_index();
+        let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok();
+        let bytes = json_file::read_bytes(&path)?;
+        let parsed = bytes.and_then(|bytes| serde_json::from_slice::<PortableIndex>(&bytes).ok());
+        let files = self.record_files()?;
+        if let (Some(index), Some(written)) = (parsed, written) {
+            let mut listed: Vec<&str> = index.work_items.iter().map(|e| e.file.as_str()).collect();
+            let mut present: Vec<&str> = files.iter().map(|(name, ..)| name.as_str()).collect();
+            listed.sort_unstable();
+            present.sort_unstable();
+            let older = files.iter().all(|(.., modified)| modified.is_some_and(|m| m < written));
+            if listed == present && older {
+                return Ok(index);
+            }
+        }
+        match self.try_rebuild_index() {
+            Ok(index) => Ok(index),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not rebuild portable/index.json; listing the records without it");
+                self.scan_index()
+            }
+        }
+    }
+
+    /// The index built from the records without writing it.
+    fn scan_index(&self) -> Result<PortableIndex, StoreError> {
         let mut index = PortableIndex::default();
+        for (name, record_path, _) in self.record_files()? {
+            let Some(bytes) = json_file::read_bytes(&record_path)? else { continue };
+            let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&bytes) else { continue };
+            index.work_items.extend(index_entry(name, &record));
+        }
+        index.work_items.sort_by(|a, b| a.work_item.cmp(&b.work_item));
+        Ok(index)
+    }
+
+    /// The record files in `portable/`: name, path and when each was last modified.
+    fn record_files(&self) -> Result<Vec<(String, PathBuf, Option<SystemTime>)>, StoreError> {
+        let dir = self.layout.portable_dir();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(err) => return Err(StoreError::io("list", &dir)(err)),
         };
+        let mut files = Vec::new();
         for entry in entries {
             let entry = entry.map_err(StoreError::io("list", &dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if record_slug(&name).is_none() {
                 continue;
             }
-            let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };
-            let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&bytes) else { continue };
-            index.work_items.extend(index_entry(name, &record));
+            let modified = entry.metadata().and_then(|meta| meta.modified()).ok();
+            files.push((name, entry.path(), modified));
         }
-        if index.work_items.is_empty() {
-            return json_file::remove(&path);
-        }
-        index.work_items.sort_by(|a, b| a.work_item.cmp(&b.work_item));
-        json_file::write_json(&path, &index, FileMode::Shared).map(|_| ())
+        Ok(files)
     }
 }
 

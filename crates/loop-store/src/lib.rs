@@ -20,6 +20,8 @@
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
 //! - [`event_log`]: the append-only event log, its reader and filters.
+//! - [`spec_state`]: a work item's spec folder in its checkout (`work-item-state.json`,
+//!   the artifacts its gates read) — the one file kept outside `state.root`.
 
 pub mod classification;
 pub mod delivery;
@@ -37,6 +39,7 @@ pub mod pidfile;
 pub mod poll_cache;
 mod poll_clocks;
 pub mod portable;
+pub mod spec_state;
 
 pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;

@@ -60,11 +60,4 @@ impl StateStore {
             clocks.clocks.insert(item.clone(), clock);
         })
     }
-
-    /// Forgets one ref's clock (reset drops it with the `poll` section).
-    pub fn forget_poll_clock(&self, item: &WorkItemRef) -> Result<Written, StoreError> {
-        self.update_poll_clocks(|clocks| {
-            clocks.clocks.remove(item);
-        })
-    }
 }

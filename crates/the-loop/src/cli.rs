@@ -100,6 +100,11 @@ pub enum Command {
     #[command(subcommand, hide = true)]
     Hook(HookCommand),
 
+    /// Where a work item stands in its process graph, and the session's claim that a
+    /// node's work is done (judged by the node's gate)
+    #[command(subcommand)]
+    Graph(GraphCommand),
+
     /// Why did (nothing) happen? The decision trail of one delivery or one work item,
     /// from the event log: what arrived, each guard passed or failed, what was done
     Explain(ExplainArgs),
@@ -300,6 +305,34 @@ pub struct AskArgs {
     /// A choice to offer (repeat for each, at most 10)
     #[arg(long = "option", value_name = "TEXT")]
     pub options: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GraphCommand {
+    /// The node, phase and status, the gate's messages and what to run next
+    Status(GraphArgs),
+    /// Every node in order, what each gave, and the hooks this version only stubs:
+    /// exit 0 when nothing up to the current node is unsatisfied, 1 otherwise
+    Check(GraphArgs),
+    /// Claim the current node's work done: its gate judges the claim (one JSON line on
+    /// stdout; exit 0 whether or not the pointer moved)
+    Complete(GraphCompleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// The work item (`github:owner/repo#N`); inside its session, the session's own
+    #[arg(value_name = "REF", env = crate::env_vars::WORK_ITEM)]
+    pub work_item: loop_core::WorkItemRef,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphCompleteArgs {
+    #[command(flatten)]
+    pub item: GraphArgs,
+    /// The node claimed (default: the current one); a node already left is a no-op
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -504,5 +537,26 @@ mod tests {
             .unwrap();
         let Command::Start(args) = cli.command else { panic!("not start") };
         assert!(args.hold_processing);
+    }
+
+    #[test]
+    fn graph_verbs_take_a_work_item_ref_and_complete_an_optional_node() {
+        let cli = Cli::try_parse_from([
+            "the-loop",
+            "graph",
+            "complete",
+            "github:o/r#3",
+            "--node",
+            "brainstorming",
+        ])
+        .unwrap();
+        let Command::Graph(GraphCommand::Complete(args)) = cli.command else {
+            panic!("not complete")
+        };
+        assert_eq!(args.item.work_item.to_string(), "github:o/r#3");
+        assert_eq!(args.node.as_deref(), Some("brainstorming"));
+        let cli = Cli::try_parse_from(["the-loop", "graph", "check", "github:o/r#3"]).unwrap();
+        assert!(matches!(cli.command, Command::Graph(GraphCommand::Check(_))));
+        assert!(Cli::try_parse_from(["the-loop", "graph", "status", "issue-3"]).is_err());
     }
 }

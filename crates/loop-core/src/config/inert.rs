@@ -10,10 +10,7 @@
 //! there is still an unknown key, with its path, line and a suggestion — while their
 //! values are never read.
 //!
-//! A listed key the typed schema also reads warns when present and keeps its value. Only
-//! one does: `routing.control.keywords.execute`, because the control parser recognises
-//! the keyword (and hands the comment to the process graph) even though the graph itself
-//! is not implemented. No code outside the config reads any other listed key — not
+//! No code outside the config reads a listed key — not
 //! `routing.harnessPlugins.marketplaceRepo` (the plugin ships inside the binary) and not
 //! `collaborators` (a work item's roster lives in its portable record).
 //!
@@ -23,18 +20,14 @@
 
 /// Every key the reference schema has and this version does not act on, as leaf paths.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    // routing (typed: see the module docs)
-    "routing.control.keywords.execute",
     // routing.harnessPlugins (typed: `enabled`): the plugin ships in the binary
     "routing.harnessPlugins.marketplaceRepo",
     // routing.webTerminal: a browser terminal (ttyd) onto tmux
     "routing.webTerminal.enabled",
     "routing.webTerminal.host",
     "routing.webTerminal.port",
-    // routing.graph: the process graph
-    "routing.graph.enabled",
+    // routing.graph.repoHooks: repositories' own graph hooks (Tier 1)
     "routing.graph.repoHooks",
-    "routing.graph.specDir",
     // integrations: GitHub is reached over HTTPS only; Jira is reserved
     "integrations.github.transport",
     "integrations.jira.transport",

@@ -243,6 +243,13 @@ pub const DEFAULT_WEBHOOK_EVENTS: &[&str] = &[
     "status",
 ];
 
+/// The default `webhooks.ghWebhook.inboxMaxDeliveries`: far beyond any burst GitHub sends
+/// one machine, and drained in seconds.
+pub const DEFAULT_INBOX_MAX_DELIVERIES: u64 = 20_000;
+
+/// The default `webhooks.ghWebhook.inboxMaxBytes` (256 MiB: ten payloads at GitHub's cap).
+pub const DEFAULT_INBOX_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
 /// `webhooks.ghWebhook`: the receiver's listener.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -261,6 +268,11 @@ pub struct GhWebhookConfig {
     pub events: Vec<String>,
     /// Accept deliveries without a signature when the secret is unset (loudly warned).
     pub allow_unsigned: bool,
+    /// The inbox journal's ceiling in deliveries not yet processed: above it the receiver
+    /// answers 503 with `Retry-After` until processing catches up.
+    pub inbox_max_deliveries: u64,
+    /// The inbox journal's ceiling in bytes on disk, with the same effect.
+    pub inbox_max_bytes: u64,
 }
 
 impl Section for GhWebhookConfig {
@@ -279,6 +291,16 @@ impl Section for GhWebhookConfig {
             pidfile: b.field_by("pidfile", || None, optional_path),
             events,
             allow_unsigned: b.field("allowUnsigned", || false),
+            inbox_max_deliveries: b.field_by(
+                "inboxMaxDeliveries",
+                || DEFAULT_INBOX_MAX_DELIVERIES,
+                integer_at_least(1),
+            ),
+            inbox_max_bytes: b.field_by(
+                "inboxMaxBytes",
+                || DEFAULT_INBOX_MAX_BYTES,
+                integer_at_least(1),
+            ),
         }
     }
 }
@@ -427,6 +449,7 @@ pub struct RoutingConfig {
     /// (docs/agent-input.md); `0` pastes every delivery on its own.
     pub batch_window_seconds: f64,
     pub ci: CiConfig,
+    pub graph: GraphConfig,
 }
 
 impl Section for RoutingConfig {
@@ -467,6 +490,7 @@ impl Section for RoutingConfig {
             announce: b.section("announce"),
             batch_window_seconds: b.field_by("batchWindowSeconds", || 2.0, number_at_least(0.0)),
             ci: b.section("ci"),
+            graph: b.section("graph"),
         }
     }
 }
@@ -656,6 +680,77 @@ pub struct WorkspaceConfig {
     pub default_host: String,
     pub keep_checkout_on_close: bool,
     pub git_binary: String,
+    /// Per host, where its repositories are cloned from instead of `https://<host>`
+    /// (a mirror, or the simulator's git server).
+    pub clone_urls: Vec<CloneUrl>,
+}
+
+/// One `routing.workspace.cloneUrls[]` entry: `<base>/<owner>/<repo>.git` for `host`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloneUrl {
+    pub host: String,
+    pub base: String,
+}
+
+impl Section for CloneUrl {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        let host = b.required("host", String::new);
+        let base = b.field_by("base", String::new, read_clone_base);
+        if base.is_empty() {
+            let path = join(b.path(), "base");
+            b.diags().error(
+                &path,
+                None,
+                super::read::ProblemKind::MissingKey,
+                "required key is missing".to_owned(),
+            );
+        }
+        Self { host, base }
+    }
+}
+
+impl Value for CloneUrl {
+    fn read(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<Self> {
+        Some(read_section(Some(node), path.to_owned(), diags))
+    }
+}
+
+/// An `http(s)://` or `file://` URL, without a trailing `/`.
+fn read_clone_base(node: &Node, path: &str, diags: &mut Diagnostics) -> Option<String> {
+    let text = string(node, path, diags)?;
+    if ["http://", "https://", "file://"].iter().any(|p| text.starts_with(p)) {
+        Some(text.trim_end_matches('/').to_owned())
+    } else {
+        bad_value(
+            node,
+            path,
+            diags,
+            format!("expected an http://, https:// or file:// URL, got {text:?}"),
+        );
+        None
+    }
+}
+
+/// `routing.graph`: driving the process graph (docs/process-graph.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphConfig {
+    pub enabled: bool,
+    /// Where the specs are in every checkout, relative to it.
+    pub spec_dir: PathBuf,
+}
+
+impl Section for GraphConfig {
+    fn read(b: &mut Block<'_, '_>) -> Self {
+        Self {
+            enabled: b.field("enabled", || true),
+            // `""` (the reference's "no override") is the convention too.
+            spec_dir: b
+                .field_by("specDir", || None, optional_path)
+                .unwrap_or_else(|| PathBuf::from("docs/specs")),
+        }
+    }
 }
 
 impl Section for WorkspaceConfig {
@@ -667,6 +762,7 @@ impl Section for WorkspaceConfig {
             default_host: b.field("defaultHost", || "github.com".to_owned()),
             keep_checkout_on_close: b.field("keepCheckoutOnClose", || false),
             git_binary: b.field("gitBinary", || "git".to_owned()),
+            clone_urls: b.field("cloneUrls", Vec::new),
         }
     }
 }
@@ -1140,6 +1236,7 @@ impl Section for StreamConfig {
 
 default_from_nothing!(
     Config,
+    GraphConfig,
     InstanceConfig,
     WebhooksConfig,
     GhWebhookConfig,

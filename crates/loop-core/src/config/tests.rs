@@ -69,9 +69,7 @@ collaborators:
     for key in ["selfDiagnosis", "collaborators", "channels", "standingSessions"] {
         assert!(shown.get(key).is_none(), "{key} shown: {shown:#}");
     }
-    for key in ["webTerminal", "graph"] {
-        assert!(shown["routing"].get(key).is_none(), "routing.{key} shown");
-    }
+    assert!(shown["routing"].get("webTerminal").is_none(), "routing.webTerminal shown");
 }
 
 #[test]
@@ -199,6 +197,7 @@ routing:
   graph:
     enabled: false
     specDir: specs
+    repoHooks: true
   control:
     keywords:
       execute: go
@@ -208,8 +207,8 @@ service:
   autoStart: true
 ";
     let found = warnings(text);
-    assert_eq!(found.len(), 3, "{found:#?}");
-    for path in ["routing.graph:", "routing.control.keywords.execute:", "service.autoStart:"] {
+    assert_eq!(found.len(), 2, "{found:#?}");
+    for path in ["routing.graph.repoHooks:", "service.autoStart:"] {
         assert!(
             found.iter().any(|w| w.starts_with(path) && w.contains("not implemented")),
             "{path}: {found:#?}"
@@ -424,7 +423,7 @@ fn a_reference_config_loads_without_errors() {
         [
             "routing.harnessPlugins.marketplaceRepo",
             "routing.webTerminal",
-            "routing.graph",
+            "routing.graph.repoHooks",
             "integrations.github.transport",
             "service.autoStart",
             "service.hostIngresses",

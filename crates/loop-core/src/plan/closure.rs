@@ -3,7 +3,8 @@
 //! number — stamps `ended` on a work item this machine tracks and disarms it, ends its
 //! live session, and cleans up only when a named authorized actor closed it (otherwise
 //! `cleanup.deferred`). A pull request closing ends only its own endpoint; the work item
-//! it delivers stays open (`session.kept_open`).
+//! it delivers stays open (`session.kept_open`). A close about an item whose session is
+//! being spawned waits for that spawn.
 
 use jiff::Timestamp;
 
@@ -40,6 +41,10 @@ pub fn steps(
     facts: &dyn Lookup,
 ) -> Vec<Step> {
     let Some(closed) = event.closed_item() else { return Vec::new() };
+    if let Some(item) = sessions.spawn_awaited(refs) {
+        // What the close ends is known once the spawn in flight has its record.
+        return vec![Step::AwaitSpawn { item: item.clone() }];
+    }
     let merged = merged(event);
     let reason = reason(event);
     let closed_as = if merged { "merged" } else { "closed" };

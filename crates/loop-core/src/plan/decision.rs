@@ -138,6 +138,8 @@ pub enum Decision {
     },
     /// A spawn that could not happen.
     SpawnFailed { item: WorkItemRef, error: String },
+    /// Queued behind the spawn in flight for `item`, to be planned again once it ended.
+    AwaitingSpawn { item: WorkItemRef },
     /// The session disappeared between enqueue and dequeue.
     SessionVanished { item: WorkItemRef },
     /// A live tmux session holds the name and cannot be cleared.
@@ -168,6 +170,7 @@ impl Decision {
             Self::Duplicate
             | Self::HandedToGraph { .. }
             | Self::Queued { .. }
+            | Self::AwaitingSpawn { .. }
             | Self::AutoClosed { .. }
             | Self::KeptOpen { .. }
             | Self::Ended { .. }
@@ -287,6 +290,7 @@ impl Decision {
             Self::Queued { item, spawn } => {
                 Line::info(Kind::DispatchQueued).work_item(item).field("spawn", spawn)
             }
+            Self::AwaitingSpawn { item } => Line::info(Kind::DispatchAwaitingSpawn).work_item(item),
             Self::Closed { .. } | Self::KeptOpen { .. } => return None,
             Self::AutoClosed { item, reason, merged } => Line::info(Kind::SessionAutoclosed)
                 .work_item(item)

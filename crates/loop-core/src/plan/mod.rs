@@ -356,6 +356,11 @@ pub enum Step {
     /// Queue the event on `item`'s worker (`spawn`: the job may spawn its session). The
     /// delivery is released when it cannot be queued.
     Enqueue { item: WorkItemRef, spawn: bool },
+    /// `item`'s session is being spawned: queue the event behind that spawn on `item`'s
+    /// worker ([`Decision::AwaitingSpawn`]) and plan it again, without claiming its key a
+    /// second time, once the spawn ended. The delivery is released when it cannot be
+    /// queued.
+    AwaitSpawn { item: WorkItemRef },
     /// Record `pull_request` on `item`'s session record as delivering it.
     BindPullRequest { item: WorkItemRef, pull_request: WorkItemRef },
     /// `item`'s session is paused, so the event is dropped there: recorded (settled)
@@ -428,6 +433,14 @@ fn steps(
             instance,
             command,
         }));
+        return steps;
+    }
+    // An event (not a command) about an item whose session is being spawned is planned
+    // once that session exists — or, when the spawn failed, by the rules as they are then.
+    if matches!(decision, ControlDecision::Forward | ControlDecision::HandToGraph { .. })
+        && let Some(item) = sessions.spawn_awaited(refs)
+    {
+        steps.push(Step::AwaitSpawn { item: item.clone() });
         return steps;
     }
     if let Some(item) = reopened(event) {

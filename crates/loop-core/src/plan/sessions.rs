@@ -4,7 +4,7 @@
 //!
 //! Pure over the snapshot: listing the registry is the caller's.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::WorkItemRef;
 use crate::config::SessionPerPr;
@@ -15,6 +15,9 @@ use crate::record::{Endpoint, EndpointStatus, LocalRecord};
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub records: Vec<LocalRecord>,
+    /// The work items whose session is being spawned (a spawn queued or running): their
+    /// records are about to exist.
+    pub spawning: BTreeSet<WorkItemRef>,
 }
 
 impl Snapshot {
@@ -69,6 +72,13 @@ impl Snapshot {
             }
         }
         serving
+    }
+
+    /// The first of `items` whose session is being spawned and that no live record owns
+    /// yet: an event about it waits for that spawn, then is planned again, so it is never
+    /// dropped for want of a record about to exist.
+    pub fn spawn_awaited<'a>(&self, items: &'a [WorkItemRef]) -> Option<&'a WorkItemRef> {
+        items.iter().find(|item| self.spawning.contains(*item) && self.owner(item).is_none())
     }
 
     /// The record (of any status) whose work item is `item`.
@@ -165,6 +175,7 @@ mod tests {
                 record("github:o/a#15", EndpointStatus::Active, &["github:o/a#16"]),
                 record("github:o/a#20", EndpointStatus::Closed, &["github:o/a#21"]),
             ],
+            ..Snapshot::default()
         };
         assert_eq!(registry.owner(&r("github:o/a#16")).map(|r| r.work_item.number()), Some(15));
         assert!(registry.owner(&r("github:o/a#21")).is_none());
@@ -178,10 +189,21 @@ mod tests {
                 record("github:o/a#15", EndpointStatus::Active, &["github:o/a#16"]),
                 record("github:o/a#17", EndpointStatus::Active, &[]),
             ],
+            ..Snapshot::default()
         };
         let matched = registry.matches(&[r("github:o/a#17"), r("github:o/a#16")]);
         let numbers: Vec<u64> = matched.iter().map(|r| r.work_item.number()).collect();
         assert_eq!(numbers, [17, 15]);
+    }
+
+    #[test]
+    fn a_spawn_is_awaited_only_until_a_live_record_owns_the_item() {
+        let spawning = BTreeSet::from([r("github:o/a#15")]);
+        let mut registry = Snapshot { records: Vec::new(), spawning };
+        let refs = [r("github:o/a#16"), r("github:o/a#15")];
+        assert_eq!(registry.spawn_awaited(&refs), Some(&r("github:o/a#15")));
+        registry.records.push(record("github:o/a#15", EndpointStatus::Active, &[]));
+        assert_eq!(registry.spawn_awaited(&refs), None, "the spawn's record exists");
     }
 
     #[test]

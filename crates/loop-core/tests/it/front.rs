@@ -26,6 +26,8 @@ pub struct Front {
     pub config: Config,
     /// The state of `WORK_ITEM`'s session.
     pub session: SessionState,
+    /// `WORK_ITEM`'s session is being spawned.
+    pub spawning: bool,
     /// The last command recorded, for every work item.
     pub last_recorded: Option<Command>,
     pub rosters: HashMap<WorkItemRef, Vec<Login>>,
@@ -41,6 +43,7 @@ impl Front {
         Self {
             config,
             session: SessionState::None,
+            spawning: false,
             last_recorded: None,
             rosters: HashMap::new(),
             existence: KnownExistence::default(),
@@ -49,15 +52,16 @@ impl Front {
 
     /// The session records: one for `WORK_ITEM` unless its session state is `None`.
     pub fn sessions(&self) -> Snapshot {
+        let item: WorkItemRef = WORK_ITEM.parse().expect("a valid ref");
+        let spawning = self.spawning.then(|| item.clone()).into_iter().collect();
         let status = match self.session {
-            SessionState::None => return Snapshot::default(),
+            SessionState::None => return Snapshot { records: Vec::new(), spawning },
             SessionState::Active => EndpointStatus::Active,
             SessionState::Paused => EndpointStatus::Paused,
         };
-        let item: WorkItemRef = WORK_ITEM.parse().expect("a valid ref");
         let mut record = LocalRecord::new(item.clone());
         record.endpoints.insert(item, endpoint(status));
-        Snapshot { records: vec![record] }
+        Snapshot { records: vec![record], spawning }
     }
 
     /// The judgement and, when it passed the front door, the plan.

@@ -204,3 +204,42 @@ fn a_stamp_names_why_the_item_ended() {
     });
     assert_eq!(stamp, Some(Some("issue-closed".to_owned())));
 }
+
+/// Issue #16: events about an item whose spawn is in flight wait for it, whatever labels
+/// they carry — an unlabeled pull request's would otherwise be refused as `spawn-policy`
+/// and its close find no session to end.
+#[test]
+fn an_event_about_an_item_being_spawned_waits_for_the_spawn_whatever_its_labels() {
+    let mut front = Front::new();
+    front.spawning = true;
+    let awaited = || vec![Step::AwaitSpawn { item: item(WORK_ITEM) }];
+    for payload in
+        [pull_request("opened", "octo/app", false), pull_request("closed", "octo/app", true)]
+    {
+        let plan = front.plan("pull_request", &payload).expect("admitted");
+        assert_eq!(plan.steps, awaited(), "{payload}");
+        assert!(plan.claim.is_some(), "the key is held in flight while it waits");
+    }
+    let plan = front.plan("issue_comment", &comment("one more thing")).expect("admitted");
+    assert_eq!(plan.steps, awaited());
+    let plan = front.plan("issues", &closed_issue("ann")).expect("admitted");
+    assert_eq!(plan.steps, awaited());
+}
+
+#[test]
+fn a_command_about_an_item_being_spawned_is_decided_at_once() {
+    let mut front = Front::new();
+    front.spawning = true;
+    let plan = front.plan("issue_comment", &comment("the-loop start")).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["RecordCommand", "Enqueue"]);
+}
+
+#[test]
+fn an_event_about_an_item_whose_spawn_ended_is_planned_against_its_record() {
+    let mut front = Front::new();
+    front.spawning = true;
+    front.session = SessionState::Active;
+    let opened = pull_request("opened", "octo/app", false);
+    let plan = front.plan("pull_request", &opened).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["BindPullRequest", "Enqueue"]);
+}

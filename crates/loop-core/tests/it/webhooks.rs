@@ -124,3 +124,21 @@ fn a_real_comment_excerpt_is_its_body_address_and_author() {
         }})
     );
 }
+
+/// The receiver reads only the fields normalization uses: for every real payload that is
+/// the same event as normalizing the whole parsed payload.
+#[test]
+fn reading_a_raw_body_gives_the_event_the_whole_payload_gives() {
+    for (stem, _, _) in EXPECTED {
+        let (event, payload) = load(stem);
+        let body = std::fs::read(format!("{FIXTURES}/{stem}.json")).unwrap();
+        assert_eq!(
+            Event::read_webhook(&event, &body),
+            Some(Event::from_webhook(&event, &payload)),
+            "{stem}"
+        );
+    }
+    for not_an_object in [&b"[]"[..], b"1", b"{", b"{} {}", b""] {
+        assert_eq!(Event::read_webhook("issues", not_an_object), None);
+    }
+}

@@ -58,7 +58,7 @@ impl Dispatcher {
             }
         }
         for job in &jobs[1..] {
-            taken(pending, job);
+            taken(pending, job.cx.delivery_id.as_deref().unwrap_or_default());
         }
         if jobs.len() > 1 {
             let lead = jobs[0].cx.delivery_id.clone();
@@ -89,9 +89,8 @@ impl Dispatcher {
     }
 }
 
-/// Takes `job`'s key out of the keys still queued (a batch takes jobs out of order).
-pub(crate) fn taken(pending: &Mutex<VecDeque<String>>, job: &Job) {
-    let key = job.cx.delivery_id.as_deref().unwrap_or_default();
+/// Takes `key` out of the keys still queued (a batch takes jobs out of order).
+pub(crate) fn taken(pending: &Mutex<VecDeque<String>>, key: &str) {
     let mut queued = pending.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(at) = queued.iter().position(|k| k == key) {
         queued.remove(at);

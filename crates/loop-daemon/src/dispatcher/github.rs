@@ -10,7 +10,10 @@ use loop_core::config::Reaction as ConfiguredReaction;
 use loop_core::event::{Event, Surface};
 use loop_core::guards::mark_self_authored;
 use loop_core::log::{Kind, Line};
-use loop_core::route::{Existence, KnownExistence};
+use loop_core::route::{Existence, ExistenceCache, KnownExistence};
+
+/// How many existence answers the dispatcher keeps (issue #16: bounded, LRU).
+pub(crate) const EXISTENCE_CACHE_CAPACITY: usize = 10_000;
 use loop_github::{Reaction, ReactionTarget};
 use tokio::sync::oneshot;
 
@@ -20,35 +23,33 @@ use loop_core::plan::Context;
 
 impl Dispatcher {
     /// The existence answers for `items`, asking GitHub about those not yet known.
-    /// Definite answers are cached; anything else stays unknown (and keeps the ref).
+    /// Definite answers are cached (at most [`EXISTENCE_CACHE_CAPACITY`], least recently
+    /// used forgotten first); anything else stays unknown (and keeps the ref).
     pub(crate) async fn existence_now(&self, items: &[WorkItemRef]) -> KnownExistence {
-        if let Some(github) = &self.inner.github {
-            for item in items {
-                if self.known_existence(item) != Existence::Unknown {
-                    continue;
-                }
-                let answer = match github.item_exists(item).await {
+        let mut known = KnownExistence::default();
+        for item in items {
+            let mut answer = self.cache().get(item);
+            if answer == Existence::Unknown
+                && let Some(github) = &self.inner.github
+            {
+                answer = match github.item_exists(item).await {
                     Ok(true) => Existence::Exists,
                     Ok(false) => Existence::Missing,
                     Err(_) => continue,
                 };
                 self.remember_existence(item, answer);
             }
+            known.remember(item.clone(), answer);
         }
-        self.inner.existence.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        known
     }
 
-    fn known_existence(&self, item: &WorkItemRef) -> Existence {
-        use loop_core::route::IssueExistence as _;
-        self.inner.existence.lock().unwrap_or_else(PoisonError::into_inner).existence(item)
+    fn cache(&self) -> std::sync::MutexGuard<'_, ExistenceCache> {
+        self.inner.existence.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn remember_existence(&self, item: &WorkItemRef, answer: Existence) {
-        self.inner
-            .existence
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remember(item.clone(), answer);
+        self.cache().remember(item.clone(), answer);
     }
 
     /// Starts the lifecycle reactions for a dequeued job: `started` now, then `completed`

@@ -33,6 +33,7 @@ use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
 };
 
+use super::graph::{Boundary, describe};
 use super::queue::Job;
 use super::{Dispatcher, blocking};
 
@@ -204,14 +205,47 @@ impl Dispatcher {
             endpoint.cwd.clone(),
             config.instance.name.clone(),
         );
+        // The work item's own session drives its graph; a pull request's own does not.
+        let link = match endpoint_ref == item {
+            true => self.graph_link(&config, &item, &endpoint.cwd, Boundary::Event).await,
+            false => None,
+        };
+        let (graph_context, judged_first) = match &link {
+            None => (String::new(), false),
+            Some(link) => {
+                let judged_first = if self.graph_at_human_gate(link).await {
+                    self.graph_advance(
+                        &config,
+                        link,
+                        &job.event,
+                        Boundary::Event,
+                        &endpoint.tmux_target,
+                    )
+                    .await
+                } else {
+                    None
+                };
+                let mut context = self.graph_context(link).await;
+                if let Some(step) = &judged_first {
+                    context.push_str(&format!(
+                        "This event was classified by the gate first: {}.\n",
+                        describe(step)
+                    ));
+                }
+                (context, judged_first.is_some())
+            }
+        };
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
         let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
             (lead.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
+        let paste_config = config.clone();
         let (result, noted) = blocking(move || {
-            let prompt = render(&config, &event, &served, &paste, Template::Event, plugin);
+            let config = paste_config;
+            let prompt =
+                render(&config, &event, &served, &paste, Template::Event, &graph_context, plugin);
             let keys = paste.keys;
             let result = session::deliver_or_respawn(
                 &tmux,
@@ -249,6 +283,12 @@ impl Dispatcher {
             self.note_answered(&item, &endpoint_ref, job.cx.delivery_id.as_deref()).await;
         }
         let harness = endpoint.harness.clone();
+        if let (Some(link), false, Ok(Delivered::Pasted | Delivered::RespawnAverted)) =
+            (&link, judged_first, &result)
+        {
+            self.graph_advance(&config, link, &lead.event, Boundary::Event, &endpoint.tmux_target)
+                .await;
+        }
         let delivered = Decision::Delivered {
             item: item.clone(),
             endpoint: endpoint_ref.clone(),
@@ -378,12 +418,18 @@ impl Dispatcher {
         };
         self.seed_trust(&config, &item, &cwd).await;
         let paste = Paste { keys: key.clone().into_iter().collect(), excerpt: None };
+        let link = self.graph_link(&config, &item, &cwd, Boundary::Spawn).await;
+        let graph_context = match &link {
+            Some(link) => self.graph_context(link).await,
+            None => String::new(),
+        };
         let prompt = render_off_thread(
             &config,
             &job.event,
             &item,
             paste,
             Template::Spawn,
+            graph_context,
             self.has_plugin(&config),
         )
         .await;
@@ -431,6 +477,9 @@ impl Dispatcher {
                 let error = SpawnError::Record { target: site.target, cause }.to_string();
                 return Decision::SpawnFailed { item, error };
             }
+        }
+        if let Some(link) = &link {
+            self.graph_advance(&config, link, &job.event, Boundary::Spawn, &site.target).await;
         }
         // The announcement follows once the worker has recorded `session.spawned`.
         Decision::Spawned {
@@ -483,6 +532,7 @@ impl Dispatcher {
             pr,
             paste.clone(),
             Template::Event,
+            String::new(),
             self.has_plugin(&config),
         )
         .await;
@@ -644,7 +694,7 @@ impl Dispatcher {
             return std::path::absolute(&workdir)
                 .map_err(|cause| SpawnError::Workdir { workdir, cause });
         };
-        let url = clone_url(endpoint.repo(), workspace.clone_protocol);
+        let url = clone_url(endpoint.repo(), workspace.clone_protocol, &workspace.clone_urls);
         let (endpoint_ref, branch) = (endpoint.clone(), branch.cloned());
         let checkout = blocking(move || {
             workspaces.prepare(&endpoint_ref, &url, branch.as_ref(), require_branch)
@@ -737,6 +787,7 @@ fn render(
     item: &WorkItemRef,
     paste: &Paste,
     template: Template,
+    graph_context: &str,
     plugin: bool,
 ) -> String {
     let (path, builtin) = match template {
@@ -750,7 +801,7 @@ fn render(
         event,
         delivery_id: keys.as_deref(),
         payload_excerpt: paste.excerpt.as_deref(),
-        graph_context: "",
+        graph_context,
         interaction: config.routing.interaction.mode,
         plugin,
     }
@@ -765,10 +816,11 @@ async fn render_off_thread(
     item: &WorkItemRef,
     paste: Paste,
     template: Template,
+    graph_context: String,
     plugin: bool,
 ) -> String {
     let (config, event, item) = (config.clone(), event.clone(), item.clone());
-    blocking(move || render(&config, &event, &item, &paste, template, plugin)).await
+    blocking(move || render(&config, &event, &item, &paste, template, &graph_context, plugin)).await
 }
 
 /// What one paste shows: the keys it delivers (`$delivery_id`) and, for a batch or a CI

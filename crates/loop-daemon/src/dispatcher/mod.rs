@@ -28,6 +28,7 @@ mod ci;
 pub(crate) mod closure;
 mod command;
 mod github;
+mod graph;
 mod job;
 mod queue;
 
@@ -35,12 +36,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+pub use self::graph::{Claimed, GraphView};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 pub use loop_core::poll::DeliveryStatus;
-use loop_core::route::KnownExistence;
+use loop_core::route::ExistenceCache;
 use loop_github::GithubClient;
 use loop_sessions::registry::Registry as SessionRegistry;
 use loop_sessions::trust::ClaudeFiles;
@@ -102,11 +104,17 @@ struct Inner {
     /// it ended, so its first delivery in this process asks the harness first (taken
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
-    existence: Mutex<KnownExistence>,
+    existence: Mutex<ExistenceCache>,
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
+    /// Checkouts proven to be their work item's (origin remote), so a delivery does not
+    /// run git to prove it again.
+    proven_checkouts: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
+    /// Work item → jobs queued to spawn its session and not yet ended, each counted by
+    /// the job's [`queue::SpawnInFlight`] guard while it lives.
+    spawning: Mutex<HashMap<WorkItemRef, usize>>,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
@@ -144,9 +152,11 @@ impl Dispatcher {
                 plugin: parts.plugin,
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
-                existence: Mutex::default(),
+                existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
                 ci_failures: Mutex::default(),
+                proven_checkouts: Mutex::default(),
                 queues: Mutex::default(),
+                spawning: Mutex::default(),
                 bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
@@ -283,15 +293,26 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::snapshot`] on the calling thread (file IO: a blocking thread's).
+    ///
+    /// The spawns in flight are read before the records: a spawn writes its record before
+    /// it stops counting as in flight, so an item is always seen either spawning or
+    /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
+        let spawning = self.spawning();
         match self.inner.store.list_local_records() {
-            Ok(records) => Snapshot { records },
+            Ok(records) => Snapshot { records, spawning },
             Err(err) => {
                 self.events()
                     .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
-                Snapshot::default()
+                Snapshot { records: Vec::new(), spawning }
             }
         }
+    }
+
+    /// The work items with a spawn queued or running.
+    fn spawning(&self) -> std::collections::BTreeSet<WorkItemRef> {
+        let spawning = self.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        spawning.keys().cloned().collect()
     }
 
     /// Takes `key` in; `false` when it is a duplicate.
@@ -394,8 +415,34 @@ impl Dispatcher {
     }
 }
 
-/// Runs blocking work (file IO, tmux) off the async runtime.
+thread_local! {
+    /// Set while a thread of its own that may block drives a dispatcher future with
+    /// `block_on` ([`on_own_thread`]): its blocking work runs right there.
+    static MAY_BLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `drive` (which `block_on`s a dispatcher future) with the blocking work of that
+/// future done inline on this thread, which must be a thread of its own, never one of the
+/// runtime's: the receiver's processing thread hands each delivery over this way, and a
+/// hop to the blocking pool and back per step would cost two thread wake-ups each.
+pub(crate) fn on_own_thread<T>(drive: impl FnOnce() -> T) -> T {
+    /// Puts the flag back however `drive` ends (a panic included).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAY_BLOCK.set(self.0);
+        }
+    }
+    let _restore = Restore(MAY_BLOCK.replace(true));
+    drive()
+}
+
+/// Runs blocking work (file IO, tmux) off the async runtime: on the blocking pool, or
+/// inline on a thread of its own ([`on_own_thread`]).
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    if MAY_BLOCK.get() {
+        return f();
+    }
     match tokio::task::spawn_blocking(f).await {
         Ok(value) => value,
         // A blocking task is only cancelled when the runtime shuts down, and then the

@@ -3,7 +3,10 @@
 //! served in parallel — at most `routing.maxConcurrentDispatches` at once, each bounded by
 //! `routing.dispatchTimeoutSeconds` (reference §5.5, §5.12).
 //!
-//! The started reaction and the dispatch both happen inside the concurrency permit. A
+//! An event about an item whose spawn is in flight waits on the same queue, behind the
+//! spawn, and is planned again when the worker reaches it (outside the permit: planning
+//! is no dispatch). The started reaction and the dispatch both happen inside the
+//! concurrency permit. A
 //! shutdown puts a stop at the tail of every queue, so what is queued still runs, and
 //! aborts the queues still busy when the timeout ends; their queued keys are returned as
 //! abandoned. The dispatch in flight is not abandoned work: it was taken.
@@ -18,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::Dispatcher;
+use crate::pipeline::Planned;
 use loop_core::plan::{Context, Decision};
 
 /// One delivery or spawn waiting for its work item's worker.
@@ -33,6 +37,48 @@ pub struct Job {
     pub queued_at: tokio::time::Instant,
     /// Keeps [`Dispatcher::idle`] waiting until the job is done or dropped.
     busy: Busy,
+    /// A spawn's: counts it in flight until the job is done or dropped.
+    _spawning: Option<SpawnInFlight>,
+}
+
+/// An event waiting behind its work item's spawn, planned again when the worker reaches
+/// it ([`loop_core::plan::Step::AwaitSpawn`]).
+#[derive(Debug)]
+pub struct Replan {
+    pub planned: Arc<Planned>,
+    /// Its key among the keys still queued.
+    key: String,
+    /// Keeps [`Dispatcher::idle`] waiting until it is planned and carried out.
+    _busy: Busy,
+}
+
+/// Counts a spawn of `item`'s session in flight while alive, so that a snapshot tells
+/// the events about `item` to wait for it ([`loop_core::plan::Snapshot::spawning`]).
+#[derive(Debug)]
+pub struct SpawnInFlight {
+    dispatcher: Dispatcher,
+    item: WorkItemRef,
+}
+
+impl SpawnInFlight {
+    fn new(dispatcher: &Dispatcher, item: &WorkItemRef) -> Self {
+        let mut spawning = dispatcher.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        *spawning.entry(item.clone()).or_default() += 1;
+        Self { dispatcher: dispatcher.clone(), item: item.clone() }
+    }
+}
+
+impl Drop for SpawnInFlight {
+    fn drop(&mut self) {
+        let inner = &self.dispatcher.inner;
+        let mut spawning = inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = spawning.get_mut(&self.item) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                spawning.remove(&self.item);
+            }
+        }
+    }
 }
 
 /// Counts one unit of work while alive.
@@ -55,6 +101,7 @@ impl Drop for Busy {
 #[derive(Debug)]
 pub(crate) enum Item {
     Job(Box<Job>),
+    Replan(Box<Replan>),
     Stop,
 }
 
@@ -87,27 +134,57 @@ impl Dispatcher {
         target: WorkItemRef,
         spawn: bool,
     ) -> bool {
+        let queued = Decision::Queued { item: target.clone(), spawn };
+        self.put_or_release(cx, target.clone(), queued, |busy| {
+            let spawning = spawn.then(|| SpawnInFlight::new(self, &target));
+            let queued_at = tokio::time::Instant::now();
+            let job =
+                Job { event, cx: cx.clone(), target, spawn, queued_at, busy, _spawning: spawning };
+            Item::Job(Box::new(job))
+        })
+        .await
+    }
+
+    /// Queues `planned` behind the spawn in flight on `item`'s queue, to be planned again
+    /// there, and logs `dispatch.awaiting_spawn`. Once shutting down nothing is queued:
+    /// the key is released and `false` returned.
+    pub(crate) async fn await_spawn_or_release(
+        &self,
+        planned: Arc<Planned>,
+        cx: &Context,
+        item: WorkItemRef,
+    ) -> bool {
+        let awaiting = Decision::AwaitingSpawn { item: item.clone() };
+        self.put_or_release(cx, item, awaiting, |busy| {
+            let key = cx.delivery_id.clone().unwrap_or_default();
+            Item::Replan(Box::new(Replan { planned, key, _busy: busy }))
+        })
+        .await
+    }
+
+    /// Records `queued` and puts what `item` makes on `target`'s queue, holding the
+    /// webhook's inbox mark until it ends; once shutting down, releases the key instead.
+    async fn put_or_release(
+        &self,
+        cx: &Context,
+        target: WorkItemRef,
+        queued: Decision,
+        item: impl FnOnce(Busy) -> Item,
+    ) -> bool {
         if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
             self.record(&Decision::ShuttingDown { item: target }, cx).await;
             return false;
         }
-        self.record(&Decision::Queued { item: target.clone(), spawn }, cx).await;
+        self.record(&queued, cx).await;
         if let (Some(seq), Some(marks)) = (cx.inbox_seq, self.inner.inbox_marks.get()) {
             marks.hold(seq);
         }
-        let job = Job {
-            event,
-            cx: cx.clone(),
-            target: target.clone(),
-            spawn,
-            queued_at: tokio::time::Instant::now(),
-            busy: Busy::new(self),
-        };
+        let item = item(Busy::new(self));
         let key = cx.delivery_id.clone().unwrap_or_default();
         let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
         let queue = queues.entry(target.clone()).or_insert_with(|| Queue::start(self.clone()));
         queue.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key.clone());
-        if let Err(mpsc::error::SendError(item)) = queue.sender.send(Item::Job(Box::new(job))) {
+        if let Err(mpsc::error::SendError(item)) = queue.sender.send(item) {
             // The worker died (a panic in a dispatch): start a fresh one for this item.
             let fresh = Queue::start(self.clone());
             fresh.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key);
@@ -158,6 +235,21 @@ impl Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// Plans an event that waited behind its work item's spawn again, now that the spawn
+    /// ended, and carries the plan out. Its key was claimed when it was first planned and
+    /// is still in flight, so it is not claimed again.
+    async fn replan(&self, replan: Replan) {
+        let plan = loop_core::plan::Plan { claim: None, ..self.plan(&replan.planned).await };
+        let seq = plan.cx.inbox_seq;
+        // A stamp that could not be written is logged; the poller's close is not retried.
+        let _logged = self.carry_out_plan(plan, &replan.planned).await;
+        if let (Some(seq), Some(marks)) = (seq, self.inner.inbox_marks.get()) {
+            marks.release(seq);
+        }
+    }
+}
+
 async fn work(
     dispatcher: Dispatcher,
     mut receiver: mpsc::UnboundedReceiver<Item>,
@@ -176,9 +268,13 @@ async fn work(
         match item {
             Item::Stop => break,
             Item::Job(job) => {
-                super::batch::taken(&pending, &job);
+                super::batch::taken(&pending, job.cx.delivery_id.as_deref().unwrap_or_default());
                 let jobs = dispatcher.gather(*job, &mut receiver, &mut held, &pending).await;
                 dispatcher.run(jobs).await;
+            }
+            Item::Replan(replan) => {
+                super::batch::taken(&pending, &replan.key);
+                dispatcher.replan(*replan).await;
             }
         }
     }

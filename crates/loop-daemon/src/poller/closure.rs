@@ -8,9 +8,12 @@
 //! longest-absent first ([`loop_core::poll::ledger_checks`]). Listed, unowned, stamped
 //! and degraded refs are never asked. Closed or merged → the dispatcher's close path,
 //! then the poll ledger is forgotten; open or unanswerable → for a ledger-only record only
-//! `closureCheckedAt` is written. Pull requests carried inside work items' records (live
-//! PR endpoints, nested PR ledgers) are asked like the tracked set; a closed one's nested
-//! ledger is dropped from its owner's record. Nothing is ever closed on doubt.
+//! `closureCheckedAt` is written. Pull requests carried inside work items' records are
+//! asked in two ways: a live PR endpoint every cycle it is absent, like the tracked set
+//! (its session is to be ended when it closes); a nested PR ledger with no live endpoint
+//! lazily, in the ledger-only set's window and under its cap (seed 000, abuse case 1: a
+//! planted record listing N pull requests must not cost N calls a cycle). A closed one's
+//! nested ledger is dropped from its owner's record. Nothing is ever closed on doubt.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,7 +76,9 @@ impl<D: Pipeline> Poller<D> {
         ledgers: &mut Ledgers,
         report: &mut CycleReport,
     ) {
-        let pull_requests = pull_requests(cx);
+        // A nested ledger with no live endpoint is asked lazily, like a ledger-only record.
+        let (pull_requests, nested): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            pull_requests(cx).into_iter().partition(|(pr, _)| cx.facts.live.contains(pr));
         let known: BTreeSet<&WorkItemRef> =
             cx.facts.session_records.iter().chain(cx.facts.sections.keys()).collect();
         let mut ledger_only = BTreeMap::new();
@@ -82,20 +87,33 @@ impl<D: Pipeline> Poller<D> {
                 ClosureClass::Tracked if cx.skip(item).is_none() => {
                     self.ask(item, Set::Tracked, cx.now, ledgers, report).await;
                 }
-                ClosureClass::LedgerOnly if !pull_requests.contains_key(item) => {
+                ClosureClass::LedgerOnly
+                    if !pull_requests.contains_key(item) && !nested.contains_key(item) =>
+                {
                     ledger_only.insert(item.clone(), ledgers.clock(item));
                 }
                 ClosureClass::Tracked | ClosureClass::LedgerOnly | ClosureClass::Untracked => {}
             }
         }
+        for pr in nested.keys() {
+            ledger_only.insert(pr.clone(), ledgers.clock(pr));
+        }
         let interval = cx.config.polling.interval_seconds;
         for item in poll::ledger_checks(&ledger_only, cx.now, interval, |r| cx.skip(r)) {
             report.ledger_checks += 1;
-            self.ask(&item, Set::LedgerOnly, cx.now, ledgers, report).await;
+            let set = match nested.get(&item) {
+                Some(nested_in) => Set::PullRequest {
+                    nested_in: nested_in.clone(),
+                    own_ledger: cx.facts.has_section(&item, "poll"),
+                    lazy: true,
+                },
+                None => Set::LedgerOnly,
+            };
+            self.ask(&item, set, cx.now, ledgers, report).await;
         }
         for (pr, nested_in) in pull_requests {
             let own_ledger = cx.facts.has_section(&pr, "poll");
-            let set = Set::PullRequest { nested_in, own_ledger };
+            let set = Set::PullRequest { nested_in, own_ledger, lazy: false };
             self.ask(&pr, set, cx.now, ledgers, report).await;
         }
     }
@@ -118,7 +136,7 @@ impl<D: Pipeline> Poller<D> {
         let status = match answer {
             Ok(status) if status.state == ItemState::Closed => status,
             Ok(_) => {
-                if set == Set::LedgerOnly {
+                if set.lazy() {
                     ledgers.closure_checked(item, now);
                 }
                 return;
@@ -134,7 +152,7 @@ impl<D: Pipeline> Poller<D> {
                             .field("will_retry", true),
                     )
                     .await;
-                if set == Set::LedgerOnly {
+                if set.lazy() {
                     ledgers.closure_checked(item, now);
                 }
                 return;
@@ -169,7 +187,7 @@ impl<D: Pipeline> Poller<D> {
         }
         let forgotten = match &set {
             Set::Tracked | Set::LedgerOnly => ledgers.forget(item),
-            Set::PullRequest { nested_in, own_ledger } => nested_in
+            Set::PullRequest { nested_in, own_ledger, .. } => nested_in
                 .as_ref()
                 .map_or(Ok(()), |owner| ledgers.drop_nested(owner, item))
                 .and_then(|()| if *own_ledger { ledgers.forget(item) } else { Ok(()) }),
@@ -189,18 +207,28 @@ enum Set {
     /// Asked lazily; open or unanswerable → `closureCheckedAt`.
     LedgerOnly,
     /// A pull request a work item's record carries (a live session endpoint, or a ledger
-    /// nested in the owner's poll section): asked every cycle it is absent, like the
-    /// tracked set; closed → the close path ends its session, the nested ledger is
-    /// dropped from the owner's record, and the poll section of its own record (`own_ledger`:
-    /// it was polled on its own before it came to serve the work item) is forgotten.
-    PullRequest { nested_in: Option<WorkItemRef>, own_ledger: bool },
+    /// nested in the owner's poll section): a live endpoint is asked every cycle it is
+    /// absent, like the tracked set; a nested ledger alone lazily (`lazy`: open or
+    /// unanswerable → `closureCheckedAt`, like the ledger-only set). Closed → the close
+    /// path ends its session, the nested ledger is dropped from the owner's record, and
+    /// the poll section of its own record (`own_ledger`: it was polled on its own before
+    /// it came to serve the work item) is forgotten.
+    PullRequest { nested_in: Option<WorkItemRef>, own_ledger: bool, lazy: bool },
+}
+
+impl Set {
+    /// Whether it is asked lazily: an open or unanswerable answer stamps
+    /// `closureCheckedAt`, so it waits a window.
+    fn lazy(&self) -> bool {
+        matches!(self, Self::LedgerOnly | Self::PullRequest { lazy: true, .. })
+    }
 }
 
 /// The pull requests carried inside work items' records that the tracked set does not ask
 /// about: live PR endpoints of session records and nested PR ledgers, minus listed,
 /// unowned, degraded and stamped ones. A PR whose own record carries only a poll ledger
-/// (it was polled on its own first) is asked here, every cycle, not lazily as
-/// ledger-only.
+/// (it was polled on its own first) is asked here, not as a ledger-only record of its
+/// own.
 fn pull_requests(cx: &Reconcile<'_>) -> BTreeMap<WorkItemRef, Option<WorkItemRef>> {
     let mut prs = BTreeMap::new();
     for (endpoint, owner) in &cx.facts.binding {

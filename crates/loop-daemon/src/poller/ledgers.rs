@@ -9,6 +9,13 @@
 //! local file has none for the ref, and disappears the next time the record is written
 //! (the typed section has no such key).
 //!
+//! A ledger that could not be written (a full or read-only disk) is not dropped with the
+//! cycle: [`Ledgers::unrecorded`] hands it to the next cycle's [`Ledgers::open`], which
+//! works on it instead of what the disk still says. So a first sight whose baseline
+//! could not be recorded is not taken again later (which would baseline away what was
+//! posted meanwhile), and comments already forwarded are not forwarded twice; the
+//! ledger is written once the disk takes it.
+//!
 //! Decisions are not made here: this is load, compare and store.
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,17 +41,34 @@ pub struct Ledgers {
     clocks: PollClocks,
     /// Clock changes of this cycle, written by [`Ledgers::save_clocks`]; `None` forgets.
     clock_changes: BTreeMap<WorkItemRef, Option<PollClock>>,
+    /// Ledgers an earlier cycle could not write, used in place of what is on disk.
+    carried: HashMap<WorkItemRef, Option<PollLedger>>,
 }
 
+/// Ledgers a cycle changed but could not write, for the next cycle to carry on from.
+pub type Unrecorded = HashMap<WorkItemRef, Option<PollLedger>>;
+
 impl Ledgers {
-    /// Reads the clock file (best-effort: unreadable is empty).
-    pub fn open(store: &StateStore) -> Self {
+    /// Reads the clock file (best-effort: unreadable is empty); `carried` are the
+    /// ledgers the last cycle could not write ([`Ledgers::unrecorded`]).
+    pub fn open(store: &StateStore, carried: Unrecorded) -> Self {
         Self {
             store: store.clone(),
             loaded: HashMap::new(),
             clocks: store.poll_clocks(),
             clock_changes: BTreeMap::new(),
+            carried,
         }
+    }
+
+    /// The ledgers changed in memory but not written (a write failed), for the next cycle.
+    pub fn unrecorded(self) -> Unrecorded {
+        self.loaded
+            .into_iter()
+            .filter(|(_, loaded)| loaded.current != loaded.stored)
+            .map(|(owner, loaded)| (owner, loaded.current))
+            .chain(self.carried)
+            .collect()
     }
 
     /// The poll section of `owner`'s record (`None`: never polled, forgotten or
@@ -62,7 +86,8 @@ impl Ledgers {
     fn load(&mut self, owner: &WorkItemRef) -> Result<&mut Loaded, StoreError> {
         if !self.loaded.contains_key(owner) {
             let stored = self.store.read_section::<PollLedger>(owner)?.into_value();
-            self.loaded.insert(owner.clone(), Loaded { current: stored.clone(), stored });
+            let current = self.carried.remove(owner).unwrap_or_else(|| stored.clone());
+            self.loaded.insert(owner.clone(), Loaded { current, stored });
         }
         Ok(self.loaded.get_mut(owner).expect("inserted just above when absent"))
     }
@@ -176,5 +201,38 @@ impl Ledgers {
             };
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use loop_store::{EventLog, StateLayout};
+
+    use super::*;
+
+    /// A full or read-only disk, for one record: its path is taken by a directory, so
+    /// writing the record fails while everything else works.
+    #[test]
+    fn a_ledger_that_could_not_be_written_is_carried_on_from_not_taken_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = StateLayout::new(dir.path());
+        let store = StateStore::new(layout.clone(), EventLog::new(layout.event_log(), "poll"));
+        let item: WorkItemRef = "github:octo/app#7".parse().unwrap();
+        let mut ledgers = Ledgers::open(&store, Unrecorded::new());
+        assert!(ledgers.ledger(&item).unwrap().is_none(), "first sight");
+        let baselined = PollLedger { title: Some("baselined".into()), ..PollLedger::default() };
+        ledgers.put(&item, baselined.clone()).unwrap();
+        let record = layout.portable_record(&item);
+        std::fs::create_dir_all(record.join("in-the-way")).unwrap();
+        assert!(ledgers.flush(&item).is_err(), "the disk refuses it");
+        let carried = ledgers.unrecorded();
+
+        std::fs::remove_dir_all(&record).unwrap();
+        let mut ledgers = Ledgers::open(&store, carried);
+        assert_eq!(ledgers.ledger(&item).unwrap(), Some(&baselined), "not a first sight again");
+        assert!(ledgers.flush(&item).unwrap(), "written once the disk takes it");
+        assert!(ledgers.unrecorded().is_empty());
+        let mut ledgers = Ledgers::open(&store, Unrecorded::new());
+        assert_eq!(ledgers.ledger(&item).unwrap(), Some(&baselined));
     }
 }

@@ -193,6 +193,9 @@ struct Memory {
     threads: BTreeMap<WorkItemRef, RememberedThread<ThreadComment>>,
     /// Each pull request's linked issues, with the description they were read for.
     linkage: BTreeMap<WorkItemRef, RememberedLinkage>,
+    /// Hosts that last refused the linkage query (warned once; asked again each full
+    /// sweep).
+    linkage_unavailable: BTreeSet<String>,
     /// The poll cache was read (once, at the first cycle).
     cache_read: bool,
     /// The threads, the linkage or the sweep time changed since the cache was written.
@@ -210,6 +213,9 @@ struct Memory {
     failing_scopes: HashSet<String>,
     /// Scopes whose Issues are off, with the cycle at which they are probed again.
     quarantine: HashMap<String, u64>,
+    /// Ledgers the last cycle could not write (a full or read-only disk): the next
+    /// cycle carries on from them, so nothing is baselined twice.
+    unrecorded: ledgers::Unrecorded,
 }
 
 /// What one scope's listing gave.
@@ -290,18 +296,11 @@ impl Facts {
             }
             facts.session_records.insert(record.work_item);
         }
-        let path = store.layout().portable_index();
-        let index: PortableIndex = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|err| {
-                tracing::warn!(path = %path.display(), error = %err, "portable/index.json does not parse; reconciling nothing from it this cycle");
-                PortableIndex::default()
-            }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => PortableIndex::default(),
-            Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "cannot read portable/index.json");
-                PortableIndex::default()
-            }
-        };
+        // Read fresh: records that arrived by `git pull` or were copied in are listed.
+        let index = store.portable_index().unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "cannot list the portable records; reconciling nothing from them this cycle");
+            PortableIndex::default()
+        });
         for entry in index.work_items.into_iter().filter(|e| !e.sealed) {
             let Ok(item) = entry.work_item.parse::<WorkItemRef>() else {
                 tracing::debug!(work_item = %entry.work_item, "index entry with an unparsable ref skipped");
@@ -446,7 +445,7 @@ impl<D: Pipeline> Poller<D> {
             self.refresh_linkage(&listed, sweep, &mut report).await;
         }
 
-        let mut ledgers = Ledgers::open(&self.store);
+        let mut ledgers = Ledgers::open(&self.store, std::mem::take(&mut self.memory.unrecorded));
         let facts = match Facts::load(&self.store) {
             Ok(facts) => Some(facts),
             Err(err) => {
@@ -493,6 +492,7 @@ impl<D: Pipeline> Poller<D> {
         if let Err(err) = ledgers.save_clocks() {
             tracing::warn!(error = %err, "could not write the poll clocks; they are only a schedule");
         }
+        self.memory.unrecorded = ledgers.unrecorded();
         if sweep && !report.interrupted {
             self.memory.last_sweep_at = Some(now);
             self.memory.cache_dirty = true;
@@ -638,7 +638,14 @@ impl<D: Pipeline> Poller<D> {
     }
 
     /// Asks for the linked issues of pull requests that are new to this process or whose
-    /// description changed (every one on a sweep): one GraphQL request per host.
+    /// description changed (every one on a sweep): one GraphQL request per host. A failed
+    /// request is a provider error, asked again next cycle.
+    ///
+    /// When a host refuses the query itself (an older Enterprise server without the field,
+    /// a token without access), its pull requests are remembered as linking nothing: they
+    /// are linked by the head-branch and closing-keyword conventions, which routing applies
+    /// anyway, and asked about again at the next full sweep, not every cycle. The first
+    /// refusal is one warning (`poll.linkage_fallback`); refusals after it are quiet.
     async fn refresh_linkage(
         &mut self,
         listed: &[(ListedItem, usize)],
@@ -656,18 +663,31 @@ impl<D: Pipeline> Poller<D> {
         for (host, prs) in by_host {
             let Some(client) = self.github.by_host.get(&host) else { continue };
             let refs: Vec<WorkItemRef> = prs.iter().map(|p| p.item.clone()).collect();
-            match client.linked_issues(&refs).await {
-                Ok(mut linked) => {
-                    for pr in prs {
-                        let linkage = RememberedLinkage {
-                            body: pr.body.clone(),
-                            linked: linked.remove(&pr.item).unwrap_or_default(),
-                        };
-                        if self.memory.linkage.get(&pr.item) != Some(&linkage) {
-                            self.memory.linkage.insert(pr.item.clone(), linkage);
-                            self.memory.cache_dirty = true;
-                        }
+            let mut linked = match client.linked_issues(&refs).await {
+                Ok(linked) => {
+                    self.memory.linkage_unavailable.remove(&host);
+                    linked
+                }
+                Err(err) if err.is_query_refused() => {
+                    if self.memory.linkage_unavailable.insert(host.clone()) {
+                        self.store
+                            .events()
+                            .emit_async(
+                                Line::warning(Kind::PollLinkageFallback)
+                                    .field("provider", "github")
+                                    .field("host", &host)
+                                    .field("error", err.to_string())
+                                    .field(
+                                        "fallback",
+                                        "head-branch and closing-keyword conventions",
+                                    )
+                                    .field("retry", "next full sweep"),
+                            )
+                            .await;
+                    } else {
+                        tracing::debug!(host, error = %err, "the linkage query is still refused");
                     }
+                    BTreeMap::new()
                 }
                 Err(err) => {
                     report.errors.push(format!("github: {err}"));
@@ -680,6 +700,17 @@ impl<D: Pipeline> Poller<D> {
                                 .field("will_retry", true),
                         )
                         .await;
+                    continue;
+                }
+            };
+            for pr in prs {
+                let linkage = RememberedLinkage {
+                    body: pr.body.clone(),
+                    linked: linked.remove(&pr.item).unwrap_or_default(),
+                };
+                if self.memory.linkage.get(&pr.item) != Some(&linkage) {
+                    self.memory.linkage.insert(pr.item.clone(), linkage);
+                    self.memory.cache_dirty = true;
                 }
             }
         }
@@ -851,7 +882,7 @@ impl<D: Pipeline> Poller<D> {
     /// at shutdown (still queued): counts go down, nothing is baselined. Deliveries that
     /// resolved are no longer releasable. Emits `poll.attempts_released`.
     pub fn release_attempts(&mut self, abandoned: &[String]) -> Result<u32, StoreError> {
-        let mut ledgers = Ledgers::open(&self.store);
+        let mut ledgers = Ledgers::open(&self.store, std::mem::take(&mut self.memory.unrecorded));
         let mut owners = BTreeSet::new();
         let mut released = 0;
         for key in abandoned {
@@ -883,6 +914,7 @@ impl<D: Pipeline> Poller<D> {
         for owner in &owners {
             ledgers.flush(owner)?;
         }
+        self.memory.unrecorded = ledgers.unrecorded();
         if released > 0 {
             self.store
                 .events()

@@ -9,14 +9,16 @@
 //! read (the config in force, rosters, records) and writes the lines. It executes
 //! nothing: effects belong to the [`Dispatch`] implementation.
 //!
-//! The soft settings (event filter, routing policy) are re-read per delivery through
-//! the process's [`LiveConfig::refresh`] (reference §1.8), which logs a change once for
-//! the whole process; host, port, path and the secret are the receiver's and need a
-//! restart.
+//! The soft settings (event filter, routing policy) are re-read through the process's
+//! [`LiveConfig::refresh`] (reference §1.8: per delivery) before each batch the processor
+//! takes — one delivery at a time when they arrive one at a time, once for what queued
+//! up while the processor was busy — and a change is logged once for the whole process;
+//! host, port, path and the secret are the receiver's and need a restart.
 
 use std::sync::Arc;
 
 use loop_core::Login;
+use loop_core::config::Config;
 use loop_core::control::ControlDecision;
 use loop_core::event::{DedupKey, Event};
 use loop_core::guards::ScopeRefusal;
@@ -26,7 +28,6 @@ pub use loop_core::plan::{Delivery, Judged};
 use loop_core::route::IssueExistence;
 use loop_store::inbox::Journalled;
 use loop_store::{EventLog, StateStore};
-use serde_json::Value;
 
 use crate::live_config::LiveConfig;
 use crate::metrics::{Metrics, Outcome};
@@ -115,6 +116,8 @@ impl<T: IssueExistence + Send + Sync + std::fmt::Debug> ExistenceAnswers for T {
 #[derive(Debug)]
 pub struct Intake {
     config: LiveConfig,
+    /// The config in force as of the last [`Intake::refresh`].
+    current: Arc<Config>,
     store: StateStore,
     events: EventLog,
     dispatch: Arc<dyn Dispatch>,
@@ -132,7 +135,13 @@ impl Intake {
         dispatch: Arc<dyn Dispatch>,
         existence: Arc<dyn ExistenceAnswers>,
     ) -> Self {
-        Self { config, store, events, dispatch, existence, metrics: None }
+        let current = config.current();
+        Self { config, current, store, events, dispatch, existence, metrics: None }
+    }
+
+    /// Re-reads the config file if it changed (before each batch of deliveries).
+    pub fn refresh(&mut self) {
+        self.current = self.config.refresh();
     }
 
     /// Counts every delivery it drops in `metrics` (the dispatcher counts the rest).
@@ -143,7 +152,7 @@ impl Intake {
 
     /// Judges one delivery and hands it on, or drops it with a reasoned line.
     pub fn process(&mut self, item: &Journalled) {
-        let config = self.config.refresh();
+        let config = Arc::clone(&self.current);
         let receipt = &item.receipt;
         let delivery = Delivery {
             seq: item.seq,
@@ -152,24 +161,19 @@ impl Intake {
             verified: receipt.verified,
             received_at: receipt.received_at,
         };
-        let payload = match serde_json::from_slice::<Value>(&receipt.body) {
-            Ok(payload @ Value::Object(_)) => payload,
+        let Some(event) = Event::read_webhook(&delivery.gh_event, &receipt.body) else {
             // The receiver refuses such bodies; a journal written by hand may still hold one.
-            _ => {
-                self.events.emit(
-                    Line::error(Kind::WebhookRejected)
-                        .field("reason", "invalid-payload")
-                        .field("gh_event", &delivery.gh_event)
-                        .field("delivery_id", &delivery.delivery_id),
-                );
-                if let Some(metrics) = &self.metrics {
-                    metrics.delivery(Outcome::Rejected, "invalid-payload");
-                }
-                return;
+            self.events.emit(
+                Line::error(Kind::WebhookRejected)
+                    .field("reason", "invalid-payload")
+                    .field("gh_event", &delivery.gh_event)
+                    .field("delivery_id", &delivery.delivery_id),
+            );
+            if let Some(metrics) = &self.metrics {
+                metrics.delivery(Outcome::Rejected, "invalid-payload");
             }
+            return;
         };
-        let event = Event::from_webhook(&delivery.gh_event, &payload);
-        drop(payload);
         let line = |line: Line| delivery_fields(line, &delivery, &event);
         self.events
             .emit(line(Line::info(Kind::WebhookReceived)).field("verified", delivery.verified));

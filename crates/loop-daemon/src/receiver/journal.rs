@@ -23,11 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 
+use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 use loop_store::inbox::{Inbox, Journalled, Receipt, Retired, SegmentSync};
 use loop_store::{EventLog, StoreError};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
+use crate::metrics::InboxGauges;
 use crate::shutdown::CompletionGuard;
 
 /// The most requests one write covers (bounds the latency of the first in a batch).
@@ -37,10 +39,21 @@ const MAX_BATCH: usize = 1024;
 #[derive(Debug)]
 pub(crate) enum JournalRequest {
     /// Journal a delivery; `ack` gets its sequence number once the kernel holds it, or
-    /// `Err` when it could not be written (the handler answers 503 so GitHub redelivers).
-    Receive { receipt: Receipt, ack: oneshot::Sender<Result<u64, ()>> },
+    /// why it was not taken (the handler answers 503 so GitHub records a failed delivery
+    /// that can be redelivered).
+    Receive { receipt: Receipt, ack: oneshot::Sender<Result<u64, Unaccepted>> },
     /// The deliveries with these sequence numbers were processed.
     Processed(Vec<u64>),
+}
+
+/// Why a delivery was not journalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unaccepted {
+    /// The inbox is at its ceiling (`webhooks.ghWebhook.inboxMaxDeliveries`,
+    /// `inboxMaxBytes`) until processing catches up.
+    Full,
+    /// The journal cannot be written (a full or read-only disk, an IO error).
+    Unwritable,
 }
 
 /// Deliveries written but not queued for the processor because its queue was full: they
@@ -53,18 +66,29 @@ pub(crate) struct Unqueued {
     pub notice: Notify,
 }
 
-/// Starts the writer thread (which starts the sync thread). `to_process` gets each
-/// delivery once it is written; when it is full the delivery stays only in the journal
-/// and `unqueued` tells the processor, which reads it back from there.
+/// Everything the writer thread owns.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub inbox: Inbox,
+    pub requests: mpsc::Receiver<JournalRequest>,
+    /// Gets each delivery once it is written; when it is full the delivery stays only in
+    /// the journal and `unqueued` tells the processor, which reads it back from there.
+    pub to_process: mpsc::Sender<Journalled>,
+    pub unqueued: Arc<Unqueued>,
+    pub events: EventLog,
+    /// Where the depth is published after every write.
+    pub gauges: Arc<InboxGauges>,
+    /// The config in force: the inbox's ceiling.
+    pub config: watch::Receiver<Arc<Config>>,
+}
+
+/// Starts the writer thread (which starts the sync thread); it holds `guard` until it
+/// has synced what it was given.
 pub(crate) fn spawn_writer(
-    mut inbox: Inbox,
-    mut requests: mpsc::Receiver<JournalRequest>,
-    to_process: mpsc::Sender<Journalled>,
-    unqueued: Arc<Unqueued>,
-    events: EventLog,
+    writer: Writer,
     guard: CompletionGuard,
-    depth: Arc<AtomicU64>,
 ) -> std::io::Result<thread::JoinHandle<()>> {
+    let Writer { mut inbox, mut requests, to_process, unqueued, events, gauges, config } = writer;
     let behind = Arc::new(SyncBehind::default());
     let syncer = {
         let behind = Arc::clone(&behind);
@@ -75,6 +99,7 @@ pub(crate) fn spawn_writer(
         let _guard = guard;
         let mut batch = Vec::with_capacity(64);
         let mut live = None;
+        let mut refusing = Refusing::default();
         while let Some(first) = requests.blocking_recv() {
             batch.push(first);
             while batch.len() < MAX_BATCH {
@@ -83,9 +108,12 @@ pub(crate) fn spawn_writer(
                     Err(_) => break,
                 }
             }
-            if commit(&mut inbox, &mut batch, (&to_process, &unqueued), &events, &depth) {
+            let ceiling = Ceiling::of(&config.borrow());
+            let sink = (&to_process, &*unqueued);
+            if commit(&mut inbox, &mut batch, sink, ceiling, &mut refusing, &events) {
                 behind.dirty(&mut inbox, &mut live);
             }
+            gauges.set_depth(inbox.pending() as u64);
         }
         behind.stop();
         if syncer.join().is_err() {
@@ -98,58 +126,139 @@ pub(crate) fn spawn_writer(
     })
 }
 
-/// Appends and marks a batch, writes it once, then answers and forwards. Whether
-/// anything was written (and so needs a sync).
+/// The inbox's ceiling, from the config in force.
+#[derive(Debug, Clone, Copy)]
+struct Ceiling {
+    deliveries: u64,
+    bytes: u64,
+}
+
+impl Ceiling {
+    fn of(config: &Config) -> Self {
+        let gh = &config.webhooks.gh_webhook;
+        Self { deliveries: gh.inbox_max_deliveries, bytes: gh.inbox_max_bytes }
+    }
+
+    /// Whether `inbox` is full. Once it is, it takes deliveries again only below 90 % of
+    /// the ceiling, so a receiver at the edge does not flip with every delivery.
+    fn is_full(self, inbox: &Inbox, refusing: bool) -> bool {
+        let room = |limit: u64| if refusing { limit - limit / 10 } else { limit };
+        inbox.pending() as u64 >= room(self.deliveries) || inbox.pending_bytes() >= room(self.bytes)
+    }
+}
+
+/// Whether the writer is refusing deliveries, why, and how many it refused: said once
+/// when it starts and once when it ends.
+#[derive(Debug, Default)]
+struct Refusing {
+    why: Option<Unaccepted>,
+    refused: u64,
+}
+
+impl Refusing {
+    /// One more delivery refused; the first of a run says why.
+    fn refuse(
+        &mut self,
+        why: Unaccepted,
+        inbox: &Inbox,
+        error: Option<&StoreError>,
+        events: &EventLog,
+    ) {
+        self.refused += 1;
+        if self.why.replace(why) == Some(why) {
+            return;
+        }
+        match (why, error) {
+            (Unaccepted::Full, _) => {
+                tracing::warn!(
+                    deliveries = inbox.pending(),
+                    bytes = inbox.pending_bytes(),
+                    "the inbox journal is at its ceiling; answering 503 until processing catches up"
+                );
+                events.emit(
+                    Line::warning(Kind::InboxFull)
+                        .field("deliveries", inbox.pending())
+                        .field("bytes", inbox.pending_bytes()),
+                );
+            }
+            (Unaccepted::Unwritable, error) => {
+                let error = error.map_or_else(String::new, ToString::to_string);
+                tracing::error!(error = %error, "cannot write the inbox journal; answering 503 until it can be written again");
+                events.emit(Line::error(Kind::InboxWriteFailed).field("error", error));
+            }
+        }
+    }
+
+    /// A delivery was journalled: a run of refusals has ended.
+    fn accepted(&mut self, events: &EventLog) {
+        if self.why.take().is_some() {
+            let refused = std::mem::take(&mut self.refused);
+            tracing::info!(refused, "the inbox journal takes deliveries again");
+            events.emit(Line::info(Kind::InboxResumed).field("refused", refused));
+        }
+    }
+}
+
+/// Marks and appends a batch (marks first: they make room), writes it once, then answers
+/// and forwards. Above the ceiling a delivery is refused without being written; when the
+/// write fails every delivery of the batch is refused and the journal is as before it.
+/// Whether anything was written (and so needs a sync).
 fn commit(
     inbox: &mut Inbox,
     batch: &mut Vec<JournalRequest>,
     (to_process, unqueued): (&mpsc::Sender<Journalled>, &Unqueued),
+    ceiling: Ceiling,
+    refusing: &mut Refusing,
     events: &EventLog,
-    depth: &AtomicU64,
 ) -> bool {
-    let mut written = Vec::with_capacity(batch.len());
     let mut failure = None;
+    let mut receipts = Vec::with_capacity(batch.len());
     for request in batch.drain(..) {
         match request {
-            JournalRequest::Receive { receipt, ack } => match inbox.append(receipt) {
-                Ok(entry) => written.push((entry, ack)),
-                Err(err) => {
-                    let _ = ack.send(Err(()));
-                    failure.get_or_insert(err);
-                }
-            },
+            JournalRequest::Receive { receipt, ack } => receipts.push((receipt, ack)),
             JournalRequest::Processed(seqs) => {
                 for seq in seqs {
-                    match inbox.mark_processed(seq) {
-                        Ok(()) => {
-                            let _ = depth.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                                Some(d.saturating_sub(1))
-                            });
-                        }
-                        Err(err) => {
-                            failure.get_or_insert(err);
-                        }
+                    if let Err(err) = inbox.mark_processed(seq) {
+                        failure.get_or_insert(err);
                     }
                 }
             }
         }
     }
-    let flushed = inbox.write();
-    if let Err(err) = &flushed {
-        tracing::error!(error = %err, "cannot write the inbox journal; deliveries are refused with 503");
+    let mut written = Vec::with_capacity(receipts.len());
+    for (receipt, ack) in receipts {
+        if ceiling.is_full(inbox, refusing.why == Some(Unaccepted::Full)) {
+            refusing.refuse(Unaccepted::Full, inbox, None, events);
+            let _ = ack.send(Err(Unaccepted::Full));
+            continue;
+        }
+        match inbox.append(receipt) {
+            Ok(entry) => written.push((entry, ack)),
+            Err(err) => {
+                let _ = ack.send(Err(Unaccepted::Unwritable));
+                failure.get_or_insert(err);
+            }
+        }
     }
-    if let Some(err) = failure.as_ref().or(flushed.as_ref().err()) {
-        events.emit(Line::error(Kind::InboxWriteFailed).field("error", err.to_string()));
+    let flushed = inbox.write();
+    if let Err(err) = flushed.as_ref() {
+        let err = failure.as_ref().unwrap_or(err);
+        for _ in &written {
+            refusing.refuse(Unaccepted::Unwritable, inbox, Some(err), events);
+        }
+        if written.is_empty() {
+            refusing.refuse(Unaccepted::Unwritable, inbox, Some(err), events);
+        }
+        for (_, ack) in written {
+            let _ = ack.send(Err(Unaccepted::Unwritable));
+        }
+        return false;
     }
     let mut written_to = None;
     let mut not_queued = false;
     for (entry, ack) in written {
-        if flushed.is_err() {
-            let _ = ack.send(Err(()));
-            continue;
-        }
+        refusing.accepted(events);
         let _ = ack.send(Ok(entry.seq));
-        depth.fetch_add(1, Ordering::Relaxed);
         written_to = Some(entry.seq + 1);
         // Full: the processor reads it back from the journal. Closed: processing is held.
         not_queued |= to_process.try_send(entry).is_err();
@@ -160,7 +269,7 @@ fn commit(
     if not_queued {
         unqueued.notice.notify_one();
     }
-    flushed.is_ok()
+    true
 }
 
 /// The hand-over between the writer and the sync thread.

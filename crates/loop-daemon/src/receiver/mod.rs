@@ -22,7 +22,6 @@ mod processor;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,7 +29,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::header::{CONTENT_TYPE, SERVER};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER, SERVER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -45,10 +44,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::live_config::LiveConfig;
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::{InboxGauges, Metrics, Outcome};
 use crate::shutdown::Trigger;
 pub use intake::{Delivery, Dispatch, ExistenceAnswers, Judged, RecordDecision};
-use journal::JournalRequest;
+use journal::{JournalRequest, Unaccepted};
 pub use processor::InboxMarks;
 use processor::Processor;
 
@@ -66,6 +65,10 @@ const JOURNAL_QUEUE: usize = 4096;
 
 /// Durable deliveries waiting for the processor; beyond this they wait in the journal only.
 const PROCESS_QUEUE: usize = 256;
+
+/// The `Retry-After` of a 503: long enough for a backlog at its ceiling to drain a good
+/// part, short enough that a retrying sender is not kept away for long.
+const RETRY_AFTER_SECONDS: u32 = 30;
 
 /// Said at start and on every reload while signatures are not verified.
 pub(crate) const UNSIGNED_WARNING: &str = "`webhooks.ghWebhook.allowUnsigned` is on and there is no secret: signatures will NOT be verified; anyone who can reach the receiver can inject events";
@@ -143,8 +146,8 @@ pub struct Receiver {
     routes: Option<Router>,
     /// Where refused and dropped deliveries are counted, if anywhere.
     metrics: Option<Metrics>,
-    /// Journalled deliveries not yet processed (kept by the journal writer).
-    inbox_depth: Arc<AtomicU64>,
+    /// The inbox's depth and processing lag (kept by the journal writer and processor).
+    gauges: Arc<InboxGauges>,
 }
 
 impl Receiver {
@@ -201,7 +204,7 @@ impl Receiver {
             backlog: contents.pending,
             hold_processing: false,
             body_limit: DEFAULT_BODY_LIMIT,
-            inbox_depth: Arc::new(AtomicU64::new(pending)),
+            gauges: Arc::new(InboxGauges::new(pending)),
             warnings,
             routes: None,
             metrics: None,
@@ -255,9 +258,9 @@ impl Receiver {
         &self.warnings
     }
 
-    /// Journalled deliveries not yet processed, kept current while it runs (for metrics).
-    pub fn inbox_depth(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.inbox_depth)
+    /// The inbox's depth and processing lag, kept current while it runs (for metrics).
+    pub fn inbox(&self) -> Arc<InboxGauges> {
+        Arc::clone(&self.gauges)
     }
 
     /// How many journalled deliveries will be replayed at start.
@@ -285,7 +288,7 @@ impl Receiver {
             warnings: _,
             routes,
             metrics,
-            inbox_depth,
+            gauges,
         } = self;
         let current = config.current();
         let trigger = Trigger::new();
@@ -295,18 +298,18 @@ impl Receiver {
         let (_, writer_guard) = trigger.task();
         let unqueued = Arc::new(journal::Unqueued::default());
         unqueued.written_to.store(next_seq, std::sync::atomic::Ordering::Release);
-        journal::spawn_writer(
+        let writer = journal::Writer {
             inbox,
-            journal_rx,
-            process_tx,
-            Arc::clone(&unqueued),
-            events.clone(),
-            writer_guard,
-            inbox_depth,
-        )
-        .map_err(ReceiverError::Writer)?;
+            requests: journal_rx,
+            to_process: process_tx,
+            unqueued: Arc::clone(&unqueued),
+            events: events.clone(),
+            gauges: Arc::clone(&gauges),
+            config: config.subscribe(),
+        };
+        journal::spawn_writer(writer, writer_guard).map_err(ReceiverError::Writer)?;
         if !hold_processing {
-            let marks = Arc::new(InboxMarks::new(journal_tx.clone()));
+            let marks = Arc::new(InboxMarks::new(&journal_tx));
             dispatch.mark_when_done(Arc::clone(&marks));
             let processor = Processor {
                 pipeline: Arc::new(Mutex::new(
@@ -321,6 +324,7 @@ impl Receiver {
                 marks,
                 inbox_dir: store.layout().inbox_dir(),
                 events: events.clone(),
+                gauges,
                 worker: processor::Worker::spawn().map_err(ReceiverError::Writer)?,
             };
             let (shutdown, guard) = trigger.task();
@@ -588,8 +592,18 @@ async fn deliver(
     }
     match journalled.await {
         Ok(Ok(_seq)) => answer(StatusCode::ACCEPTED, ACCEPTED),
-        Ok(Err(())) | Err(_) => answer(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE),
+        // Not accepted, so nothing is lost: GitHub records a failed delivery that can be
+        // redelivered, and a client that honours `Retry-After` comes back when there is
+        // room again (the journal writer logs the start and the end of a refusal).
+        Ok(Err(Unaccepted::Full | Unaccepted::Unwritable)) | Err(_) => unavailable(),
     }
+}
+
+/// 503 with `Retry-After`: the delivery was not taken, and may be sent again.
+fn unavailable() -> Response {
+    let mut response = answer(StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE);
+    response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
 }
 
 /// Whether `body` is UTF-8 text holding exactly one JSON object. Validates without

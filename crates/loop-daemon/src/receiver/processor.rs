@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 
 use super::intake::Intake;
 use super::journal::{JournalRequest, Unqueued};
+use crate::metrics::InboxGauges;
 use crate::shutdown::{CompletionGuard, Shutdown};
 
 /// Who writes a delivery's `processed` mark: the processor once `dispatch` returned,
@@ -38,7 +39,9 @@ use crate::shutdown::{CompletionGuard, Shutdown};
 /// never released: its delivery stays in the journal and is replayed at the next start.
 #[derive(Debug)]
 pub struct InboxMarks {
-    journal: mpsc::Sender<JournalRequest>,
+    /// Weak: the dispatcher outlives the receiver, and a strong sender held here would
+    /// keep the journal writer from ever seeing its last sender go at shutdown.
+    journal: mpsc::WeakSender<JournalRequest>,
     /// Sequence number → jobs still running, and whether the processor has passed it on.
     held: Mutex<HashMap<u64, Held>>,
 }
@@ -50,8 +53,8 @@ struct Held {
 }
 
 impl InboxMarks {
-    pub(crate) fn new(journal: mpsc::Sender<JournalRequest>) -> Self {
-        Self { journal, held: Mutex::default() }
+    pub(crate) fn new(journal: &mpsc::Sender<JournalRequest>) -> Self {
+        Self { journal: journal.downgrade(), held: Mutex::default() }
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
@@ -65,8 +68,8 @@ impl InboxMarks {
 
     /// A job for delivery `seq` ended (its decision recorded). The last one sends the
     /// mark once the processor has passed the delivery on; a mark the journal writer
-    /// cannot take now is left out (the delivery is then replayed at the next start and
-    /// found done by the dispatcher's ledger).
+    /// cannot take now (its queue full, or the receiver stopped) is left out (the delivery
+    /// is then replayed at the next start and found done by the dispatcher's ledger).
     pub fn release(&self, seq: u64) {
         let mut held = self.held();
         let Some(entry) = held.get_mut(&seq) else { return };
@@ -74,7 +77,9 @@ impl InboxMarks {
         if entry.jobs == 0 && entry.passed_on {
             held.remove(&seq);
             drop(held);
-            let _ = self.journal.try_send(JournalRequest::Processed(vec![seq]));
+            if let Some(journal) = self.journal.upgrade() {
+                let _ = journal.try_send(JournalRequest::Processed(vec![seq]));
+            }
         }
     }
 
@@ -96,8 +101,9 @@ impl InboxMarks {
     }
 }
 
-/// How many deliveries one read-back from the journal brings into memory.
-const READ_BACK_BATCH: usize = 1024;
+/// How many deliveries one read-back from the journal brings into memory (about 2 MB of
+/// GitHub-sized bodies: the processor's memory stays flat however long the backlog).
+const READ_BACK_BATCH: usize = 256;
 
 /// The most deliveries handed to the processing thread at once (their marks and
 /// event-log flush are per batch, so a busy processor does not wait on a thread hand-over
@@ -124,6 +130,8 @@ pub(crate) struct Processor {
     pub marks: Arc<InboxMarks>,
     pub inbox_dir: PathBuf,
     pub events: EventLog,
+    /// Where it says which delivery it is at (the processing lag).
+    pub gauges: Arc<InboxGauges>,
     /// Runs the blocking work.
     pub worker: Worker,
 }
@@ -251,11 +259,14 @@ impl Processor {
         let events = self.events.clone();
         let stopping = Arc::clone(stop);
         let marks = Arc::clone(&self.marks);
+        let gauges = Arc::clone(&self.gauges);
         let job = self.worker.run(move || {
             let mut pipeline = pipeline.lock().unwrap_or_else(PoisonError::into_inner);
+            pipeline.refresh();
             let mut processed = Vec::with_capacity(batch.len());
             let mut expected = expected;
             let mut process = |item: &Journalled, processed: &mut Vec<u64>| {
+                gauges.processing_at(Some(item.receipt.received_at));
                 if catch_unwind(AssertUnwindSafe(|| pipeline.process(item))).is_err() {
                     events.emit(
                         Line::error(Kind::DispatchError)
@@ -320,6 +331,9 @@ impl Processor {
             return None;
         };
         let _ = self.journal.send(JournalRequest::Processed(processed)).await;
+        if rest.is_empty() && next >= self.unqueued.written_to.load(Ordering::Acquire) {
+            self.gauges.processing_at(None); // caught up
+        }
         (!stop.load(Ordering::Relaxed)).then_some((next, rest))
     }
 }
@@ -339,7 +353,10 @@ mod tests {
 
     fn marks() -> (InboxMarks, mpsc::Receiver<JournalRequest>) {
         let (journal, sent) = mpsc::channel(8);
-        (InboxMarks::new(journal), sent)
+        // The receiver's own sender stays alive for as long as the test looks.
+        let marks = InboxMarks::new(&journal);
+        std::mem::forget(journal);
+        (marks, sent)
     }
 
     fn sent(rx: &mut mpsc::Receiver<JournalRequest>) -> Vec<u64> {

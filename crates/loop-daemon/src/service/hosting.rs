@@ -80,7 +80,7 @@ impl Service {
                     .with_existence(Arc::new(dispatcher.clone()))
                     .with_routes(metrics.router())
                     .with_metrics(metrics.clone());
-                metrics.watch_inbox(receiver.inbox_depth());
+                metrics.watch_inbox(receiver.inbox());
                 let mut stopped = stop.subscribe();
                 let run = receiver.run(listener, async move {
                     let _ = stopped.recv().await;

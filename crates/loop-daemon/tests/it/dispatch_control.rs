@@ -246,9 +246,10 @@ async fn shutdown_abandons_and_releases_only_what_is_still_queued() {
     let number = lab.open_labelled_issue();
     lab.comment(number, OWNER, "the-loop start");
     lab.comment(number, OWNER, "queued behind the spawn");
-    let queued = lab.wait_for_lines("dispatch.queued", 2).await;
+    let queued = lab.wait_for_lines("dispatch.queued", 1).await;
+    let waiting = lab.wait_for_lines("dispatch.awaiting_spawn", 1).await;
     let in_flight = queued[0]["delivery_id"].as_str().expect("a key").to_owned();
-    let behind = queued[1]["delivery_id"].as_str().expect("a key").to_owned();
+    let behind = waiting[0]["delivery_id"].as_str().expect("a key").to_owned();
     let abandoned = lab.dispatcher.shutdown(Duration::from_millis(300)).await;
     assert_eq!(abandoned, std::slice::from_ref(&behind), "the dispatch in flight is not abandoned");
     let line = lab.named("dispatch.abandoned").pop().expect("reported");

@@ -270,6 +270,15 @@ impl Lab {
         }
     }
 
+    /// Waits until the receiver has handed every delivery so far to the dispatcher,
+    /// without waiting for the dispatches it queued (a gated spawn holds them).
+    pub async fn received(&mut self) {
+        tokio::time::timeout(PATIENCE, self.sim.webhooks_settled())
+            .await
+            .expect("webhooks answered");
+        self.sentinel().await;
+    }
+
     /// Posts a sentinel delivery and waits until the receiver has processed it.
     async fn sentinel(&mut self) {
         self.sent += 1;

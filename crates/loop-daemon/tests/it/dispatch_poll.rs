@@ -57,7 +57,7 @@ async fn a_polled_event_takes_the_one_pipeline_and_its_status_reads_back() {
     let text = lab.metrics.render();
     for counted in [
         "{outcome=\"dropped\",reason=\"unauthorized-actor\"} 1\n",
-        "{outcome=\"settled\",reason=\"awaiting-start\"} 1\n",
+        "{outcome=\"refused\",reason=\"awaiting-start\"} 1\n",
         "{outcome=\"done\",reason=\"spawned\"} 1\n",
         "{outcome=\"duplicate\",reason=\"duplicate-delivery\"} 1\n",
     ] {

@@ -4,6 +4,7 @@
 //! file in a temp directory, and talks to it over real HTTP.
 
 mod api;
+mod backlog;
 mod common;
 mod crash_windows;
 mod dispatch;
@@ -13,11 +14,13 @@ mod dispatch_control;
 mod dispatch_crash;
 mod dispatch_edges;
 mod dispatch_existence;
+mod dispatch_graph;
 mod dispatch_lab;
 mod dispatch_poll;
 mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
+mod dispatch_spawning;
 mod mcp;
 mod metrics;
 mod poll;

@@ -733,3 +733,48 @@ async fn a_full_sweep_overdue_in_the_poll_cache_runs_after_a_restart_and_costs_o
         assert_eq!(bench.sim.requests().total(), 3, "the sweep is stamped: quiet again");
     }
 }
+
+/// Issue #16, item 2: GitHub answering the closing-references query with a GraphQL error
+/// is warned about once; pull requests fall back to the linkage conventions and are asked
+/// about again at the next full sweep, so a quiet cycle stays one 304 per repository.
+#[tokio::test]
+async fn a_failing_linkage_query_warns_once_and_quiet_cycles_stay_one_304_per_repository() {
+    let repos = ["octo/a", "octo/b"];
+    let mut bench = Bench::new(&repos, "").await;
+    let issue = bench.open_issue("octo/a", "ann");
+    let body = format!("Closes #{issue}");
+    bench.sim.open_pull_request("octo/a", "ann", "PR", &body, "fix", &[LABEL]).unwrap();
+    bench.sim.open_pull_request("octo/b", "ann", "PR", "", "other", &[LABEL]).unwrap();
+    bench.sim.inject(loop_sim::Fault {
+        kind: loop_sim::FaultKind::GraphqlError {
+            message: "Field 'closingIssuesReferences' doesn't exist on type 'PullRequest'".into(),
+        },
+        times: u32::MAX,
+        path_contains: Some("graphql".into()),
+    });
+    bench.cycle().await;
+    for _ in 0..3 {
+        bench.sim.clear_requests();
+        let quiet = bench.cycle().await;
+        let log = bench.sim.requests();
+        assert_eq!((log.total(), log.with_status(304)), (2, 2), "{log}");
+        assert_eq!((quiet.requests, quiet.not_modified), (2, 2));
+    }
+    let warned = bench.events("poll.linkage_fallback");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(bench.events("poll.provider_error").is_empty());
+
+    // A full sweep asks once more, quietly.
+    let path = bench.store.layout().poll_cache();
+    let mut cache: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    cache["lastSweepAt"] = serde_json::json!("2000-01-01T00:00:00Z");
+    std::fs::write(&path, cache.to_string()).unwrap();
+    bench.restart();
+    bench.sim.clear_requests();
+    bench.cycle().await;
+    assert_eq!(bench.sim.requests().to_endpoint("POST /graphql"), 1);
+    bench.sim.clear_requests();
+    bench.cycle().await;
+    assert_eq!(bench.sim.requests().to_endpoint("POST /graphql"), 0, "not every cycle");
+}

@@ -7,6 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use loop_core::control::Command;
 use loop_core::record::{Control, ControlSource, Ended, PollClock, PollLedger};
 use loop_sim::Action;
+use loop_store::{EventLog, StateLayout, StateStore};
 
 use crate::poll_support::{Bench, LABEL};
 
@@ -497,4 +498,68 @@ async fn seed_000_a_closure_whose_stamp_fails_forgets_nothing_and_is_asked_again
     let clock = bench.store.poll_clock(&bench.item(REPO, n));
     assert!(clock.closure_checked_at.is_none(), "not deferred: the answer was closed");
     assert_eq!(bench.cycle().await.ledger_checks, 1, "asked again next cycle");
+}
+
+/// Copies `count` ledger-only records for items that do not exist into the bench's
+/// `portable/` without any writer of the bench's rebuilding its index — as `git pull` or a
+/// copy brings them.
+fn plant_behind_the_index(bench: &Bench, numbers: std::ops::Range<u64>) {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other = StateStore::new(StateLayout::new(elsewhere.path()), EventLog::disabled());
+    let portable = bench.store.layout().portable_dir();
+    std::fs::create_dir_all(&portable).unwrap();
+    for n in numbers {
+        let item = bench.item(REPO, n);
+        other.write_section(&item, Some(&PollLedger::default())).unwrap();
+        let from = other.layout().portable_record(&item);
+        std::fs::copy(&from, bench.store.layout().portable_record(&item)).unwrap();
+    }
+}
+
+/// Issue #16, item 1: the index is derived; records it does not list are reconciled.
+#[tokio::test]
+async fn records_copied_in_behind_the_index_are_asked_about_on_the_first_cycle() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let tracked = bench.open_issue(REPO, "ann");
+    bench.cycle().await;
+    assert!(bench.store.layout().portable_index().exists(), "an index lists the tracked item");
+    plant_behind_the_index(&bench, 900..925);
+    bench.sim.clear_requests();
+    let report = bench.cycle().await;
+    assert_eq!(report.ledger_checks, 20, "as many as a cycle asks about");
+    assert!(asked(&bench) >= 20, "{} asked", asked(&bench));
+    let index = bench.store.portable_index().unwrap();
+    assert_eq!(index.work_items.len(), 26, "rebuilt: {tracked} and the 25 planted");
+}
+
+#[tokio::test]
+async fn an_unparsable_index_hides_no_record() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    plant_behind_the_index(&bench, 900..903);
+    std::fs::write(bench.store.layout().portable_index(), "{not json").unwrap();
+    bench.sim.clear_requests();
+    assert_eq!(bench.cycle().await.ledger_checks, 3);
+    assert_eq!(asked(&bench), 3);
+}
+
+/// Issue #16, item 3 (seed 000, abuse case 1): one planted record nesting many pull
+/// requests costs at most the ledger-only cap a cycle, then waits a window; a live PR
+/// endpoint is still asked every cycle.
+#[tokio::test]
+async fn nested_pull_requests_without_a_live_endpoint_are_asked_within_the_ledger_only_cap() {
+    let mut bench = Bench::new(&[REPO], "").await;
+    let planted = bench.item(REPO, 800);
+    let mut poll = PollLedger::default();
+    for n in 900..925 {
+        poll.pull_requests.insert(bench.item(REPO, n), Default::default());
+    }
+    bench.store.write_section(&planted, Some(&poll)).unwrap();
+    bench.sim.clear_requests();
+    let first = bench.cycle().await;
+    assert_eq!(first.ledger_checks, 20, "the cap, not one call per nested PR");
+    let second = bench.cycle().await;
+    assert_eq!(second.ledger_checks, 5 + 1, "the rest, and the planted record itself");
+    bench.sim.clear_requests();
+    assert_eq!(bench.cycle().await.ledger_checks, 0, "then a window's wait");
+    assert_eq!(asked(&bench), 0);
 }

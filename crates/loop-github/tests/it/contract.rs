@@ -67,6 +67,9 @@ async fn exercise_every_operation() -> std::sync::Arc<loop_sim::Sim> {
     let thread = gh.pull_request_thread(&item(pr)).await.unwrap();
     gh.conversation_comments(&item(issue)).await.unwrap();
     gh.post_comment(&item(issue), "on it").await.unwrap();
+    gh.add_labels(&item(issue), &["loop:design"]).await.unwrap();
+    gh.remove_label(&item(issue), "loop:design").await.unwrap();
+    gh.add_labels(&item(issue), &["loop:design"]).await.unwrap();
     gh.add_reaction(&ReactionTarget::Item(item(issue)), Reaction::Eyes).await.unwrap();
     gh.add_reaction(&ReactionTarget::IssueComment { repo: repo(), id: comment }, Reaction::Rocket)
         .await
@@ -175,6 +178,11 @@ async fn the_simulators_answers_validate_against_githubs_response_schemas() {
             "GET" => http.get(format!("{url}?state=all&per_page=100")),
             _ if record.endpoint.ends_with("/reactions") => {
                 http.post(&url).body(json!({ "content": "eyes" }).to_string())
+            }
+            // Removed above, added back: the label is there to remove again.
+            "DELETE" => http.delete(&url),
+            _ if record.endpoint.ends_with("/labels") => {
+                http.post(&url).body(json!({ "labels": ["loop:design"] }).to_string())
             }
             _ => http.post(&url).body(json!({ "body": "again" }).to_string()),
         };

@@ -242,3 +242,16 @@ async fn an_outdated_inline_comment_keeps_its_original_line() {
         CommentSurface::Inline { path: "src/lib.rs".into(), line: Some(42), review: None }
     );
 }
+
+#[tokio::test]
+async fn adding_and_removing_a_label_leaves_every_other_label_alone() {
+    let sim = sim().await;
+    let n = sim.open_issue(REPO, "alice", "bug", &[LABEL, "loop:design"]).unwrap();
+    let gh = client(&sim, RecordingClock::new());
+    let now = gh.add_labels(&item(n), &["loop:test planning"]).await.unwrap();
+    assert_eq!(now, [LABEL, "loop:design", "loop:test planning"]);
+    assert!(gh.remove_label(&item(n), "loop:design").await.unwrap());
+    assert!(!gh.remove_label(&item(n), "loop:design").await.unwrap(), "absent: GitHub's 404");
+    assert!(gh.remove_label(&item(n), "loop:test planning").await.unwrap(), "escaped name");
+    assert_eq!(sim.world().item(REPO, n).unwrap().labels, [LABEL]);
+}

@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use loop_core::control::Command;
+use loop_core::graph::state::{NodeState, PullRequestEntry, Upstream, WorkItemState};
 use loop_core::record::{
     ChannelBinding, Collaborator, Collaborators, CommentId, CommentLedger, Control, ControlSource,
     Ended, Endpoint, EndpointStatus, GaveUp, LocalRecord, PollClock, PollClocks, PollLedger,
@@ -23,6 +24,7 @@ use loop_store::ChannelBindings;
 use loop_store::classification::{ATTRIBUTES, Kind, RecordType, classify, render_markdown};
 use loop_store::heartbeat::{CycleSummary, Heartbeat, ScopeFailure, ScopeHealth, ScopeMonitor};
 use loop_store::poll_cache::{PollCache, RememberedLinkage, RememberedThread};
+use loop_store::spec_state::SpecFolder;
 use serde_json::Value;
 
 use crate::{item, store_in};
@@ -182,8 +184,33 @@ fn written_values() -> Vec<(RecordType, Value)> {
     deliveries.take_in("comment:1", ts()).unwrap();
     deliveries.settle("comment:2", "awaiting-start", ts()).unwrap();
 
+    let checkout = dir.path().join("checkout");
+    let folder = SpecFolder::new(&checkout, Path::new("docs/specs"), "issue-15").unwrap();
+    let mut spec = WorkItemState::new("github:octo/app#15", "pdlc-work-item-loop");
+    spec.current_node = "brainstorming".into();
+    spec.nodes.insert(
+        "brainstorming".into(),
+        NodeState {
+            attempts: 1,
+            entered_at: Some(ts()),
+            exited_at: Some(ts()),
+            last_block: Some(vec!["m".into()]),
+            ..NodeState::default()
+        },
+    );
+    spec.link_pull_request(PullRequestEntry {
+        pr_ref: pr.to_string(),
+        repository: "octo/lib".into(),
+        number: 7,
+        url: "https://github.com/octo/lib/pull/7".into(),
+        inner_loop: "pr-loops/octo__lib/pr-7/work-item-state.json".into(),
+        state: Upstream::Open,
+    });
+    folder.update(store.events(), |_| (Some(spec), ())).unwrap();
+
     let read =
         |path: PathBuf| -> Value { serde_json::from_slice(&fs::read(path).unwrap()).unwrap() };
+    let spec = read(folder.state_path());
     let layout = store.layout();
     let record = read(layout.portable_record(&work_item));
     let sealed_record = read(layout.portable_record(&sealed));
@@ -230,6 +257,9 @@ fn written_values() -> Vec<(RecordType, Value)> {
         (T::Index, index.clone()),
         (T::IndexEntry, index["workItems"][0].clone()),
         (T::IndexEntry, index["workItems"][1].clone()),
+        (T::WorkItemState, spec.clone()),
+        (T::NodeState, spec["nodes"]["brainstorming"].clone()),
+        (T::PullRequestEntry, spec["pullRequests"][0].clone()),
     ]
 }
 
@@ -295,6 +325,17 @@ fn no_machine_handle_is_portable() {
             );
         }
     }
+}
+
+/// Issue #16, item 9: collaborators' events are delivered; their commands never run.
+#[test]
+fn the_roster_is_described_as_who_is_heard_never_who_commands() {
+    let roster = loop_store::classification::ATTRIBUTES
+        .iter()
+        .find(|a| a.key == "collaborators")
+        .expect("the roster is classified");
+    assert!(!roster.holds.contains("may command"), "{}", roster.holds);
+    assert!(roster.holds.contains("never obeyed as a command"), "{}", roster.holds);
 }
 
 /// `docs/state.md` carries the table between its markers. After changing the table,

@@ -26,7 +26,11 @@ fn clocks_are_kept_per_ref_and_an_empty_clock_is_dropped() {
         "{\n  \"clocks\": {\n    \"github:octo/app#15\": {\n      \"lastPolledAt\": \"2026-11-29T10:42:00Z\"\n    },\n    \"github:octo/lib#7\": {\n      \"lastPolledAt\": \"2026-11-29T10:42:00Z\"\n    }\n  }\n}\n"
     );
     store.put_poll_clock(&pr, PollClock::default()).unwrap();
-    store.forget_poll_clock(&issue).unwrap();
+    store
+        .update_poll_clocks(|clocks| {
+            clocks.clocks.remove(&issue);
+        })
+        .unwrap();
     assert!(store.poll_clocks().clocks.is_empty());
 }
 
@@ -40,6 +44,27 @@ fn an_unreadable_clock_file_reads_as_empty_and_is_quarantined() {
     assert!(store.poll_clocks().clocks.is_empty());
     assert!(!path.exists());
     assert!(logged(&store).contains("state.quarantined"));
+}
+
+/// Issue #16, item 8 (seed 001): a bad value is dropped entry by entry, the file kept.
+#[test]
+fn one_bad_value_in_the_clock_file_loses_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    let path = store.layout().poll_clocks();
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let text = r#"{"clocks": {"github:octo/app#1": {"lastPolledAt": "garbage"},
+        "github:octo/app#2": {"lastPolledAt": "2026-11-29T10:42:00Z"}}}"#;
+    fs::write(&path, text).unwrap();
+    let clocks = store.poll_clocks();
+    let at = "2026-11-29T10:42:00Z".parse().unwrap();
+    assert_eq!(
+        clocks.clocks.get(&item("github:octo/app#2")).and_then(|c| c.last_polled_at),
+        Some(at)
+    );
+    assert_eq!(store.poll_clock(&item("github:octo/app#1")), PollClock::default(), "due again");
+    assert!(path.exists(), "not quarantined");
+    assert!(!logged(&store).contains("state.quarantined"));
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod inbox;
 mod local;
 mod pidfile;
 mod portable;
+mod spec_state;
 
 use std::path::Path;
 

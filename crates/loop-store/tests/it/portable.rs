@@ -352,3 +352,32 @@ fn kill_9_during_writes_never_leaves_an_unparsable_record() {
     }
     assert!(!logged(&store).contains("state.quarantined"));
 }
+
+/// Issue #16, item 1: the reference's index shape (no `pullRequests`, `url` left out)
+/// reads as ours while it lists every record; once a record it does not list appears,
+/// it is rebuilt.
+#[test]
+fn the_reference_index_is_read_while_fresh_and_rebuilt_once_a_record_is_missing_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    let first = item("github:octo/app#15");
+    store.write_section(&first, Some(&ledger(&[1]))).unwrap();
+    let reference = serde_json::json!({"workItems": [
+        {"ref": first.to_string(), "file": format!("{}.json", first.slug()), "sections": ["poll"]},
+    ]});
+    fs::write(store.layout().portable_index(), reference.to_string()).unwrap();
+    let read = store.portable_index().unwrap();
+    assert_eq!(read.work_items.len(), 1);
+    assert_eq!(read.work_items[0].url, "", "read as written, not rebuilt");
+
+    // A record copied in (no writer of ours rebuilt the index).
+    let other = tempfile::tempdir().unwrap();
+    let second = item("github:octo/app#16");
+    store_in(other.path()).write_section(&second, Some(&ledger(&[2]))).unwrap();
+    let copied = store_in(other.path()).layout().portable_record(&second);
+    fs::copy(copied, store.layout().portable_record(&second)).unwrap();
+    let rebuilt = store.portable_index().unwrap();
+    let refs: Vec<&str> = rebuilt.work_items.iter().map(|e| e.work_item.as_str()).collect();
+    assert_eq!(refs, [first.to_string(), second.to_string()]);
+    assert_eq!(index(&store).as_ref(), Some(&rebuilt), "and written back");
+}

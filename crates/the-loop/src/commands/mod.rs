@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod events;
 mod explain;
+mod graph;
 mod harness;
 mod poll;
 mod restart;
@@ -36,6 +37,7 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Hook(command) => Ok(agent::hook(command, &cli.global)),
         Command::Harness(command) => harness::run(command, &cli.global, printer),
         Command::Explain(args) => explain::run(args, &cli.global, printer),
+        Command::Graph(command) => graph::run(command, &cli.global, printer),
         Command::Sessions(command) => sessions::run(command, &cli.global, printer),
         Command::Collaborators(command) => collaborators::run(command, &cli.global, printer),
         Command::Demo(args) => demo::run(args, &cli.global, printer),

@@ -26,8 +26,7 @@ use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::operator::Issued;
 use loop_daemon::service::{Mode, Service};
 use loop_sessions::Liveness;
-use loop_store::index::PortableIndex;
-use loop_store::{EventLog, StateLayout, StateStore};
+use loop_store::{EventLog, StateStore};
 use serde_json::json;
 
 use super::service;
@@ -73,7 +72,6 @@ pub fn run(
 
 /// The state root this invocation works on.
 pub struct Site {
-    pub layout: StateLayout,
     pub store: StateStore,
 }
 
@@ -85,7 +83,7 @@ impl Site {
         } else {
             EventLog::disabled()
         };
-        Self { store: StateStore::new(layout.clone(), events), layout }
+        Self { store: StateStore::new(layout, events) }
     }
 
     fn control(&self, item: &WorkItemRef) -> anyhow::Result<Option<Control>> {
@@ -369,11 +367,8 @@ fn reset(
                 .into_iter()
                 .map(|r| r.work_item),
         );
-        if let Ok(text) = std::fs::read_to_string(site.layout.portable_index())
-            && let Ok(index) = serde_json::from_str::<PortableIndex>(&text)
-        {
-            items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));
-        }
+        let index = site.store.portable_index().context("cannot list the portable records")?;
+        items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));
         if items.is_empty() {
             printer.error("nothing to reset: no work item has a record on this machine");
             return Ok(ExitStatus::Negative);
@@ -386,7 +381,7 @@ fn reset(
             let live =
                 site.record(item)?.is_some_and(|r| loop_sessions::registry::rules::is_live(&r));
             printer.info(format!(
-                "{item}: would {}remove the session record and clear `control` and `poll`",
+                "{item}: would {}remove the session record and clear `control`, `poll`, `collaborators` and `ended`",
                 if live { "end the live session, " } else { "" }
             ));
         }
@@ -398,7 +393,7 @@ fn reset(
         for item in &items {
             match d.reset_for_operator(item).await {
                 Ok(ended) => printer.info(format!(
-                    "{item}: {}reset — removed session, control, poll",
+                    "{item}: {}reset — removed session, control, poll, collaborators, ended",
                     if ended { "ended a live session; " } else { "" }
                 )),
                 Err(err) => {

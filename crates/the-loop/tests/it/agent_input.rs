@@ -87,8 +87,7 @@ impl Site {
             ".the-loop/cli-config.yaml",
             &format!(
                 "state:\n  root: {root}\nrepositories: [{REPO}]\n\
-                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n\
-                 service:\n  enabled: false\n\
+                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n\
                  polling:\n  enabled: {polling}\n  intervalSeconds: 1\n\
                  integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
                  routing:\n  enabled: true\n  authorizedUsers: [{ANN}]\n  spawnWorkdir: {work}\n  \

@@ -258,7 +258,7 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     );
     site.run(&["start"]).expect_code(0);
     // A comment by an authorized user on an issue without the label: refused by the
-    // spawn policy (released: a later label may arm it).
+    // spawn policy (released: a later label may arm it), which is no failure.
     let body = serde_json::json!({
         "action": "created",
         "repository": {"full_name": "octo/app", "html_url": "https://github.com/octo/app"},
@@ -290,7 +290,7 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     let metrics = wait_for("the accepted delivery to be counted and processed", || {
         let answer = http_get(port, "/metrics");
         // Counted, and marked processed in the journal.
-        if answer.contains("the_loop_deliveries_total{outcome=\"failed\"")
+        if answer.contains("the_loop_deliveries_total{outcome=\"refused\"")
             && answer.contains("the_loop_inbox_depth 0\n")
         {
             Ok(answer)
@@ -301,9 +301,11 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
     assert!(metrics.contains("text/plain; version=0.0.4"), "{metrics}");
     assert!(
-        metrics.contains("the_loop_deliveries_total{outcome=\"failed\",reason=\"spawn-policy\"} 1"),
+        metrics
+            .contains("the_loop_deliveries_total{outcome=\"refused\",reason=\"spawn-policy\"} 1"),
         "{metrics}"
     );
+    assert!(!metrics.contains("outcome=\"failed\""), "{metrics}");
     assert!(
         metrics.contains(
             "the_loop_deliveries_total{outcome=\"rejected\",reason=\"invalid-signature\"} 1"

@@ -224,12 +224,21 @@ fn collaborators_are_granted_and_revoked_and_the_keyword_names_them() {
 }
 
 #[test]
-fn reset_clears_control_its_poll_clocks_and_the_session_record_without_posting() {
+fn reset_clears_control_roster_ended_its_poll_clocks_and_the_session_record_without_posting() {
     let site = Site::new("labeled");
     site.run(&["sessions", "stop", "--work-item", ITEM, "--no-comment"]).expect_code(1);
+    site.run(&["collaborators", "add", ITEM, "@bob", "--no-comment"]).expect_code(0);
+    // A nested pull request's ledger and an `ended` stamp, as a poller and a close left them.
+    let record_path = site.cli.cwd().join("state/portable/github-octo-app-1.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    record["poll"] = serde_json::json!({"pullRequests": {"github:octo/app#3": {}}});
+    record["ended"] = serde_json::json!({"state": "closed", "kind": "issue",
+        "at": "2026-11-01T00:00:00Z", "source": "poll"});
+    std::fs::write(&record_path, record.to_string()).unwrap();
     let clocks = site.cli.cwd().join("state/local/poll-clocks.json");
     let stamped = format!(
-        r#"{{"clocks":{{"{ITEM}":{{"lastPolledAt":"2026-11-01T00:00:00Z"}},"github:octo/app#2":{{"lastPolledAt":"2026-11-01T00:00:00Z"}}}}}}"#
+        r#"{{"clocks":{{"{ITEM}":{{"lastPolledAt":"2026-11-01T00:00:00Z"}},"github:octo/app#2":{{"lastPolledAt":"2026-11-01T00:00:00Z"}},"github:octo/app#3":{{"lastPolledAt":"2026-11-01T00:00:00Z"}}}}}}"#
     );
     std::fs::create_dir_all(clocks.parent().unwrap()).unwrap();
     std::fs::write(&clocks, stamped).unwrap();
@@ -240,9 +249,14 @@ fn reset_clears_control_its_poll_clocks_and_the_session_record_without_posting()
     site.run(&["sessions", "reset", "--work-item", ITEM])
         .expect_code(0)
         .expect_stderr("reset 1 work item(s)");
-    assert!(site.show_json()["control"].is_null());
+    let shown = site.show_json();
+    assert!(shown["control"].is_null(), "{shown:#}");
+    // Issue #16, item 5 (seed 002): the roster and the stamp go with the rest.
+    assert!(shown["collaborators"].is_null(), "{shown:#}");
+    assert!(shown["ended"].is_null(), "{shown:#}");
     let left = std::fs::read_to_string(&clocks).unwrap();
     assert!(!left.contains(ITEM) && left.contains("octo/app#2"), "{left}");
+    assert!(!left.contains("octo/app#3"), "the nested PR's clock goes too: {left}");
     site.run(&["sessions", "reset"]).expect_code(2);
 }
 

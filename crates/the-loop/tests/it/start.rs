@@ -203,6 +203,26 @@ fn a_second_receiver_is_refused_naming_the_holder_and_term_stops_the_first_clean
     assert_eq!(again.terminate().0.code(), Some(0));
 }
 
+/// An idle service stops on TERM with nothing left waiting: no part of it is given up
+/// on (how long the stop takes is measured by `scripts/bench-receiver.sh`).
+#[test]
+fn an_idle_service_stops_on_term_without_waiting_out_its_grace() {
+    let (cli, root) = site();
+    let service = Service::start(&cli, &[]);
+    assert_eq!(service.deliver("idle-1"), 202);
+    wait_for_line(&root, "routing.routed", "idle-1");
+    wait_for("the delivery to be marked processed", || match pending(&root) {
+        0 => Ok(()),
+        n => Err(format!("{n} pending")),
+    });
+    let (status, stderr) = service.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("did not stop in time"), "{stderr}");
+    assert!(!stderr.contains("still in flight"), "{stderr}");
+    assert!(stderr.contains("webhook receiver stopped"), "{stderr}");
+    assert_eq!(pending(&root), 0, "nothing is left to replay");
+}
+
 #[test]
 fn kill_9_between_the_202_and_processing_loses_nothing_and_processes_once() {
     let (cli, root) = site();

@@ -1,0 +1,204 @@
+//! The `$graph_context` block every prompt carries (seed 002, issue-148/273): where the
+//! work item stands — node, phase, status, the gate's messages, the node's command and the
+//! claim instruction. Before the start node is entered (a spawn prompt is rendered before
+//! the spawn enters it) the block names the start node as `pending` and forbids beginning
+//! a phase before its assignment arrives. No graph at all renders nothing: the caller
+//! passes `None` and the prompt is otherwise unchanged.
+
+use super::model::{Actor, Loop};
+use super::state::WorkItemState;
+
+/// A node's status as a prompt states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Not entered yet.
+    Pending,
+    InProgress,
+    /// A human gate with nothing decisive yet.
+    Waiting,
+    Parked,
+    Blocked,
+    /// Blocked with its attempts used up.
+    Escalated,
+    /// A terminal node.
+    Complete,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in-progress",
+            Status::Waiting => "waiting",
+            Status::Parked => "parked",
+            Status::Blocked => "blocked",
+            Status::Escalated => "escalated",
+            Status::Complete => "complete",
+        }
+    }
+}
+
+/// The status of the node `state` is at (the start node when never entered).
+pub fn status(graph: &Loop, state: &WorkItemState) -> Status {
+    let Some(node) = graph.node(&state.current_node) else { return Status::Pending };
+    let record = state.nodes.get(&node.id);
+    if node.terminal {
+        return Status::Complete;
+    }
+    if record.and_then(|r| r.last_block.as_ref()).is_some_and(|b| !b.is_empty()) {
+        let used = record.is_some_and(|r| r.attempts >= node.max_attempts);
+        return if used { Status::Escalated } else { Status::Blocked };
+    }
+    match (&state.parked, node.actor) {
+        (Some(_), Actor::Human) => Status::Waiting,
+        (Some(_), _) => Status::Parked,
+        _ => Status::InProgress,
+    }
+}
+
+/// Renders the block for work item `id` (`issue-<N>`) walking `graph`.
+pub fn render(graph: &Loop, state: Option<&WorkItemState>, id: &str) -> String {
+    let entered = state.filter(|s| graph.node(&s.current_node).is_some());
+    let node =
+        entered.and_then(|s| graph.node(&s.current_node)).unwrap_or_else(|| graph.start_node());
+    let status = entered.map_or(Status::Pending, |s| status(graph, s));
+    let mut out = format!("## Process graph\n\nLoop `{}`, node `{}`", graph.name, node.id);
+    if let Some(phase) = &node.phase {
+        out.push_str(&format!(", phase `{phase}`"));
+    }
+    out.push_str(&format!(" ({} node), status: {}.\n", node.actor.as_str(), status.as_str()));
+    if status == Status::Pending {
+        out.push_str(
+            "Not entered yet: do not start a phase, write artifacts, set labels or open a pull \
+request before this node's assignment arrives. If no assignment arrives, say so on the work \
+item.\n",
+        );
+        if node.actor == Actor::Human {
+            out.push_str("This first node is a human's decision: wait for it.\n");
+        }
+        return out;
+    }
+    if let Some(state) = entered {
+        let block = state.nodes.get(&node.id).and_then(|r| r.last_block.as_ref());
+        for message in block.into_iter().flatten() {
+            out.push_str(&format!("- gate: {message}\n"));
+        }
+        if let Some(parked) = state.parked.as_ref().filter(|p| p.node == node.id) {
+            out.push_str(&format!("- waiting: {}\n", parked.reason));
+        }
+    }
+    if let Some(command) = &node.command {
+        out.push_str(&format!("Command for this node: `/the-loop:{command} {id}`.\n"));
+    }
+    match (node.actor, status) {
+        (_, Status::Complete) => out.push_str("The process is complete.\n"),
+        (Actor::Agent, _) => out.push_str(&format!(
+            "When this node's work is done, run `the-loop graph complete` (in this session it \
+names {id}'s work item); its gate decides.\n"
+        )),
+        _ => out.push_str("This node is a human's decision: do not claim it.\n"),
+    }
+    out
+}
+
+/// `the-loop graph check`: every node of `graph` in declaration order — where the item
+/// is, what each passed node gave, every gate hook and which of them Tier 0 only stubs —
+/// and whether anything up to the current node is unsatisfied (a block there).
+pub fn check(graph: &Loop, state: Option<&WorkItemState>) -> (String, bool) {
+    use super::model::{Hook, Support};
+    let current = state.map(|s| s.current_node.as_str()).unwrap_or_default();
+    let mut out = format!("{}\n", graph.name);
+    let mut stubs: Vec<Hook> = Vec::new();
+    for node in &graph.nodes {
+        let record = state.and_then(|s| s.nodes.get(&node.id));
+        let mark = if node.id == current { "→" } else { " " };
+        let result = match record {
+            Some(r) if !r.outcome.is_empty() => r.outcome.clone(),
+            Some(_) if node.id == current => {
+                state.map_or("", |s| status(graph, s).as_str()).to_owned()
+            }
+            _ => "not reached yet".to_owned(),
+        };
+        let gates: Vec<&str> = node.exit.iter().map(|c| c.hook.name()).collect();
+        out.push_str(&format!("{mark} {:<22} {:<6} {result}", node.id, node.actor.as_str()));
+        if !gates.is_empty() {
+            out.push_str(&format!("  [{}]", gates.join(", ")));
+        }
+        out.push('\n');
+        for call in node.entry.iter().chain(&node.exit) {
+            if call.hook.support() != Support::Implemented && !stubs.contains(&call.hook) {
+                stubs.push(call.hook);
+            }
+        }
+    }
+    if !stubs.is_empty() {
+        out.push_str("\nnot implemented in this version (Tier 0):\n");
+        for hook in stubs {
+            let what = match hook.support() {
+                Support::StubBlocks => "blocks: it would decide an outcome",
+                _ => "skips: it only adds strictness",
+            };
+            out.push_str(&format!("  {hook}: {what}\n"));
+        }
+    }
+    let blocked = state
+        .and_then(|s| s.nodes.get(&s.current_node))
+        .is_some_and(|r| r.last_block.as_ref().is_some_and(|b| !b.is_empty()));
+    (out, !blocked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::LoopName;
+
+    #[test]
+    fn an_unentered_item_renders_the_start_node_pending_with_the_rule() {
+        let text = render(LoopName::WorkItem.graph(), None, "issue-15");
+        assert!(
+            text.contains(
+                "node `phase-selection`, phase `phase-selection` (human node), status: pending"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("do not start a phase"), "{text}");
+        assert!(text.contains("human's decision"), "{text}");
+    }
+
+    #[test]
+    fn an_agent_node_names_its_command_and_the_claim() {
+        let mut state = WorkItemState::new("github:o/r#15", "pdlc-adhoc-loop");
+        state.current_node = "work".into();
+        state.nodes.insert("work".into(), Default::default());
+        let text = render(LoopName::AdHoc.graph(), Some(&state), "issue-15");
+        assert!(text.contains("status: in-progress"), "{text}");
+        assert!(text.contains("`/the-loop:do-task issue-15`"), "{text}");
+        assert!(text.contains("`the-loop graph complete`"), "{text}");
+    }
+
+    #[test]
+    fn check_lists_every_node_and_the_stubs_and_fails_on_a_block() {
+        let mut state = WorkItemState::new("github:o/r#15", "pdlc-contribution-loop");
+        state.current_node = "goal-definition".into();
+        let (text, ok) = check(LoopName::Contribution.graph(), Some(&state));
+        assert!(ok, "{text}");
+        assert!(text.contains("→ goal-definition"), "{text}");
+        assert!(text.contains("classify-goal: blocks"), "{text}");
+        assert!(text.contains("lint-artifacts: skips"), "{text}");
+        state.nodes.entry("goal-definition".into()).or_default().last_block =
+            Some(vec!["x".into()]);
+        assert!(!check(LoopName::Contribution.graph(), Some(&state)).1);
+    }
+
+    #[test]
+    fn a_blocked_node_shows_the_gate_messages() {
+        let mut state = WorkItemState::new("github:o/r#15", "pdlc-work-item-loop");
+        state.current_node = "brainstorming".into();
+        let record = state.nodes.entry("brainstorming".into()).or_default();
+        record.attempts = 1;
+        record.last_block = Some(vec!["brainstorm.md is missing".into()]);
+        let text = render(LoopName::WorkItem.graph(), Some(&state), "issue-15");
+        assert!(text.contains("status: blocked"), "{text}");
+        assert!(text.contains("- gate: brainstorm.md is missing"), "{text}");
+    }
+}

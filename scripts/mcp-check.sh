@@ -9,7 +9,14 @@ cd "$(dirname "$0")/.."
 cargo build --quiet -p the-loop
 bin="${CARGO_TARGET_DIR:-target}/debug/the-loop"
 work="$(mktemp -d)"
-trap 'kill "${service_pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+stop() {
+  if [ -n "${service_pid:-}" ]; then
+    kill "$service_pid" 2>/dev/null || true
+    wait "$service_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap stop EXIT
 
 venv="${CARGO_TARGET_DIR:-target}/mcp-venv"
 if [ ! -x "$venv/bin/python" ]; then

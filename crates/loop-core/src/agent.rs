@@ -99,11 +99,13 @@ impl Question {
 /// work item, or one of its live pull requests. Anything else — no record, a closed
 /// one, a ref the record does not serve — is refused, so nothing is ever posted on an
 /// item outside a session's own.
-pub fn question_site(record: Option<&LocalRecord>, asked: &WorkItemRef) -> Result<(), Refusal> {
-    let live = record
-        .and_then(|record| record.endpoints.get(asked))
-        .is_some_and(|endpoint| endpoint.is_live());
-    if live { Ok(()) } else { Err(Refusal::NoSession { asked: asked.clone() }) }
+pub fn question_site<'a>(
+    record: Option<&'a LocalRecord>,
+    asked: &WorkItemRef,
+) -> Result<&'a LocalRecord, Refusal> {
+    record
+        .filter(|record| record.endpoints.get(asked).is_some_and(|endpoint| endpoint.is_live()))
+        .ok_or_else(|| Refusal::NoSession { asked: asked.clone() })
 }
 
 /// Where an operator's reply to `asked` is pasted: the endpoint serving `asked` when it

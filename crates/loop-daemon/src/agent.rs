@@ -79,10 +79,7 @@ impl Dispatcher {
     /// unless a live session on this machine serves `asked`.
     pub async fn ask(&self, asked: &WorkItemRef, question: Question) -> Result<Asked, AgentError> {
         let record = self.owning_record(asked).await?;
-        agent::question_site(record.as_ref(), asked)?;
-        let Some(record) = record else {
-            return Err(Refusal::NoSession { asked: asked.clone() }.into());
-        };
+        let record = agent::question_site(record.as_ref(), asked)?;
         let github = self.github().ok_or(AgentError::NoGithub)?;
         let comment = match github.post_comment(asked, &question.comment()).await {
             Ok(comment) => comment,

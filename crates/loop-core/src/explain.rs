@@ -977,6 +977,26 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 field(record, "status")
             ),
         ),
+        Kind::StreamSubscribed => noted(
+            Stage::Outcome,
+            format!("a stream client connected ({} open)", field(record, "subscribers")),
+        ),
+        Kind::StreamRefused => noted(
+            Stage::Outcome,
+            format!("a stream client was refused ({})", field(record, "reason")),
+        ),
+        Kind::StreamDesync => noted(
+            Stage::Outcome,
+            format!("a stream client was told to refetch ({})", field(record, "reason")),
+        ),
+        Kind::StreamDisconnected => noted(
+            Stage::Outcome,
+            format!(
+                "a stream client went away after {} frames ({})",
+                field(record, "frames"),
+                field(record, "reason")
+            ),
+        ),
         Kind::RegistryUnreadable => failed(
             Stage::Outcome,
             format!("the session records could not be listed (read as none): {}", error()),

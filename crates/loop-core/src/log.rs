@@ -177,6 +177,10 @@ kinds! {
     SessionWorkItemMissing = "session.work_item_missing", Effect;
     StateLegacyAdopted = "state.legacy_adopted", Trail;
     StateQuarantined = "state.quarantined", Trail;
+    StreamDesync = "stream.desync", Trail;
+    StreamDisconnected = "stream.disconnected", Trail;
+    StreamRefused = "stream.refused", Trail;
+    StreamSubscribed = "stream.subscribed", Trail;
     WebhookReceived = "webhook.received", Trail;
     WebhookRejected = "webhook.rejected", Trail;
     WorkItemEnded = "work_item.ended", Effect;

@@ -14,6 +14,7 @@
 //! - `sessions`: the session records, transcripts, and the operator's levers.
 //! - `observe`: the event log (`events`, `events/types`), `explain`, `daemons`.
 //! - `settings`: the config in force and its schema.
+//! - `stream`: `GET /api/v1/stream`, the event log as Server-Sent Events.
 //! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
@@ -30,6 +31,7 @@ mod health;
 mod observe;
 mod sessions;
 mod settings;
+mod stream;
 mod work_items;
 
 use std::future::Future;
@@ -49,6 +51,7 @@ use tokio::sync::oneshot;
 
 pub use error::{ApiError, Body, Params};
 pub use guard::ApiToken;
+pub use stream::Hub as StreamHub;
 
 use crate::dispatcher::Dispatcher;
 use crate::live_config::LiveConfig;
@@ -72,6 +75,8 @@ pub struct ApiState {
     pub dispatcher: Dispatcher,
     /// Claude Code's `projects/` directory, where session transcripts are.
     pub claude_projects: PathBuf,
+    /// The one tail of the event log `GET /api/v1/stream`'s subscribers share.
+    pub stream: StreamHub,
 }
 
 /// Every route set of the control plane, over [`ApiState`]; add a new set here.
@@ -83,6 +88,7 @@ pub fn routes() -> Router<ApiState> {
         .merge(sessions::routes())
         .merge(observe::routes())
         .merge(settings::routes())
+        .merge(stream::routes())
 }
 
 /// The work item `text` names; a malformed ref is a 400 saying why.
@@ -190,6 +196,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let service = state.config.current().service.clone();
     let events = state.events.clone();
+    let stream = state.stream.clone();
     let local = listener.local_addr()?;
     events.emit(
         Line::info(Kind::ApiStarted)
@@ -209,6 +216,7 @@ pub async fn serve(
     let served = tokio::select! {
         () = shutdown => {
             mcp_stop.cancel();
+            stream.stop();
             let _ = stop.send(());
             match tokio::time::timeout(GRACE, &mut server).await {
                 Ok(done) => done,

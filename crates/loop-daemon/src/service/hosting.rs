@@ -96,6 +96,10 @@ impl Service {
                 events: events.for_source("api"),
                 dispatcher: dispatcher.clone(),
                 claude_projects,
+                stream: api::StreamHub::new(
+                    events.for_source("api"),
+                    config.current().service.stream.clone(),
+                ),
             };
             let mut stopped = stop.subscribe();
             api::serve(listener, state, token, async move {

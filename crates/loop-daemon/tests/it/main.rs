@@ -33,3 +33,4 @@ mod poll_support;
 mod receiver;
 mod replay;
 mod simulator;
+mod stream;

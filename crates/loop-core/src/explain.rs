@@ -19,9 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::WorkItemRef;
 use crate::log::Kind;
-use crate::record::{
-    Collaborators, Control, ControlSource, Ended, EndpointStatus, LocalRecord, PollLedger,
-};
+use crate::record::{Collaborators, Control, Ended, EndpointStatus, LocalRecord, PollLedger};
 
 /// One event-log record: the JSON object of one line.
 pub type Record = Map<String, Value>;
@@ -1208,10 +1206,7 @@ pub fn describe_item(state: &ItemState) -> Vec<String> {
             let by = control.actor.as_ref().map(|a| format!(" by @{a}")).unwrap_or_default();
             let armed =
                 if crate::control::is_armed(Some(control.command)) { "armed" } else { "not armed" };
-            let source = match control.source {
-                ControlSource::Comment => "comment",
-                ControlSource::Cli => "cli",
-            };
+            let source = control.source.name();
             format!(
                 "arming: {armed} — last command `{}`{by} ({source}) at {}",
                 control.command.name(),

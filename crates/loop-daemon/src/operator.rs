@@ -1,14 +1,16 @@
 //! The operator's levers: control commands issued from the CLI (`the-loop sessions
-//! start|stop|pause|resume|cleanup`, `the-loop collaborators add|remove`), decided by
-//! loop-core's control table and executed by the dispatcher exactly as a comment's would
-//! be (reference §2.4).
+//! start|stop|pause|resume|cleanup`, `the-loop collaborators add|remove`) or the control
+//! plane (`POST /api/v1/sessions/control`), decided by loop-core's control table and
+//! executed by the dispatcher exactly as a comment's would be (reference §2.4).
 //!
-//! CLI access outranks the label: the operator is authorized by being at the keyboard,
-//! and a `start` needs only `routing.spawnOnUnmatched` not to be `never`. The operator's
-//! login is recorded (`source: cli`), never used to authorize. Arming commands are
-//! recorded only when they act, disarming ones always; a `start` is recorded before its
-//! spawn and the previous record put back when no session appeared. Every command logs
-//! `control.command` (or `control.rejected`) with `source: cli`.
+//! The operator's access outranks the label: they are authorized by being at the
+//! keyboard (or holding the control plane's token), and a `start` needs only
+//! `routing.spawnOnUnmatched` not to be `never`. The operator's login is recorded, never
+//! used to authorize. Arming commands are recorded only when they act, disarming ones
+//! always; a `start` is recorded before its spawn and the previous record put back when
+//! no session appeared. The [`Surface`] a command came from is its control record's
+//! `source` and the `source` of its `control.command` (or `control.rejected`) line:
+//! `cli` or `api`.
 //!
 //! [`Dispatcher::post_keyword`] then posts the command's keyword back to the work item,
 //! self-marked and naming the instance, so the thread stays the record of what the
@@ -35,7 +37,40 @@ use crate::dispatcher::{Dispatcher, RosterOutcome, blocking};
 use loop_core::plan::Context;
 use loop_core::plan::session_state;
 
-/// What a command issued from the CLI came to.
+/// Where the operator issued a command: `the-loop`'s CLI or its control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    Cli,
+    Api,
+}
+
+impl Surface {
+    /// The control record's `source`.
+    fn control_source(self) -> ControlSource {
+        match self {
+            Self::Cli => ControlSource::Cli,
+            Self::Api => ControlSource::Api,
+        }
+    }
+
+    /// The event log's `source` of the command's lines.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Cli => "cli",
+            Self::Api => "api",
+        }
+    }
+
+    /// How the posted keyword names it.
+    fn wording(self) -> &'static str {
+        match self {
+            Self::Cli => "the-loop CLI",
+            Self::Api => "the-loop's control plane",
+        }
+    }
+}
+
+/// What a command the operator issued came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Issued {
     /// Executed, with what it did (the `effect` of `control.command`).
@@ -104,16 +139,18 @@ pub struct NotPosted {
 }
 
 impl Dispatcher {
-    /// Decides and executes `command` on `target` for the operator `operator`
-    /// (`logins`: the collaborators a roster command names). A spawn is queued and
-    /// awaited.
+    /// Decides and executes `command` on `target` for the operator `operator` at
+    /// `surface` (`logins`: the collaborators a roster command names). A spawn is queued
+    /// and awaited.
     pub async fn issue(
         &self,
         target: &WorkItemRef,
         command: Command,
         operator: &Login,
         logins: Vec<Login>,
+        surface: Surface,
     ) -> Issued {
+        let events = self.events().for_source(surface.name());
         let registry = self.snapshot().await;
         let record = registry.owner(target).cloned();
         let owner = record.as_ref().map_or_else(|| target.clone(), |r| r.work_item.clone());
@@ -133,7 +170,7 @@ impl Dispatcher {
             ControlDecision::Execute { command, effect, .. } => {
                 let previous = self.read_control(&owner).await;
                 if command.disarms() || effect != Effect::Noop {
-                    self.record_cli_command(&owner, command, operator).await;
+                    self.record_operator_command(&owner, command, operator, surface).await;
                 }
                 let issued = if effect == Effect::Spawn {
                     self.spawn_for_operator(&owner, operator, previous).await
@@ -145,12 +182,11 @@ impl Dispatcher {
                     Issued::Executed { effect } => *effect,
                     _ => Executed::SpawnFailed,
                 };
-                self.events()
+                events
                     .emit_async(
                         Line::info(Kind::ControlCommand)
                             .work_item(&owner)
                             .field("command", command.name())
-                            .field("source", "cli")
                             .field("actor", operator.as_str())
                             .field("effect", effect.as_str()),
                     )
@@ -158,12 +194,11 @@ impl Dispatcher {
                 issued
             }
             ControlDecision::Rejected { command, rejection } => {
-                self.events()
+                events
                     .emit_async(
                         Line::warning(Kind::ControlRejected)
                             .work_item(&owner)
                             .field("command", command.name())
-                            .field("source", "cli")
                             .field("actor", operator.as_str())
                             .field("reason", rejection.reason()),
                     )
@@ -174,7 +209,7 @@ impl Dispatcher {
                 let grantor = Grantor {
                     by: operator.clone(),
                     at: Timestamp::now(),
-                    source: ControlSource::Cli,
+                    source: surface.control_source(),
                     note: None,
                 };
                 let effects = match self.edit_roster(&owner, edit, logins, grantor, None).await {
@@ -183,12 +218,11 @@ impl Dispatcher {
                     RosterOutcome::Replayed => Vec::new(),
                 };
                 for (collaborator, effect) in &effects {
-                    self.events()
+                    events
                         .emit_async(
                             Line::info(Kind::ControlCommand)
                                 .work_item(&owner)
                                 .field("command", command.name())
-                                .field("source", "cli")
                                 .field("actor", operator.as_str())
                                 .field("collaborator", collaborator.as_str())
                                 .field("effect", effect.as_str()),
@@ -262,14 +296,16 @@ impl Dispatcher {
     }
 
     /// Posts `command`'s keyword (with `logins` mentioned) on `item`, self-marked and
-    /// addressed to this instance, naming `operator`; logs `control.announced`, or
-    /// `control.announce_failed` and returns why it was not posted.
+    /// addressed to this instance, naming `operator` and the `surface` they used; logs
+    /// `control.announced`, or `control.announce_failed` and returns why it was not
+    /// posted.
     pub async fn post_keyword(
         &self,
         item: &WorkItemRef,
         command: Command,
         logins: &[Login],
         operator: &Login,
+        surface: Surface,
     ) -> Result<(), NotPosted> {
         let config = self.config();
         let mut keyword = command.keyword(&config.routing.control.keywords).to_owned();
@@ -279,7 +315,8 @@ impl Dispatcher {
         let instance =
             config.instance.name.as_deref().map(|n| format!(" instance:{n}")).unwrap_or_default();
         let body = mark_self_authored(&format!(
-            "{keyword}{instance}\n\n_Issued from the-loop CLI by `{operator}`._"
+            "{keyword}{instance}\n\n_Issued from {} by `{operator}`._",
+            surface.wording()
         ));
         let posted = match self.github() {
             Some(github) => github.post_comment(item, &body).await.map_err(|e| e.to_string()),
@@ -319,11 +356,17 @@ impl Dispatcher {
             .and_then(|slot| slot.into_value())
     }
 
-    /// Records `command` as `item`'s last, issued from the CLI by `operator`.
-    async fn record_cli_command(&self, item: &WorkItemRef, command: Command, operator: &Login) {
+    /// Records `command` as `item`'s last, issued at `surface` by `operator`.
+    async fn record_operator_command(
+        &self,
+        item: &WorkItemRef,
+        command: Command,
+        operator: &Login,
+        surface: Surface,
+    ) {
         let control = Control {
             command,
-            source: ControlSource::Cli,
+            source: surface.control_source(),
             actor: Some(operator.clone()),
             requested_at: Timestamp::now(),
             note: None,

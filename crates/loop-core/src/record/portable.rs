@@ -42,12 +42,25 @@ pub struct Control {
     pub delivery_id: Option<String>,
 }
 
-/// Where a control command came from.
+/// Where a control command came from: a comment on the work item, or the operator at
+/// `the-loop`'s CLI or its control plane (`/api/v1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ControlSource {
     Comment,
     Cli,
+    Api,
+}
+
+impl ControlSource {
+    /// The name the record (and `sessions list`) writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Comment => "comment",
+            Self::Cli => "cli",
+            Self::Api => "api",
+        }
+    }
 }
 
 /// What the poller has learnt about a work item's thread (section `poll`).

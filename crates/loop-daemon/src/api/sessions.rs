@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use super::work_items::RefQuery;
 use super::{ApiError, ApiState, Body, Params, read, work_item};
+use crate::operator::Surface;
 
 pub(super) fn routes() -> Router<ApiState> {
     Router::new()
@@ -262,13 +263,14 @@ async fn control(
     })?;
     let operator = operator(request.actor.as_deref())?;
     let dispatcher = &state.dispatcher;
-    let issued = dispatcher.issue(&item, command, &operator, Vec::new()).await;
+    let issued = dispatcher.issue(&item, command, &operator, Vec::new(), Surface::Api).await;
     let (done, said) = issued.report(command, &item);
     let mut messages = vec![json!({"stream": if done { "out" } else { "err" }, "text": said})];
     let executed = matches!(issued, crate::operator::Issued::Executed { .. });
     if request.comment
         && executed
-        && let Err(not_posted) = dispatcher.post_keyword(&item, command, &[], &operator).await
+        && let Err(not_posted) =
+            dispatcher.post_keyword(&item, command, &[], &operator, Surface::Api).await
     {
         messages.push(json!({"stream": "err", "text": format!("warning: {not_posted}")}));
     }

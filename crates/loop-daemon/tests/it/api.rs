@@ -333,7 +333,7 @@ async fn control_pauses_through_the_operator_verbs_and_the_paused_session_needs_
     let shown = json(&api.get("/api/v1/sessions/one?ref=github:octo/app%237", &[]).await);
     assert_eq!(shown["status"], "paused");
     assert_eq!(shown["control"]["command"], "pause");
-    assert_eq!(shown["control"]["source"], "cli");
+    assert_eq!(shown["control"]["source"], "api", "the control plane is its own source");
     let attention = json(&api.get("/api/v1/attention", &[]).await);
     assert_eq!(attention[0]["kind"], "session-paused", "{attention:#}");
     assert!(attention[0]["detail"].as_str().unwrap().contains("last control: pause"));
@@ -362,6 +362,8 @@ async fn control_pauses_through_the_operator_verbs_and_the_paused_session_needs_
     let site = api.stop().await;
     let audited = site.events_named("api.request");
     assert!(audited.iter().any(|l| l["path"] == "/api/v1/sessions/control" && l["status"] == 403));
+    let commands = site.events_named("control.command");
+    assert!(!commands.is_empty() && commands.iter().all(|l| l["source"] == "api"), "{commands:#?}");
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 
 use loop_core::control::Command;
 use loop_core::login::Login;
-use loop_daemon::operator::Issued;
+use loop_daemon::operator::{Issued, Surface};
 
 use super::sessions;
 use crate::ExitStatus;
@@ -48,10 +48,13 @@ fn edit(
     let item = &args.work_item;
     let operator = sessions::operator();
     let (issued, posted) = sessions::with_dispatcher(loaded.source, async |d| {
-        let issued = d.issue(item, command, &operator, logins.clone()).await;
+        let issued = d.issue(item, command, &operator, logins.clone(), Surface::Cli).await;
         let post = !args.no_comment && matches!(issued, Issued::Roster(_));
-        let posted =
-            if post { d.post_keyword(item, command, &logins, &operator).await } else { Ok(()) };
+        let posted = if post {
+            d.post_keyword(item, command, &logins, &operator, Surface::Cli).await
+        } else {
+            Ok(())
+        };
         (issued, posted)
     })?;
     let Issued::Roster(effects) = issued else {

@@ -23,7 +23,7 @@ use loop_core::record::{Control, EndpointStatus, LocalRecord};
 use loop_daemon::agent::{LinkError, Linked};
 use loop_daemon::config_source::ConfigSource;
 use loop_daemon::dispatcher::Dispatcher;
-use loop_daemon::operator::Issued;
+use loop_daemon::operator::{Issued, Surface};
 use loop_daemon::service::{Mode, Service};
 use loop_sessions::Liveness;
 use loop_store::{EventLog, StateStore};
@@ -151,13 +151,7 @@ fn list(
         let own = record.own_endpoint();
         let control = control.map_or_else(
             || "-".to_owned(),
-            |c| {
-                let source = match c.source {
-                    loop_core::record::ControlSource::Comment => "comment",
-                    loop_core::record::ControlSource::Cli => "cli",
-                };
-                format!("{} ({source})", c.command.name())
-            },
+            |c| format!("{} ({})", c.command.name(), c.source.name()),
         );
         printer.data(format!(
             "{:<32} {:<8} {:<8} {:<36} {:<9} {:<18} {}",
@@ -307,10 +301,13 @@ fn control(
     let item = &args.item.work_item;
     let operator = operator();
     let (issued, posted) = with_dispatcher(source, async |d| {
-        let issued = d.issue(item, command, &operator, Vec::new()).await;
+        let issued = d.issue(item, command, &operator, Vec::new(), Surface::Cli).await;
         let post = !args.no_comment && matches!(issued, Issued::Executed { .. });
-        let posted =
-            if post { d.post_keyword(item, command, &[], &operator).await } else { Ok(()) };
+        let posted = if post {
+            d.post_keyword(item, command, &[], &operator, Surface::Cli).await
+        } else {
+            Ok(())
+        };
         (issued, posted)
     })?;
     let (done, line) = issued.report(command, item);

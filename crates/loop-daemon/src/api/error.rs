@@ -12,8 +12,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
 
 /// A refusal: its status and the sentence saying what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,9 +43,16 @@ impl ApiError {
     }
 }
 
+/// The body of every refusal.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Detail {
+    /// What was wrong, and what to do about it.
+    pub detail: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "detail": self.detail }))).into_response()
+        (self.status, Json(Detail { detail: self.detail })).into_response()
     }
 }
 

@@ -1,16 +1,29 @@
 //! `GET /api/v1/health`: `{status: "ok", version}` — what a probe (or the dashboard's
 //! "is it up?") asks; never audited, never behind the token.
 
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::{Value, json};
+use axum::Json;
+use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::{ApiState, HEALTH};
+use super::ApiState;
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new().route(HEALTH, get(health))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new().routes(routes!(health))
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+/// The service answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct Health {
+    /// Always `ok`.
+    status: &'static str,
+    /// This build's version.
+    version: &'static str,
+}
+
+/// Whether the control plane is up.
+#[utoipa::path(get, path = "/api/v1/health", tag = "health",
+    responses((status = 200, description = "Up", body = Health)))]
+async fn health() -> Json<Health> {
+    Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
 }

@@ -29,6 +29,7 @@ mod error;
 mod guard;
 mod health;
 mod observe;
+pub mod openapi;
 mod sessions;
 mod settings;
 mod stream;
@@ -39,15 +40,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware;
+use axum::{Extension, Router};
 use loop_core::config::ServiceConfig;
 use loop_core::log::{Kind, Line};
 use loop_store::{EventLog, StateStore};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, Body, Params};
 pub use guard::ApiToken;
@@ -79,9 +81,10 @@ pub struct ApiState {
     pub stream: StreamHub,
 }
 
-/// Every route set of the control plane, over [`ApiState`]; add a new set here.
-pub fn routes() -> Router<ApiState> {
-    Router::new()
+/// Every route set of the control plane, over [`ApiState`], each route with its OpenAPI
+/// description (see [`openapi`]); add a new set here.
+pub fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
         .merge(health::routes())
         .merge(agent::routes())
         .merge(work_items::routes())
@@ -89,13 +92,15 @@ pub fn routes() -> Router<ApiState> {
         .merge(observe::routes())
         .merge(settings::routes())
         .merge(stream::routes())
+        .merge(openapi::routes())
 }
 
-/// The work item `text` names; a malformed ref is a 400 saying why.
+/// The work item `text` names; a malformed ref is a 400 saying why (the error names
+/// the text).
 pub fn work_item(text: &str) -> Result<loop_core::WorkItemRef, ApiError> {
     text.trim()
         .parse()
-        .map_err(|err| ApiError::bad_request(format!("`{text}` is not a work-item ref: {err}")))
+        .map_err(|err: loop_core::refs::RefError| ApiError::bad_request(err.to_string()))
 }
 
 /// Runs a read of the state root off the runtime's threads; a failure is a 500 naming it.
@@ -152,7 +157,10 @@ fn app(
         origins: service.cors.allow_origins.iter().filter(|o| *o != "*").cloned().collect(),
         events: state.events.clone(),
     });
-    let mut routes = routes();
+    let (mut routes, collected) = routes().split_for_parts();
+    let document = openapi::document(collected, service.mcp.enabled);
+    // A document of plain maps and strings always renders.
+    let document = serde_json::to_string(&document).unwrap_or_default();
     if service.mcp.enabled {
         let hosts = [service.host.as_str(), "localhost", "127.0.0.1", "::1", "[::1]"];
         let own = format!("http://{}", local);
@@ -165,7 +173,7 @@ fn app(
             origins,
             mcp_stop,
         );
-        routes = routes.route_service("/mcp", mcp);
+        routes = routes.route_service(openapi::MCP, mcp);
     }
     let app = routes
         .fallback(|| async { ApiError::not_found("no such route") })
@@ -173,6 +181,7 @@ fn app(
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
         })
         .with_state(state)
+        .layer(Extension(openapi::Rendered(Arc::new(document))))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(Arc::clone(&access), guard::admit))
         .layer(middleware::from_fn_with_state(access, guard::audit));

@@ -6,9 +6,8 @@
 //! (a delivery's trail, or a work item's records and trails — `explain --json`'s
 //! answer) and `GET /api/v1/daemons` (each ingress's liveness from its lock).
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::explain::{self, Record};
@@ -18,16 +17,19 @@ use loop_store::event_log::filter::{EventFilter, parse_since};
 use loop_store::event_log::read::read_all;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::error::Detail;
 use super::{ApiError, ApiState, Params, read, work_item};
 use crate::service::{Ingress, liveness};
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/api/v1/events", get(events))
-        .route("/api/v1/events/types", get(types))
-        .route("/api/v1/explain", get(explain))
-        .route("/api/v1/daemons", get(daemons))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(events))
+        .routes(routes!(types))
+        .routes(routes!(explain))
+        .routes(routes!(daemons))
 }
 
 /// How many lines `GET /api/v1/events` returns without a `limit`.
@@ -55,17 +57,28 @@ fn event_query(pairs: Vec<(String, String)>) -> Result<(EventFilter, usize), Api
                     .map_err(|err| ApiError::bad_request(format!("`since`: {err}")))?;
                 filter.since = Some(since);
             }
-            "limit" => {
-                limit = value.parse().map_err(|_| {
-                    ApiError::bad_request(format!("`limit`: expected a count ≥ 0, got {value:?}"))
-                })?;
-            }
+            "limit" => limit = count("limit", &value)?,
             _ => return Err(ApiError::bad_request(format!("unknown query parameter `{key}`"))),
         }
     }
     Ok((filter, limit))
 }
 
+/// The last `limit` matching event-log lines, oldest first.
+#[utoipa::path(get, path = "/api/v1/events", tag = "events",
+    params(
+        ("type" = Option<Vec<String>>, Query, explode = true, description = "Line types (repeatable, `*` globs, OR-ed)"),
+        ("workItem" = Option<super::openapi::WorkItemRef>, Query, description = "A work item's ref: its lines"),
+        ("deliveryId" = Option<String>, Query, description = "A delivery's lines"),
+        ("source" = Option<String>, Query, description = "The emitting process"),
+        ("level" = Option<String>, Query, pattern = "^(debug|info|warning|error)$", description = "The quietest level shown"),
+        ("since" = Option<super::openapi::Since>, Query),
+        ("limit" = Option<u32>, Query, description = "How many (default 50; 0: all)"),
+    ),
+    responses(
+        (status = 200, description = "The lines, as written", body = Vec<Value>),
+        (status = 400, description = "An unknown parameter or a bad value", body = Detail),
+        (status = 500, description = "The state could not be read", body = Detail)))]
 async fn events(
     State(state): State<ApiState>,
     Params(pairs): Params<Vec<(String, String)>>,
@@ -95,6 +108,9 @@ async fn log_lines(
     .await
 }
 
+/// Every line type this version writes, and what it records.
+#[utoipa::path(get, path = "/api/v1/events/types", tag = "events", responses(
+    (status = 200, description = "`{<type>: <what it records>}`", body = std::collections::BTreeMap<String, String>)))]
 async fn types() -> Json<Value> {
     let catalog: Map<String, Value> = Kind::ALL
         .iter()
@@ -109,19 +125,40 @@ async fn types() -> Json<Value> {
     Json(Value::Object(catalog))
 }
 
-#[derive(Debug, Deserialize)]
+/// A count parameter: 0 to [`i32::MAX`] (the document's `int32`), else a 400.
+fn count(name: &str, value: &str) -> Result<usize, ApiError> {
+    value.parse::<u32>().ok().filter(|n| i32::try_from(*n).is_ok()).map(|n| n as usize).ok_or_else(
+        || {
+            ApiError::bad_request(format!(
+                "`{name}`: expected a count from 0 to {}, got {value:?}",
+                i32::MAX
+            ))
+        },
+    )
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ExplainQuery {
-    /// A delivery id (GitHub's, a dedup key or a poll id) or a work item's ref.
+    #[param(value_type = super::openapi::Subject)]
     subject: String,
     /// How many deliveries of a work item to show (newest); 0: all.
     #[serde(default)]
-    limit: usize,
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
 }
 
+/// A delivery's trail, or a work item's records and trails (`explain --json`).
+#[utoipa::path(get, path = "/api/v1/explain", tag = "events", params(ExplainQuery), responses(
+    (status = 200, description = "`{delivery, steps, verdict}` or `{workItem, state, summary, deliveries}`", body = Value),
+    (status = 400, description = "A malformed ref", body = Detail),
+    (status = 404, description = "Nothing is known about it", body = Detail),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn explain(
     State(state): State<ApiState>,
     Params(query): Params<ExplainQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.as_deref().map(|v| count("limit", v)).transpose()?.unwrap_or(0);
     let records: Vec<Record> = log_lines(&state).await?.into_iter().map(|r| r.0).collect();
     let subject = query.subject.trim();
     let looks_like_ref = subject.contains('#') && subject.contains(':');
@@ -133,7 +170,7 @@ async fn explain(
             move || store.item_state(&item)
         })
         .await?;
-        let trails = explain::item_trail(&records, &item, query.limit);
+        let trails = explain::item_trail(&records, &item, limit);
         if trails.is_empty() && !found.known() {
             return Err(ApiError::not_found(format!("nothing is known about {item}")));
         }
@@ -150,6 +187,10 @@ async fn explain(
         .map_err(|err| ApiError::internal(format!("cannot encode the trail: {err}")))
 }
 
+/// Each ingress's liveness, from its lock.
+#[utoipa::path(get, path = "/api/v1/daemons", tag = "daemons", responses(
+    (status = 200, description = "`[{daemon, running, pid, pidfile, logfile, startedAt, lastCycleAt}]`", body = Vec<Value>),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn daemons(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
     let store = state.store.clone();
     let rows = read(move || {

@@ -17,9 +17,8 @@
 
 use std::path::{Path, PathBuf};
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use loop_core::WorkItemRef;
 use loop_core::control::Command;
 use loop_core::login::Login;
@@ -28,24 +27,35 @@ use loop_sessions::harness::claude_project_dir_name;
 use loop_store::StoreError;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::error::Detail;
 use super::work_items::RefQuery;
 use super::{ApiError, ApiState, Body, Params, read, work_item};
 use crate::operator::Surface;
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/api/v1/sessions", get(list))
-        .route("/api/v1/sessions/one", get(one))
-        .route("/api/v1/sessions/transcript", get(transcript))
-        .route("/api/v1/sessions/control", post(control))
-        .route("/api/v1/sessions/close", post(close))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(one))
+        .routes(routes!(transcript))
+        .routes(routes!(control))
+        .routes(routes!(close))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// Only the sessions whose own endpoint has this status.
+    #[param(value_type = Option<String>, pattern = "^(active|paused|closed)$")]
     status: Option<EndpointStatus>,
 }
+
+/// The session rows (the reference's registry rows).
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", params(ListQuery), responses(
+    (status = 200, description = "The rows", body = Vec<Value>),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 
 async fn list(
     State(state): State<ApiState>,
@@ -67,6 +77,12 @@ async fn list(
     Ok(Json(Value::Array(rows)))
 }
 
+/// One session row.
+#[utoipa::path(get, path = "/api/v1/sessions/one", tag = "sessions", params(RefQuery), responses(
+    (status = 200, description = "The row", body = Value),
+    (status = 400, description = "A malformed ref", body = Detail),
+    (status = 404, description = "No session on this machine", body = Detail),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn one(
     State(state): State<ApiState>,
     Params(query): Params<RefQuery>,
@@ -133,9 +149,11 @@ fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>) -> Value {
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TranscriptQuery {
     #[serde(rename = "ref")]
+    #[param(value_type = super::openapi::WorkItemRef)]
     work_item: String,
     /// The last lines to return; 0: all.
     #[serde(default = "default_tail")]
@@ -146,6 +164,12 @@ fn default_tail() -> usize {
     200
 }
 
+/// A Claude Code session's transcript.
+#[utoipa::path(get, path = "/api/v1/sessions/transcript", tag = "sessions", params(TranscriptQuery), responses(
+    (status = 200, description = "`{workItem, harness, harnessSessionId, path, totalLines, truncated, entries[]}`", body = Value),
+    (status = 400, description = "A malformed ref", body = Detail),
+    (status = 404, description = "No session, not Claude Code, no conversation id or no file", body = Detail),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn transcript(
     State(state): State<ApiState>,
     Params(query): Params<TranscriptQuery>,
@@ -228,17 +252,20 @@ fn read_transcript(
 }
 
 /// `POST /api/v1/sessions/control`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ControlRequest {
     #[serde(rename = "ref")]
+    #[schema(value_type = super::openapi::WorkItemRef)]
     work_item: String,
+    #[schema(pattern = "^(start|pause|resume|stop|cleanup)$")]
     verb: String,
     /// Post the command's keyword back to the work item, as the CLI does.
     #[serde(default = "yes")]
     comment: bool,
     /// Who asks, recorded as the command's actor (never used to authorize).
     #[serde(default)]
+    #[schema(value_type = Option<super::openapi::Actor>)]
     actor: Option<String>,
 }
 
@@ -250,6 +277,10 @@ fn yes() -> bool {
 const VERBS: [Command; 5] =
     [Command::Start, Command::Pause, Command::Resume, Command::Stop, Command::Cleanup];
 
+/// Runs an operator verb, as `the-loop sessions <verb>` does.
+#[utoipa::path(post, path = "/api/v1/sessions/control", tag = "sessions", request_body = ControlRequest, responses(
+    (status = 200, description = "`{verb, workItem, effect, exitCode, messages[{stream, text}], output}`", body = Value),
+    (status = 400, description = "A malformed ref, an unknown verb or actor", body = Detail)))]
 async fn control(
     State(state): State<ApiState>,
     Body(request): Body<ControlRequest>,
@@ -296,16 +327,21 @@ fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
 }
 
 /// `POST /api/v1/sessions/close`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct CloseRequest {
     #[serde(rename = "ref")]
+    #[schema(value_type = super::openapi::WorkItemRef)]
     work_item: String,
     /// Keep (or kill) the tmux session this once; absent: `routing.tmux`'s retention.
     #[serde(default)]
     keep_tmux: Option<bool>,
 }
 
+/// Closes a live session the way a merge does.
+#[utoipa::path(post, path = "/api/v1/sessions/close", tag = "sessions", request_body = CloseRequest, responses(
+    (status = 200, description = "`{workItem, closed, exitCode, messages}`", body = Value),
+    (status = 400, description = "A malformed ref", body = Detail)))]
 async fn close(
     State(state): State<ApiState>,
     Body(request): Body<CloseRequest>,

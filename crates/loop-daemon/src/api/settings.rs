@@ -4,18 +4,22 @@
 //! type and its default, unknown keys refused — the shape a settings editor renders).
 //! Writing the config stays the CLI's and the file's.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use loop_core::config::Config;
 use serde_json::{Map, Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::ApiState;
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new().route("/api/v1/config", get(config)).route("/api/v1/config/schema", get(schema))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new().routes(routes!(config)).routes(routes!(schema))
 }
 
+/// The config in force, defaults filled in.
+#[utoipa::path(get, path = "/api/v1/config", tag = "config", responses(
+    (status = 200, description = "`{path, exists, version, config}`", body = Value)))]
 async fn config(State(state): State<ApiState>) -> Json<Value> {
     let current = state.config.current();
     let path = state.config.path().to_owned();
@@ -33,6 +37,9 @@ async fn config(State(state): State<ApiState>) -> Json<Value> {
     }))
 }
 
+/// A JSON Schema of the config: every key, its JSON type and default.
+#[utoipa::path(get, path = "/api/v1/config/schema", tag = "config", responses(
+    (status = 200, description = "The schema", body = Value)))]
 async fn schema() -> Json<Value> {
     let mut schema = schema_of(&Config::default().to_json());
     if let Value::Object(map) = &mut schema {

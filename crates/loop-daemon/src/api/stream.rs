@@ -30,13 +30,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use loop_core::config::StreamConfig;
 use loop_core::log::{Kind, Line};
 use loop_store::EventLog;
@@ -46,11 +44,14 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::error::Detail;
 use super::{ApiError, ApiState, Params, work_item};
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new().route("/api/v1/stream", get(subscribe))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new().routes(routes!(subscribe))
 }
 
 /// How often the tail looks for appended lines while someone listens.
@@ -406,7 +407,22 @@ impl Ask {
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
-/// `GET /api/v1/stream[?workItem=…][&transcript=…]`, `Last-Event-ID` to resume.
+/// The event log as Server-Sent Events: `log` frames (`id:` the offset after the line,
+/// quote it back as `Last-Event-ID` to resume), `desync` frames (refetch everything)
+/// and `: keep-alive` comments; never `api.request` or `mcp.call`.
+#[utoipa::path(get, path = "/api/v1/stream", tag = "events",
+    params(
+        ("workItem" = Option<Vec<super::openapi::WorkItemRef>>, Query, explode = true, description = "Only lines naming one of these work items (at most 64)"),
+        ("transcript" = Option<Vec<super::openapi::WorkItemRef>>, Query, explode = true, description = "Work items whose transcripts the client watches (at most 64; accepted, no `transcript` frames yet)"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame's id (a byte offset)"),
+    ),
+    responses(
+        (status = 200, description = "The stream, until the client or the service goes", content_type = "text/event-stream", body = String),
+        (status = 400, description = "A malformed ref or `Last-Event-ID`, an unknown parameter, too many refs", body = Detail),
+        (status = 404, description = "The stream (or the event log) is off", body = Detail),
+        (status = 503, description = "`service.stream.maxSubscribers` clients are connected already", body = Detail,
+            headers(("Retry-After" = u32, description = "Seconds to wait"))),
+    ))]
 async fn subscribe(
     State(state): State<ApiState>,
     headers: HeaderMap,

@@ -9,40 +9,51 @@
 //!    open question of the agent's (`the-loop ask`) no answer has reached yet;
 //! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
 
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use loop_core::control::Command;
 use loop_core::record::{Control, EndpointStatus, LocalRecord};
 use loop_store::event_log::read::{EventRecord, read_all};
 use loop_store::{Section as _, StoreError};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::error::Detail;
 use super::{ApiError, ApiState, Params, read, work_item};
 
 /// How many of the newest error lines "Needs you" shows.
 pub const RECENT_ERRORS: usize = 20;
 
-pub(super) fn routes() -> Router<ApiState> {
-    Router::new()
-        .route("/api/v1/work-items", get(list))
-        .route("/api/v1/work-items/one", get(one))
-        .route("/api/v1/attention", get(attention))
+pub(super) fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::new().routes(routes!(list)).routes(routes!(one)).routes(routes!(attention))
 }
 
 /// `?ref=`: the work item a route is about.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct RefQuery {
     #[serde(rename = "ref")]
+    #[param(value_type = super::openapi::WorkItemRef)]
     pub(super) work_item: String,
 }
 
+/// Every portable record as stored, sorted by ref.
+#[utoipa::path(get, path = "/api/v1/work-items", tag = "work items", responses(
+    (status = 200, description = "The records", body = Vec<Value>),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn list(state: axum::extract::State<ApiState>) -> Result<Json<Value>, ApiError> {
     let store = state.store.clone();
     let records = read(move || store.list_portable_records()).await?;
     Ok(Json(Value::Array(records.into_iter().map(Value::Object).collect())))
 }
 
+/// One portable record.
+#[utoipa::path(get, path = "/api/v1/work-items/one", tag = "work items", params(RefQuery), responses(
+    (status = 200, description = "The record", body = Value),
+    (status = 400, description = "A malformed ref", body = Detail),
+    (status = 404, description = "No record", body = Detail),
+    (status = 500, description = "The state could not be read", body = Detail)))]
 async fn one(
     state: axum::extract::State<ApiState>,
     Params(query): Params<RefQuery>,
@@ -59,7 +70,13 @@ async fn one(
         .ok_or_else(|| ApiError::not_found(format!("{item} has no portable record")))
 }
 
-async fn attention(state: axum::extract::State<ApiState>) -> Result<Json<Value>, ApiError> {
+/// The "Needs you" rows, derived on each request.
+#[utoipa::path(get, path = "/api/v1/attention", tag = "work items", responses(
+    (status = 200, description = "`[{workItem, kind, detail}]`", body = Vec<Attention>),
+    (status = 500, description = "The state could not be read", body = Detail)))]
+async fn attention(
+    state: axum::extract::State<ApiState>,
+) -> Result<Json<Vec<Attention>>, ApiError> {
     let store = state.store.clone();
     let (sessions, controls, events) = read(move || {
         let sessions = store.list_local_records()?;
@@ -81,7 +98,19 @@ async fn attention(state: axum::extract::State<ApiState>) -> Result<Json<Value>,
         Ok::<_, StoreError>((sessions, controls, events))
     })
     .await?;
-    Ok(Json(Value::Array(needs_you(&sessions, &controls, &events))))
+    Ok(Json(needs_you(&sessions, &controls, &events)))
+}
+
+/// One "Needs you" row.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct Attention {
+    /// The work item (empty for an error line that names none).
+    work_item: String,
+    /// `session-paused`, `armed-without-session`, `awaiting-input` or `recent-error`.
+    kind: &'static str,
+    /// What needs the operator, in a sentence.
+    detail: String,
 }
 
 /// The "Needs you" rows, in the rules' order.
@@ -89,8 +118,12 @@ fn needs_you(
     sessions: &[LocalRecord],
     controls: &[(loop_core::WorkItemRef, Control)],
     events: &[EventRecord],
-) -> Vec<Value> {
-    let row = |item: &str, kind: &str, detail: String| json!({"workItem": item, "kind": kind, "detail": detail});
+) -> Vec<Attention> {
+    let row = |item: &str, kind: &'static str, detail: String| Attention {
+        work_item: item.to_owned(),
+        kind,
+        detail,
+    };
     let mut rows = Vec::new();
     for record in sessions {
         if record.own_endpoint().is_some_and(|e| e.status == EndpointStatus::Paused) {

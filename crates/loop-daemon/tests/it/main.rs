@@ -23,6 +23,7 @@ mod dispatch_reload;
 mod dispatch_spawning;
 mod mcp;
 mod metrics;
+mod openapi;
 mod poll;
 mod poll_closure;
 mod poll_e2e;

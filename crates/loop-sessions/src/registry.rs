@@ -792,7 +792,7 @@ mod tests {
         };
         registry.owe_announcement(&owed).unwrap();
         std::fs::write(dir.path().join("local/loop-torn.announcing"), b"{\"workItem\":").unwrap();
-        assert_eq!(registry.owed_announcements().unwrap(), [owed.clone()]);
+        assert_eq!(registry.owed_announcements().unwrap(), std::slice::from_ref(&owed));
         assert!(!dir.path().join("local/loop-torn.announcing").exists(), "dropped");
         registry.settle_announcement(&owed.tmux_target).unwrap();
         registry.settle_announcement(&owed.tmux_target).unwrap();

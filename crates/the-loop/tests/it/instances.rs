@@ -65,7 +65,7 @@ fn a_start_addressed_to_one_instance_is_taken_by_that_one_alone() {
     }
     // One announcement, by the instance that took it; nothing on the other issue.
     let viewer = world.sim.viewer();
-    let announced = world.sim.comments_by(REPO, addressed, viewer.clone());
+    let announced = world.sim.comments_by(REPO, addressed, viewer);
     assert_eq!(announced.len(), 1, "{announced:#?}");
     assert!(announced[0].contains("| instance | `laptop` |"), "{announced:#?}");
     assert_eq!(world.sim.comments_by(REPO, unaddressed, viewer), Vec::<String>::new());

@@ -17,4 +17,5 @@ mod machine;
 mod poll;
 mod sessions;
 mod sim;
+mod soak;
 mod start;

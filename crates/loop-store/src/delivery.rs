@@ -18,7 +18,8 @@
 //! A last line without its newline (a write cut short) is ignored; any other line that
 //! does not parse sends the file to quarantine (`state.quarantined`) and the lines that
 //! did parse are kept. The log is compacted — rewritten atomically and fsynced, one line
-//! per key — when it has grown past twice the bound (plus [`COMPACTION_SLACK`] lines), and
+//! per key — when it has grown past twice the keys held (at least the bound; plus
+//! [`COMPACTION_SLACK`] lines), and
 //! at open when it needs repair.
 //!
 //! The ledger survives restarts. An `inflight` mark found at open belongs to a process
@@ -84,6 +85,12 @@ pub struct DeliveryLedger {
     #[serde(skip)]
     doubted: VecDeque<(String, Timestamp)>,
 }
+
+/// How long a mark is kept beyond the bound (see [`DeliveryLedger::evict`]).
+const RECENT: jiff::SignedDuration = jiff::SignedDuration::from_mins(15);
+
+/// How far past its bound the ledger may grow to keep recent marks.
+const HARD_BOUND_FACTOR: usize = 16;
 
 fn default_capacity() -> usize {
     1024
@@ -201,9 +208,27 @@ impl DeliveryLedger {
         self.evict();
     }
 
+    /// Forgets the oldest marks beyond the bound, but never one in flight, and not one
+    /// younger than [`RECENT`] until the ledger holds [`HARD_BOUND_FACTOR`] times the
+    /// bound. A mark is what tells a delivery's other copy (the other ingress, a
+    /// redelivery) and the poller's next look at a comment it forwarded that it was
+    /// delivered: under a backlog, or with slow poll cycles, more than the bound pass in
+    /// less time than that takes, and forgetting by count alone pasted comments twice
+    /// (the soak). Age is measured against the newest mark, so no clock is read here.
     fn evict(&mut self) {
+        let newest = self.entries.iter().map(|e| e.at).max();
         while self.entries.len() > self.capacity {
-            self.entries.pop_front();
+            let Some(oldest) = self.entries.iter().position(|e| e.mark != Mark::Inflight) else {
+                break;
+            };
+            let old_enough = newest.is_some_and(|newest| {
+                self.entries[oldest].at.saturating_add(RECENT).is_ok_and(|t| t <= newest)
+            });
+            if !old_enough && self.entries.len() <= self.capacity.saturating_mul(HARD_BOUND_FACTOR)
+            {
+                break;
+            }
+            self.entries.remove(oldest);
         }
         while self.doubted.len() > self.capacity {
             self.doubted.pop_front();
@@ -283,9 +308,10 @@ fn replay(bytes: &[u8], capacity: usize) -> Replayed {
     Replayed { ledger, lines: segments.len(), torn, unreadable }
 }
 
-/// Whether a log of `lines` lines under `capacity` is due for compaction.
-fn compaction_due(lines: usize, capacity: usize) -> bool {
-    lines > 2 * capacity + COMPACTION_SLACK
+/// Whether a log of `lines` lines for a ledger holding `held` keys (at least its bound:
+/// recent marks may outnumber it) is due for compaction.
+fn compaction_due(lines: usize, held: usize) -> bool {
+    lines > 2 * held + COMPACTION_SLACK
 }
 
 /// The ledger held in memory by its owner, persisted as an append-only log
@@ -355,7 +381,8 @@ impl DeliveryLog {
         let bytes = Line { key: key.to_owned(), change, at }.encode(&self.path)?;
         let _guard = LockGuard::exclusive(&self.lock)?;
         self.append_locked(&bytes)?;
-        if compaction_due(self.lines, self.ledger.capacity) {
+        let held = self.ledger.len().max(self.ledger.capacity);
+        if compaction_due(self.lines, held) {
             self.compact_locked()?;
         }
         Ok(())
@@ -528,16 +555,47 @@ mod tests {
         assert!(!ledger.take_in("k", NOW));
     }
 
+    /// `minutes` after [`NOW`].
+    fn at(minutes: i64) -> Timestamp {
+        NOW + jiff::SignedDuration::from_mins(minutes)
+    }
+
     #[test]
-    fn the_oldest_marks_are_evicted_beyond_the_bound() {
+    fn the_oldest_marks_are_evicted_beyond_the_bound_once_not_recent() {
         let mut ledger = DeliveryLedger::new(2);
-        for key in ["a", "b", "c"] {
-            ledger.take_in(key, NOW);
+        for (key, minutes) in [("a", 0), ("b", 20), ("c", 40)] {
+            ledger.keep(key, at(minutes));
         }
         assert_eq!(ledger.mark_of("a"), None);
         assert!(ledger.mark_of("c").is_some());
         ledger.set_capacity(1);
         assert_eq!(ledger.len(), 1);
+    }
+
+    #[test]
+    fn recent_marks_outlive_the_bound_up_to_its_hard_multiple() {
+        let mut ledger = DeliveryLedger::new(2);
+        for n in 0..40 {
+            ledger.keep(&format!("k{n}"), at(1));
+        }
+        assert_eq!(ledger.len(), 2 * HARD_BOUND_FACTOR, "all recent: kept up to the hard bound");
+        assert_eq!(ledger.mark_of("k39"), Some(&Mark::Kept));
+        ledger.keep("later", at(30));
+        assert_eq!(ledger.len(), 2, "the old ones go once a mark is 15 minutes newer");
+    }
+
+    #[test]
+    fn a_mark_in_flight_is_never_evicted_however_many_follow() {
+        let mut ledger = DeliveryLedger::new(2);
+        for key in ["a", "b", "c"] {
+            assert!(ledger.take_in(key, at(0)));
+        }
+        assert!(!ledger.take_in("a", at(0)), "still a duplicate while in flight");
+        ledger.keep("a", at(0));
+        ledger.keep("b", at(20));
+        assert_eq!(ledger.len(), 2, "back within the bound once they ended");
+        assert_eq!(ledger.mark_of("a"), None, "the oldest ended mark went first");
+        assert_eq!(ledger.mark_of("c"), Some(&Mark::Inflight));
     }
 
     #[test]
@@ -675,8 +733,9 @@ mod tests {
         let (mut log, _) = store.open_delivery_log(2).expect("opened");
         for n in 0..2 * COMPACTION_SLACK {
             let key = format!("k{n}");
-            log.take_in(&key, NOW).expect("written");
-            log.keep(&key, NOW).expect("written");
+            let when = at(16 * n as i64);
+            log.take_in(&key, when).expect("written");
+            log.keep(&key, when).expect("written");
         }
         let lines = log_text(&store).lines().count();
         assert!(lines <= 2 * 2 + COMPACTION_SLACK + 1, "{lines} lines");

@@ -107,7 +107,25 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     }
     let wrong: Vec<(usize, u32)> =
         (1..=events).filter(|&n| seen[n] != 1).map(|n| (n, seen[n])).take(20).collect();
-    assert!(wrong.is_empty(), "comments not pasted exactly once (comment, times): {wrong:?}");
+    let first = wrong.first().map(|(n, _)| format!("soak comment {n} .")).unwrap_or_default();
+    let shown: Vec<&String> =
+        messages.iter().filter(|m| !first.is_empty() && m.contains(&first)).collect();
+    let key = shown
+        .first()
+        .and_then(|m| m.split("- Delivery: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("-")
+        .to_owned();
+    let trail: Vec<String> = std::fs::read_to_string(machine.root.join("logs/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(&key))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "comments not pasted exactly once (comment, times): {wrong:?}\n{key}\n{trail:#?}"
+    );
 }
 
 /// How many soak comments the stand-in agent has received, read incrementally from its
@@ -144,10 +162,14 @@ impl Pasted {
     }
 }
 
+/// The service's pid, from the poller's pidfile (the service holds it).
 fn service_pid(machine: &Machine) -> u32 {
-    let text = std::fs::read_to_string(machine.root.join("local/service.pid"))
-        .expect("the service's pidfile");
-    text.split_whitespace().next().and_then(|pid| pid.parse().ok()).expect("a pid in the pidfile")
+    let text =
+        std::fs::read_to_string(machine.root.join("poll.pid")).expect("the poller's pidfile");
+    text.split(|c: char| !c.is_ascii_digit())
+        .find(|digits| !digits.is_empty())
+        .and_then(|pid| pid.parse().ok())
+        .expect("a pid in the pidfile")
 }
 
 fn status_kb(pid: u32, key: &str) -> u64 {

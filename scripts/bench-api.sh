@@ -6,7 +6,7 @@
 #    (curl: time and size), then wrk for DURATION (THREADS threads, CONNECTIONS
 #    connections): requests/s and latency p50/p99.
 # 2. The stream's fan-out: CLIENTS (8) subscribers of `GET /api/v1/stream` while another
-#    process appends RATE (1 000) lines a second for SECONDS (10) to the event log
+#    process appends RATE (1 000) lines a second for STREAM_SECONDS (10) to the event log
 #    (scripts/bench_stream.py): frames lost, reordered or duplicated (any is a failure)
 #    and the write-to-frame latency.
 #
@@ -24,7 +24,7 @@ THREADS="${THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-8}"
 CLIENTS="${CLIENTS:-8}"
 RATE="${RATE:-1000}"
-SECONDS_="${SECONDS:-10}"
+STREAM_SECONDS="${STREAM_SECONDS:-10}"
 command -v wrk >/dev/null || { echo "error: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 if [[ -z "${BIN:-}" ]]; then
   cargo build --release --quiet -p the-loop
@@ -81,7 +81,7 @@ wrk -t "$THREADS" -c "$CONNECTIONS" -d "$DURATION" --timeout 30s --latency "$url
   | grep -E 'Requests/sec|^ +(50|99)%|Non-2xx|Socket errors' | sed 's/^ */work-items: /'
 
 status=0
-python3 scripts/bench_stream.py "$api_port" "$work/state/logs/events.jsonl" "$CLIENTS" "$RATE" "$SECONDS_" \
+python3 scripts/bench_stream.py "$api_port" "$work/state/logs/events.jsonl" "$CLIENTS" "$RATE" "$STREAM_SECONDS" \
   || status=$?
 echo "service RSS: $(( $(awk '/VmRSS/ {print $2}' "/proc/$service_pid/status") / 1024 )) MiB"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

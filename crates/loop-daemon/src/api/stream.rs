@@ -79,7 +79,7 @@ const RETRY_MS: u32 = 3000;
 const RETRY_AFTER_SECS: &str = "5";
 
 /// Lines never streamed (see the module docs).
-const NEVER_STREAMED: [&str; 2] = ["api.request", "mcp.call"];
+const NEVER_STREAMED: [Kind; 2] = [Kind::ApiRequest, Kind::McpCall];
 
 /// The process's one tail of the event log and its subscribers. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -330,7 +330,7 @@ fn log_frame(line: &[u8], end: u64) -> Option<Frame> {
     }
     let peek: Peek = serde_json::from_slice(line).ok()?;
     let event = peek.event.as_ref().and_then(Value::as_str).unwrap_or_default();
-    if NEVER_STREAMED.contains(&event) {
+    if NEVER_STREAMED.iter().any(|kind| kind.name() == event) {
         return None;
     }
     let mut work_items: Vec<String> =
@@ -367,7 +367,18 @@ struct Ask {
 }
 
 impl Ask {
-    fn read(pairs: Vec<(String, String)>, headers: &HeaderMap) -> Result<Self, ApiError> {
+    /// What the query and `Last-Event-ID` ask, or the refusal and its `stream.refused`
+    /// reason (`bad-filter`, `bad-cursor`).
+    fn read(
+        pairs: Vec<(String, String)>,
+        headers: &HeaderMap,
+    ) -> Result<Self, (&'static str, ApiError)> {
+        let mut ask = Self::filters(pairs).map_err(|err| ("bad-filter", err))?;
+        ask.cursor = cursor(headers).map_err(|err| ("bad-cursor", err))?;
+        Ok(ask)
+    }
+
+    fn filters(pairs: Vec<(String, String)>) -> Result<Self, ApiError> {
         let mut ask = Self::default();
         for (key, value) in pairs {
             let list = match key.as_str() {
@@ -381,16 +392,6 @@ impl Ask {
                     "`{key}` takes at most {MAX_FILTER} refs"
                 )));
             }
-        }
-        if let Some(value) = headers.get(LAST_EVENT_ID) {
-            let text = value.to_str().unwrap_or_default().trim();
-            let cursor = text.parse().ok().filter(|_| text.bytes().all(|b| b.is_ascii_digit()));
-            ask.cursor = Some(cursor.ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "`Last-Event-ID` must be a byte offset (an integer ≥ 0), got {:?}",
-                    String::from_utf8_lossy(value.as_bytes())
-                ))
-            })?);
         }
         Ok(ask)
     }
@@ -406,6 +407,19 @@ impl Ask {
 }
 
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+/// `Last-Event-ID`, a byte offset, if sent.
+fn cursor(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(LAST_EVENT_ID) else { return Ok(None) };
+    let text = value.to_str().unwrap_or_default().trim();
+    let cursor = text.parse().ok().filter(|_| text.bytes().all(|b| b.is_ascii_digit()));
+    cursor.map(Some).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "`Last-Event-ID` must be a byte offset (an integer ≥ 0), got {:?}",
+            String::from_utf8_lossy(value.as_bytes())
+        ))
+    })
+}
 
 /// The event log as Server-Sent Events: `log` frames (`id:` the offset after the line,
 /// quote it back as `Last-Event-ID` to resume), `desync` frames (refetch everything)
@@ -447,9 +461,9 @@ async fn subscribe(
             ));
         }
     };
-    let ask = Ask::read(pairs, &headers).inspect_err(|err| {
-        let reason = if err.detail.contains("Last-Event-ID") { "bad-cursor" } else { "bad-filter" };
+    let ask = Ask::read(pairs, &headers).map_err(|(reason, err)| {
         refused(reason);
+        err
     })?;
     let Some(slot) = hub.admit() else {
         hub.0.events.emit(

@@ -273,3 +273,55 @@ async fn a_disabled_stream_is_a_404() {
     assert!(json(&answer)["detail"].as_str().unwrap().contains("service.stream.enabled"));
     api.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_stream_gets_keep_alive_comments() {
+    let api = ApiService::start("service:\n  stream:\n    keepAliveSeconds: 1\n", None).await;
+    let mut stream = Sse::connect(&api, "", None).await;
+    loop {
+        if stream.next().await.comment.as_deref() == Some("keep-alive") {
+            break;
+        }
+    }
+    drop(stream);
+    api.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_told_to_refetch_and_then_follows_the_live_end() {
+    let api = ApiService::start("", None).await;
+    let mut stalled = Sse::connect(&api, "", None).await;
+    let log = writer(&api);
+    // Far more than the channel and the sockets hold while nobody reads (and past a
+    // rotation of the 10 MiB log).
+    let padding = "x".repeat(1024);
+    let flood = {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || {
+            for n in 0..12_000 {
+                let line =
+                    Line::info(Kind::ConfigReloaded).field("n", n).field("padding", &padding);
+                log.append(&line, Timestamp::now()).expect("appended");
+            }
+        })
+    };
+    flood.await.expect("the flood");
+    // What it missed is gone (the desync says so); what comes after reaches it.
+    loop {
+        let frame = stalled.next().await;
+        if frame.event.as_deref() == Some("desync") {
+            assert_eq!(frame.line()["reason"], "queue-overflow");
+            break;
+        }
+    }
+    append(&log, "after", None);
+    stalled.logs_until("after").await;
+    drop(stalled);
+    let site = api.stop().await;
+    // The log rotated during the flood: read the old files too.
+    let lines = loop_store::event_log::read::read_all(&site.layout().event_log()).expect("the log");
+    assert!(
+        lines.iter().any(|l| l.event() == "stream.desync" && l.0["reason"] == "queue-overflow"),
+        "stream.desync is logged"
+    );
+}

@@ -319,7 +319,7 @@ async fn a_client_that_stops_reading_is_told_to_refetch_and_then_follows_the_liv
     drop(stalled);
     let site = api.stop().await;
     // The log rotated during the flood: read the old files too.
-    let lines = loop_store::event_log::read::read_all(&site.layout().event_log()).expect("the log");
+    let lines = loop_store::event_log::read::read_all(site.layout().event_log()).expect("the log");
     assert!(
         lines.iter().any(|l| l.event() == "stream.desync" && l.0["reason"] == "queue-overflow"),
         "stream.desync is logged"

@@ -3,6 +3,7 @@
 //! repository (served as a real git repository), the stand-in agent in real tmux running
 //! `the-loop graph complete` from its pane as an agent would.
 
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -10,15 +11,37 @@ use loop_core::graph::state::{Upstream, WorkItemState};
 use loop_sim::test_support::{read_lines, wait_for};
 use serde_json::Value;
 
-use crate::common::{ITEM, LABEL, REPO, Site};
+use crate::machine::{Machine, World};
 
+const REPO: &str = World::REPO;
+const ITEM: &str = "github:octo/app#1";
+const LABEL: &str = "the-loop: auto-execute";
 const CHECKLIST: &str = "<!-- the-loop:phase-selection -->";
 
+/// The simulator and one machine whose sessions run in checkouts of `octo/app`.
+struct Site {
+    world: World,
+    machine: Machine,
+}
+
+impl Deref for Site {
+    type Target = Machine;
+
+    fn deref(&self) -> &Machine {
+        &self.machine
+    }
+}
+
 impl Site {
-    /// A polling service up, with its first cycle done.
-    fn serving(&self) {
-        self.run(&["start"]).expect_code(0);
-        wait_for("a first poll cycle", || self.events("poll.cycle").first().cloned().ok_or("none"));
+    fn new() -> Self {
+        let world = World::new();
+        let machine = Machine::with_checkouts(&world);
+        Self { world, machine }
+    }
+
+    /// Types `line` into issue `number`'s session pane.
+    fn type_into(&self, number: u64, line: &str) {
+        self.type_into_pane(&format!("=loop-github-octo-app-{number}:"), line);
     }
 
     /// Waits for two more poll cycles: whatever was opened before is seen (and its
@@ -32,13 +55,16 @@ impl Site {
     }
 
     fn labels(&self, number: u64) -> Vec<String> {
-        self.sim.world().item(REPO, number).expect("the item").labels.clone()
+        self.world.sim.world().item(REPO, number).expect("the item").labels.clone()
     }
 
+    /// Waits until `label` is the item's one `loop:*` label (the previous one is
+    /// removed just after the new one is added).
     fn wait_for_label(&self, number: u64, label: &str) {
-        wait_for(&format!("#{number} labelled {label}"), || {
+        wait_for(&format!("#{number}'s phase label {label}"), || {
             let labels = self.labels(number);
-            labels.iter().any(|l| l == label).then_some(()).ok_or(format!("{labels:?}"))
+            let phases: Vec<&String> = labels.iter().filter(|l| l.starts_with("loop:")).collect();
+            (phases == [label]).then_some(()).ok_or(format!("{labels:?}"))
         });
     }
 
@@ -72,11 +98,11 @@ impl Site {
 
     /// The self-marked comments on `number` carrying `needle`.
     fn posted(&self, number: u64, needle: &str) -> Vec<(u64, String)> {
-        let world = self.sim.world();
+        let world = self.world.sim.world();
         let item = world.item(REPO, number).expect("the item");
         item.comments
             .iter()
-            .filter(|c| c.author == self.sim.viewer() && c.body.contains(needle))
+            .filter(|c| c.author == self.world.sim.viewer() && c.body.contains(needle))
             .map(|c| (c.id, c.body.clone()))
             .collect()
     }
@@ -123,10 +149,10 @@ impl Site {
 
 #[test]
 fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
-    let site = Site::new(true);
-    site.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
-    site.serving();
-    site.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
 
     // The spawn: a checkout, the label, the checklist, the prompt's graph block.
     let prompt = site.wait_for_message("the-loop auto-execute: github:octo/app#1");
@@ -141,7 +167,7 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
     assert_eq!(site.state(1).loop_name, "pdlc-work-item-loop");
 
     // An authorized execute with the default selection: the first selected phase.
-    site.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
     site.wait_for_node(1, "brainstorming");
     site.wait_for_label(1, "loop:brainstorming");
     let labels = site.labels(1);
@@ -155,7 +181,7 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
 
     // The agent claims the phase from its pane: no artifact, blocked with the gate's
     // message; with a valid one, advanced.
-    site.type_into_pane(1, "!the-loop graph complete");
+    site.type_into(1, "!the-loop graph complete");
     let blocked = site.wait_for_shell(0);
     let answer: Value = serde_json::from_str(blocked["stdout"].as_str().unwrap_or_default())
         .expect("one JSON line");
@@ -167,7 +193,7 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
         "---\nstatus: approved\n---\n## Problem / opportunity\nSearch.\n## Open questions\nNone.\n",
     )
     .unwrap();
-    site.type_into_pane(1, "!the-loop graph complete");
+    site.type_into(1, "!the-loop graph complete");
     let advanced = site.wait_for_shell(1);
     let answer: Value = serde_json::from_str(advanced["stdout"].as_str().unwrap_or_default())
         .expect("one JSON line");
@@ -182,16 +208,16 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
 
 #[test]
 fn the_checklists_ticks_are_the_selection_and_the_state_file_follows_its_pull_request() {
-    let site = Site::new(true);
-    site.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
-    site.serving();
-    site.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
     let (id, checklist) = site.wait_for_posted(1, CHECKLIST);
 
     // A person unticks brainstorming in GitHub's UI, then executes.
     let ticked = checklist.replace("- [x] brainstorming", "- [ ] brainstorming");
-    site.sim.edit_comment(REPO, id, "octocat", &ticked).unwrap();
-    site.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
+    site.world.sim.edit_comment(REPO, id, "octocat", &ticked).unwrap();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
     let state = site.wait_for_node(1, "requirements-definition");
     assert_eq!(state.skips["brainstorming"]["via"], "checklist");
     assert_eq!(state.nodes["brainstorming"].outcome, "skipped");
@@ -209,12 +235,16 @@ fn the_checklists_ticks_are_the_selection_and_the_state_file_follows_its_pull_re
         ("github:octo/app#2", 2, "https://github.com/octo/app/pull/2", Upstream::Open)
     );
     assert_eq!(row[0].inner_loop, "pr-loops/pr-2/work-item-state.json");
-    let pr = site.sim.open_pull_request(REPO, "octocat", "Search", "", "search", &[LABEL]).unwrap();
+    let pr = site
+        .world
+        .sim
+        .open_pull_request(REPO, "octocat", "Search", "", "search", &[LABEL])
+        .unwrap();
     assert_eq!(pr, 2);
     site.two_cycles();
-    site.sim.comment(REPO, 2, "octocat", "CI is green").unwrap();
+    site.world.sim.comment(REPO, 2, "octocat", "CI is green").unwrap();
     site.wait_for_message("CI is green");
-    site.sim.merge(REPO, 2, "octocat").unwrap();
+    site.world.sim.merge(REPO, 2, "octocat").unwrap();
     wait_for("the pull request's row merged", || {
         let rows = site.state(1).pull_requests;
         (rows.len() == 1 && rows[0].state == Upstream::Merged)
@@ -229,27 +259,29 @@ fn the_checklists_ticks_are_the_selection_and_the_state_file_follows_its_pull_re
 
 #[test]
 fn do_walks_the_adhoc_loop_contribute_waits_for_its_goal_and_review_binds_the_pr_loop() {
-    let site = Site::new(true);
-    site.sim.open_issue(REPO, "octocat", "Bump a dependency", &[LABEL]).unwrap();
-    site.sim.open_issue(REPO, "octocat", "Help upstream", &[LABEL]).unwrap();
-    let pr =
-        site.sim.open_pull_request(REPO, "octocat", "A change", "", "change", &[LABEL]).unwrap();
-    site.serving();
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Bump a dependency", &[LABEL]).unwrap();
+    site.world.sim.open_issue(REPO, "octocat", "Help upstream", &[LABEL]).unwrap();
+    let pr = site
+        .world
+        .sim
+        .open_pull_request(REPO, "octocat", "A change", "", "change", &[LABEL])
+        .unwrap();
+    site.start();
 
-    site.sim.comment(REPO, 1, "octocat", "the-loop do").unwrap();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop do").unwrap();
     site.wait_for_label(1, "loop:implementation");
     assert_eq!(site.wait_for_node(1, "work").loop_name, "pdlc-adhoc-loop");
     site.wait_for_message("you are now at node `work`");
-    site.type_into_pane(1, "!the-loop graph complete");
+    site.type_into(1, "!the-loop graph complete");
     site.wait_for_shell(0);
     site.wait_for_node(1, "review");
     site.wait_for_posted(1, "`review` is ready for review");
-    site.sim.comment(REPO, 1, "octocat", "done, thanks").unwrap();
+    site.world.sim.comment(REPO, 1, "octocat", "done, thanks").unwrap();
     site.wait_for_node(1, "complete");
     site.wait_for_label(1, "loop:complete");
-    assert!(!site.labels(1).iter().any(|l| l == "loop:implementation"), "{:?}", site.labels(1));
 
-    site.sim.comment(REPO, 2, "octocat", "the-loop contribute").unwrap();
+    site.world.sim.comment(REPO, 2, "octocat", "the-loop contribute").unwrap();
     let state = site.wait_for_node(2, "goal-definition");
     assert_eq!(state.loop_name, "pdlc-contribution-loop");
     wait_for("the goal gate's block", || {
@@ -259,7 +291,7 @@ fn do_walks_the_adhoc_loop_contribute_waits_for_its_goal_and_review_binds_the_pr
             .ok_or("none")
     });
 
-    site.sim.comment(REPO, pr, "octocat", "the-loop review").unwrap();
+    site.world.sim.comment(REPO, pr, "octocat", "the-loop review").unwrap();
     let inner = site.spec_dir(pr).join(format!("pr-loops/pr-{pr}/work-item-state.json"));
     let state: WorkItemState = wait_for("the pull request's own loop", || {
         std::fs::read(&inner)
@@ -277,15 +309,15 @@ fn do_walks_the_adhoc_loop_contribute_waits_for_its_goal_and_review_binds_the_pr
 
 #[test]
 fn choices_outside_what_the_operator_offers_launch_and_route_on_its_defaults() {
-    let site = Site::new(true);
+    let site = Site::new();
     site.commit_to_origin(
         "docs/specs/issue-1/work-item-state.json",
         r#"{"version":1,"workItem":"github:octo/app#1","loop":"pdlc-work-item-loop",
             "currentNode":"","sessionPerPr":"bogus","model":"gpt-9","effort":"max"}"#,
     );
-    site.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
-    site.serving();
-    site.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
     site.wait_for_message("the-loop auto-execute: github:octo/app#1");
     let launch = read_lines(&site.launches).values.into_iter().next().expect("one launch");
     let argv = launch["argv"].to_string();
@@ -299,9 +331,9 @@ fn choices_outside_what_the_operator_offers_launch_and_route_on_its_defaults() {
     // A pull request's event routes on the operator's default (cross-repository: a pull
     // request in the same repository shares the work item's session).
     site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "2"]).expect_code(0);
-    site.sim.open_pull_request(REPO, "octocat", "Search", "", "search", &[LABEL]).unwrap();
+    site.world.sim.open_pull_request(REPO, "octocat", "Search", "", "search", &[LABEL]).unwrap();
     site.two_cycles();
-    site.sim.comment(REPO, 2, "octocat", "please look").unwrap();
+    site.world.sim.comment(REPO, 2, "octocat", "please look").unwrap();
     site.wait_for_message("please look");
     assert!(site.events("session.pr_spawned").is_empty(), "no session of its own");
     wait_for("the refusal recorded on the route too", || {

@@ -5,6 +5,9 @@
 //! `$graph_context` block. The decisions are loop-core's runtime; this module reads the
 //! state file and the artifacts, saves under the file's lock before any effect, and
 //! carries the effects out (labels, comments, the assignment pasted into the session).
+//! It is also where the state file's other readers and writers are: the frozen choices
+//! routing and launches read ([`Dispatcher::choices`]), and the pull requests delivering
+//! the item ([`record_pull_request`]).
 //!
 //! Best-effort by rule: whatever goes wrong here is a `graph.link_failed` or
 //! `graph.hook_degraded` line and never costs the delivery.
@@ -105,6 +108,10 @@ impl Dispatcher {
         let spec_dir = &config.routing.graph.spec_dir;
         let outer =
             SpecFolder::new(cwd, spec_dir, &id).map_err(|_| Skip::SpecDirOutsideCheckout)?;
+        // One `stat` is all a delivery to a session without a graph costs.
+        if boundary == Boundary::Event && !outer.exists() {
+            return Err(Skip::NoSpecDir);
+        }
         let (store, target) = (self.inner.store.clone(), item.clone());
         let control = blocking(move || store.read_section::<Control>(&target)).await;
         let armed_by = match control {

@@ -18,4 +18,5 @@ mod machine;
 mod poll;
 mod sessions;
 mod sim;
+mod soak;
 mod start;

@@ -31,14 +31,16 @@ fn text(output: &Output) -> (String, String) {
 fn assert_every_step_observed(output: &Output) {
     let (stdout, stderr) = text(output);
     assert_eq!(output.status.code(), Some(0), "--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for step in 1..=10 {
-        assert!(stderr.contains(&format!("[{step}/10]")), "step {step} not narrated:\n{stderr}");
+    for step in 1..=11 {
+        assert!(stderr.contains(&format!("[{step}/11]")), "step {step} not narrated:\n{stderr}");
     }
     for effect in [
         "waits for an authorized `the-loop start`",
         "session spawned",
         "announced on #1",
         "the first prompt was pasted",
+        "carries `loop:phase-selection`",
+        "the label moved to `loop:brainstorming`",
         "pasted into the session",
         "bound to #1's session",
         "src/parser.rs, line 42",

@@ -10,6 +10,7 @@ mod config;
 mod demo;
 mod events;
 mod explain;
+mod graph;
 mod instances;
 mod kill;
 mod lifecycle;

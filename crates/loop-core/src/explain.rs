@@ -554,7 +554,16 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             ),
         ),
         Kind::SessionAnnounced => {
-            (Stage::Outcome, Mark::Passed, format!("announced the session on {}", items(record)))
+            let late = if record.get("recovered").is_some() {
+                " (owed by a process stopped before it could)"
+            } else {
+                ""
+            };
+            (
+                Stage::Outcome,
+                Mark::Passed,
+                format!("announced the session on {}{late}", items(record)),
+            )
         }
         Kind::SessionAnnounceFailed => (
             Stage::Outcome,
@@ -1031,7 +1040,7 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         ),
         Kind::SessionSpawnMarkerLeft => failed(
             Stage::Outcome,
-            format!("could not remove {}'s spawn marker: {}", items(record), error()),
+            format!("could not remove {}'s session marker: {}", items(record), error()),
         ),
         Kind::SessionSpawnRecovered => noted(
             Stage::Effect,

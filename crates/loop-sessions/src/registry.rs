@@ -21,6 +21,11 @@
 //! spawn a `kill -9` cut short, whose harness (if any) is ours to replace
 //! (docs/sessions.md, "A spawn cut short").
 //!
+//! A new session's announcement is owed the same way ([`Registry::owe_announcement`]):
+//! `<target>.announcing` (the endpoint, its owner, the harness and when) is written before
+//! the record and removed once the announcement was tried, so a kill between the two is
+//! announced by the next process ([`Registry::owed_announcements`]).
+//!
 //! The registry stores handles only. It never spawns, pastes or kills.
 
 use jiff::Timestamp;
@@ -35,8 +40,8 @@ pub enum RegistryError {
     AlreadyLive { work_item: WorkItemRef },
     #[error("`{work_item}` does not deliver itself; a PR endpoint must be another ref")]
     SelfLink { work_item: WorkItemRef },
-    #[error("cannot {action} the spawn marker `{path}`")]
-    SpawnMarker {
+    #[error("cannot {action} the session marker `{path}`")]
+    Marker {
         action: &'static str,
         path: std::path::PathBuf,
         #[source]
@@ -52,7 +57,7 @@ impl loop_core::Hint for RegistryError {
             Self::AlreadyLive { work_item } => Some(format!(
                 "pass force to replace it, or close it first (`the-loop sessions close --work-item {work_item}`)"
             )),
-            Self::SpawnMarker { .. } => {
+            Self::Marker { .. } => {
                 Some("check the permissions of the registry directory".to_owned())
             }
             _ => None,
@@ -438,7 +443,7 @@ impl Registry {
         let path = self.spawn_marker(target);
         let error = |action| {
             let path = path.clone();
-            move |source| RegistryError::SpawnMarker { action, path, source }
+            move |source| RegistryError::Marker { action, path, source }
         };
         std::fs::create_dir_all(self.store.layout().registry_dir()).map_err(error("create"))?;
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
@@ -451,23 +456,70 @@ impl Registry {
     /// Removes the intent to spawn into `target`: the record is written, or the spawn
     /// failed without starting a harness of its own. Idempotent.
     pub fn end_spawn(&self, target: &str) -> Result<(), RegistryError> {
-        let path = self.spawn_marker(target);
-        match std::fs::remove_file(&path) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                Err(RegistryError::SpawnMarker { action: "remove", path, source: err })
-            }
-            _ => Ok(()),
-        }
+        remove_marker(self.spawn_marker(target))
     }
 
-    /// `<registry dir>/<target>.spawning`; a character a file name cannot hold safely
-    /// becomes `_` (tmux targets are `loop-…` names, so none does in practice).
+    /// Records that the session spawned into `owed.tmux_target` is owed its announcement,
+    /// before its record is written. Survives `kill -9`.
+    pub fn owe_announcement(&self, owed: &OwedAnnouncement) -> Result<(), RegistryError> {
+        let path = self.marker(&owed.tmux_target, ANNOUNCING);
+        let error = |source| RegistryError::Marker { action: "write", path: path.clone(), source };
+        std::fs::create_dir_all(self.store.layout().registry_dir()).map_err(error)?;
+        let bytes = serde_json::to_vec(&serde_json::json!({
+            "workItem": owed.work_item.to_string(),
+            "owner": owed.owner.to_string(),
+            "harness": owed.harness,
+            "tmuxTarget": owed.tmux_target,
+            "owedAt": owed.owed_at.to_string(),
+        }))
+        .map_err(|err| error(err.into()))?;
+        loop_store::write_atomically(&path, &bytes, 0o600)?;
+        Ok(())
+    }
+
+    /// The announcement owed for `target` was tried (posted, refused or failed). Idempotent.
+    pub fn settle_announcement(&self, target: &str) -> Result<(), RegistryError> {
+        remove_marker(self.marker(target, ANNOUNCING))
+    }
+
+    /// The announcements a previous process owed and did not settle. A marker that does
+    /// not parse is removed (it can only be a torn write of one whose record never
+    /// followed).
+    pub fn owed_announcements(&self) -> Result<Vec<OwedAnnouncement>, RegistryError> {
+        let dir = self.store.layout().registry_dir();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(RegistryError::Marker { action: "list", path: dir.to_owned(), source });
+            }
+        };
+        let mut owed = Vec::new();
+        for path in entries.flatten().map(|entry| entry.path()) {
+            if path.extension().and_then(|e| e.to_str()) != Some(ANNOUNCING) {
+                continue;
+            }
+            match std::fs::read(&path).ok().as_deref().and_then(OwedAnnouncement::parse) {
+                Some(announcement) => owed.push(announcement),
+                None => remove_marker(path)?,
+            }
+        }
+        Ok(owed)
+    }
+
+    /// `<registry dir>/<target>.spawning`.
     fn spawn_marker(&self, target: &str) -> std::path::PathBuf {
+        self.marker(target, "spawning")
+    }
+
+    /// `<registry dir>/<target>.<kind>`; a character a file name cannot hold safely
+    /// becomes `_` (tmux targets are `loop-…` names, so none does in practice).
+    fn marker(&self, target: &str, kind: &str) -> std::path::PathBuf {
         let name: String = target
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
             .collect();
-        self.store.layout().registry_dir().join(format!("{name}.spawning"))
+        self.store.layout().registry_dir().join(format!("{name}.{kind}"))
     }
 
     fn update<R>(
@@ -476,6 +528,44 @@ impl Registry {
         f: impl FnOnce(&mut Option<LocalRecord>) -> R,
     ) -> Result<R, RegistryError> {
         Ok(self.store.update_local_record(work_item, f)?.0)
+    }
+}
+
+/// The extension of an owed announcement's marker.
+const ANNOUNCING: &str = "announcing";
+
+/// A new session's announcement that is owed until it was tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwedAnnouncement {
+    /// The endpoint the session serves (the work item, or one of its pull requests).
+    pub work_item: WorkItemRef,
+    /// The record holding the endpoint.
+    pub owner: WorkItemRef,
+    pub harness: String,
+    pub tmux_target: String,
+    pub owed_at: Timestamp,
+}
+
+impl OwedAnnouncement {
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let text = |key: &str| value.get(key)?.as_str();
+        Some(Self {
+            work_item: text("workItem")?.parse().ok()?,
+            owner: text("owner")?.parse().ok()?,
+            harness: text("harness")?.to_owned(),
+            tmux_target: text("tmuxTarget")?.to_owned(),
+            owed_at: text("owedAt")?.parse().ok()?,
+        })
+    }
+}
+
+fn remove_marker(path: std::path::PathBuf) -> Result<(), RegistryError> {
+    match std::fs::remove_file(&path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            Err(RegistryError::Marker { action: "remove", path, source: err })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -685,5 +775,28 @@ mod tests {
         assert!(!dir.path().join("local/x_y.spawning").exists());
         registry.begin_spawn("x/y").unwrap();
         assert!(dir.path().join("local/x_y.spawning").exists(), "never a path");
+    }
+
+    #[test]
+    fn an_owed_announcement_is_listed_until_settled_and_a_torn_one_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = loop_store::StateLayout::new(dir.path());
+        let registry = Registry::new(StateStore::new(layout, loop_store::EventLog::disabled()));
+        assert_eq!(registry.owed_announcements().unwrap(), []);
+        let owed = OwedAnnouncement {
+            work_item: r("github:octo/app#16"),
+            owner: r("github:octo/app#15"),
+            harness: "claude".into(),
+            tmux_target: "loop-github-octo-app-16".into(),
+            owed_at: later(),
+        };
+        registry.owe_announcement(&owed).unwrap();
+        std::fs::write(dir.path().join("local/loop-torn.announcing"), b"{\"workItem\":").unwrap();
+        assert_eq!(registry.owed_announcements().unwrap(), std::slice::from_ref(&owed));
+        assert!(!dir.path().join("local/loop-torn.announcing").exists(), "dropped");
+        registry.settle_announcement(&owed.tmux_target).unwrap();
+        registry.settle_announcement(&owed.tmux_target).unwrap();
+        assert_eq!(registry.owed_announcements().unwrap(), []);
+        assert_eq!(registry.store.list_local_records().unwrap(), [], "a marker is never a record");
     }
 }

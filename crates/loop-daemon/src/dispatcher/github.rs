@@ -5,21 +5,27 @@
 
 use std::sync::PoisonError;
 
+use jiff::{SignedDuration, Timestamp};
 use loop_core::WorkItemRef;
 use loop_core::config::Reaction as ConfiguredReaction;
 use loop_core::event::{Event, Surface};
-use loop_core::guards::mark_self_authored;
+use loop_core::guards::{is_self_authored, mark_self_authored};
 use loop_core::log::{Kind, Line};
+use loop_core::plan::Context;
 use loop_core::route::{Existence, ExistenceCache, KnownExistence};
+use loop_github::{Reaction, ReactionTarget};
+use loop_sessions::registry::OwedAnnouncement;
+use tokio::sync::oneshot;
+
+use super::queue::Busy;
+use super::{Dispatcher, blocking};
 
 /// How many existence answers the dispatcher keeps (issue #16: bounded, LRU).
 pub(crate) const EXISTENCE_CACHE_CAPACITY: usize = 10_000;
-use loop_github::{Reaction, ReactionTarget};
-use tokio::sync::oneshot;
 
-use super::Dispatcher;
-use super::queue::Busy;
-use loop_core::plan::Context;
+/// How far GitHub's clock may be behind ours when telling whether an announcement found
+/// on the work item was posted for the session owed one.
+const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(60);
 
 impl Dispatcher {
     /// The existence answers for `items`, asking GitHub about those not yet known.
@@ -104,8 +110,80 @@ impl Dispatcher {
         Some(outcome_tx)
     }
 
-    /// Posts the self-marked announcement of a new session on `item` (first spawn only).
+    /// Posts the self-marked announcement of a new session on `item` (first spawn only)
+    /// and settles the announcement the spawn owed
+    /// ([`Registry::owe_announcement`](loop_sessions::registry::Registry::owe_announcement)).
     pub(crate) async fn announce(&self, item: &WorkItemRef, harness: &str, tmux_target: &str) {
+        self.post_announcement(item, harness, tmux_target, false).await;
+        self.settle_announcement(item, tmux_target).await;
+    }
+
+    /// Announces the sessions a previous process spawned and was stopped (`kill -9`)
+    /// before announcing: each owed announcement whose session is still in its record
+    /// is posted unless the work item already shows it (the process died after posting),
+    /// then settled. Run once when the service starts.
+    pub async fn announce_owed(&self) {
+        let registry = self.inner.registry.clone();
+        let owed = match blocking(move || registry.owed_announcements()).await {
+            Ok(owed) => owed,
+            Err(err) => {
+                tracing::warn!("cannot read the announcements owed by a previous process: {err}");
+                return;
+            }
+        };
+        for owed in owed {
+            if self.still_spawned(&owed).await && !self.already_announced(&owed).await {
+                self.post_announcement(&owed.work_item, &owed.harness, &owed.tmux_target, true)
+                    .await;
+            }
+            self.settle_announcement(&owed.work_item, &owed.tmux_target).await;
+        }
+    }
+
+    /// Whether the owed announcement's session is the live one its record holds (a kill
+    /// before the record was written leaves nothing to announce).
+    async fn still_spawned(&self, owed: &OwedAnnouncement) -> bool {
+        let (registry, owner) = (self.inner.registry.clone(), owed.owner.clone());
+        let Ok(Some(record)) = blocking(move || registry.load(&owner)).await else { return false };
+        record
+            .endpoints
+            .get(&owed.work_item)
+            .is_some_and(|endpoint| endpoint.is_live() && endpoint.tmux_target == owed.tmux_target)
+    }
+
+    /// Whether a self-marked announcement of the owed session's tmux target was posted on
+    /// its work item since the debt was recorded. When GitHub cannot say, `false`: a
+    /// second announcement is better than none.
+    async fn already_announced(&self, owed: &OwedAnnouncement) -> bool {
+        let Some(github) = &self.inner.github else { return false };
+        let Ok(comments) = github.conversation_comments(&owed.work_item).await else {
+            return false;
+        };
+        let row = target_row(&owed.tmux_target);
+        let since = owed.owed_at - CLOCK_SKEW;
+        comments.iter().any(|comment| {
+            is_self_authored(&comment.body)
+                && comment.body.contains(&row)
+                && comment.created_at.parse::<Timestamp>().is_ok_and(|at| at >= since)
+        })
+    }
+
+    async fn settle_announcement(&self, item: &WorkItemRef, tmux_target: &str) {
+        let (registry, target) = (self.inner.registry.clone(), tmux_target.to_owned());
+        if let Err(err) = blocking(move || registry.settle_announcement(&target)).await {
+            self.events().emit_async(super::job::marker_left(item, &err)).await;
+        }
+    }
+
+    /// Posts the announcement and logs what came of it; `recovered` when a previous
+    /// process owed it.
+    async fn post_announcement(
+        &self,
+        item: &WorkItemRef,
+        harness: &str,
+        tmux_target: &str,
+        recovered: bool,
+    ) {
         let config = self.config();
         if !config.routing.announce.enabled || tmux_target.is_empty() {
             return;
@@ -113,7 +191,9 @@ impl Dispatcher {
         let Some(github) = &self.inner.github else { return };
         let body = announcement(item, harness, tmux_target, config.instance.name.as_deref());
         let line = match github.post_comment(item, &body).await {
-            Ok(posted) => Line::info(Kind::SessionAnnounced).field("comment_url", posted.html_url),
+            Ok(posted) => Line::info(Kind::SessionAnnounced)
+                .field("comment_url", posted.html_url)
+                .field("recovered", recovered.then_some(true)),
             Err(err) if err.is_not_found() => {
                 self.remember_existence(item, Existence::Missing);
                 Line::error(Kind::SessionWorkItemMissing).field(
@@ -137,7 +217,8 @@ pub fn announcement(
     instance: Option<&str>,
 ) -> String {
     let mut body = format!(
-        "🖥️ **the-loop** started an interactive session for `{item}`.\n\n| | |\n|---|---|\n| tmux session | `{tmux_target}` |\n| harness | `{harness}` |\n"
+        "🖥️ **the-loop** started an interactive session for `{item}`.\n\n| | |\n|---|---|\n{}\n| harness | `{harness}` |\n",
+        target_row(tmux_target)
     );
     if let Some(instance) = instance {
         body.push_str(&format!("| instance | `{instance}` |\n"));
@@ -146,6 +227,11 @@ pub fn announcement(
         "\n```sh\ntmux attach -t {tmux_target}\nthe-loop sessions attach --work-item {item} --read-only\n```\n\nThe session is kept when the work item closes; a respawn reuses the same name.\n"
     ));
     mark_self_authored(&body)
+}
+
+/// The announcement's row naming the session's tmux target.
+fn target_row(tmux_target: &str) -> String {
+    format!("| tmux session | `{tmux_target}` |")
 }
 
 /// What a reaction goes on (reference §7, by node id first): the comment, review or

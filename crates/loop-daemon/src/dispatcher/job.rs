@@ -27,7 +27,7 @@ use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
 use loop_core::record::LocalRecord;
 use loop_core::{batch, ci};
-use loop_sessions::registry::{EndpointHandles, RegistryError};
+use loop_sessions::registry::{EndpointHandles, OwedAnnouncement, RegistryError};
 use loop_sessions::workspace::{Branch, WorkspaceError, clone_url};
 use loop_sessions::{
     Delivered, Launch, LaunchChoice, RespawnSettings, SessionError, SessionSite, TmuxError, session,
@@ -449,7 +449,19 @@ impl Dispatcher {
         let saved = blocking(move || {
             let now = Timestamp::now();
             let target = handles.tmux_target.clone();
-            registry.register(&owner, handles.into_endpoint(now), false)?;
+            registry.owe_announcement(&OwedAnnouncement {
+                work_item: owner.clone(),
+                owner: owner.clone(),
+                harness: handles.harness.clone(),
+                tmux_target: target.clone(),
+                owed_at: now,
+            })?;
+            if let Err(refused) = registry.register(&owner, handles.into_endpoint(now), false) {
+                // Nothing new to announce. (A marker that cannot be removed stays, and
+                // the next start may announce the live session a second time.)
+                let _left = registry.settle_announcement(&target);
+                return Err(refused);
+            }
             let withdrawn = registry.end_spawn(&target);
             registry.touch(&owner, &owner, key.as_deref(), now)?;
             let linked = match pr {
@@ -554,6 +566,13 @@ impl Dispatcher {
         let saved = blocking(move || {
             let now = Timestamp::now();
             let target = handles.tmux_target.clone();
+            registry.owe_announcement(&OwedAnnouncement {
+                work_item: served.clone(),
+                owner: owner.clone(),
+                harness: handles.harness.clone(),
+                tmux_target: target.clone(),
+                owed_at: now,
+            })?;
             registry.save_handles(&owner, &served, handles, now)?;
             let withdrawn = registry.end_spawn(&target);
             for key in &keys {
@@ -859,7 +878,10 @@ fn note_delivery(
 /// The warning for a spawn whose record was written but whose intent marker could not
 /// be removed: the next spawn into the same tmux name (after a close) would take the
 /// kept session for one cut short and end it.
-fn marker_left(endpoint: &WorkItemRef, err: &loop_sessions::registry::RegistryError) -> Line {
+pub(super) fn marker_left(
+    endpoint: &WorkItemRef,
+    err: &loop_sessions::registry::RegistryError,
+) -> Line {
     Line::warning(Kind::SessionSpawnMarkerLeft).work_item(endpoint).field("error", err.to_string())
 }
 

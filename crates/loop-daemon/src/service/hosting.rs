@@ -135,8 +135,16 @@ impl Service {
             let _ = stop.send(());
             served.map_err(ServiceError::Api)
         };
-        let (received, served, (), (), (), ()) =
-            tokio::join!(receive, serve_api, poll, reload, gauges, stopping);
+        // What a killed predecessor spawned and did not announce; a stop cuts it short.
+        let mut stopped = stop.subscribe();
+        let announce_owed = async {
+            tokio::select! {
+                () = dispatcher.announce_owed() => {}
+                _ = stopped.recv() => {}
+            }
+        };
+        let (received, served, (), (), (), (), ()) =
+            tokio::join!(receive, serve_api, poll, reload, gauges, announce_owed, stopping);
         let abandoned = dispatcher.shutdown(mode.grace()).await;
         if let Some(poller) = poller {
             release(poller, abandoned.clone()).await?;

@@ -8,9 +8,11 @@
 //! spawn's intent is written before its harness starts, so a later spawn replaces a
 //! harness a cut-short spawn left — and only such a one (docs/sessions.md, "A spawn cut
 //! short"); a webhook's inbox mark waits for the jobs it queued, so one cut off is
-//! replayed (docs/receiver.md, "Processed marks").
+//! replayed (docs/receiver.md, "Processed marks"); a new session's announcement is owed
+//! from before its record is written, so a start after a kill between the two posts it
+//! — once (docs/sessions.md, "An announcement owed").
 
-use loop_sessions::registry::Registry;
+use loop_sessions::registry::{OwedAnnouncement, Registry};
 
 use loop_sim::test_support::{read_lines, stand_in};
 
@@ -180,4 +182,57 @@ async fn a_webhook_whose_job_was_cut_short_is_replayed_from_the_inbox_at_the_nex
     assert_eq!(lab.named("inbox.replaying").len(), 1);
     assert_eq!(lab.announcements(number).len(), 1);
     assert_eq!(lab.named("session.spawn_recovered").len(), 1, "the cut-short spawn replaced");
+}
+
+/// The announcement a `kill -9` between the session record and the announcement leaves
+/// owed for item `number`'s session, recorded at `owed_at`.
+fn owe_the_announcement(lab: &Lab, number: u64, owed_at: jiff::Timestamp) -> Registry {
+    let registry = Registry::new(lab.store());
+    let owed = OwedAnnouncement {
+        work_item: lab.item(number),
+        owner: lab.item(number),
+        harness: "stand-in".into(),
+        tmux_target: lab.item(number).tmux_session(),
+        owed_at,
+    };
+    registry.owe_announcement(&owed).expect("the debt is written");
+    registry
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_announcement_a_kill_cut_off_is_announced_at_the_next_start() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    // The session's own announcement is older than the debt: the announcement of a
+    // previous session under the same tmux name, which does not count.
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(10);
+    let registry = owe_the_announcement(&lab, number, later);
+
+    lab.dispatcher.announce_owed().await;
+    lab.settle().await;
+    let announcements = lab.announcements(number);
+    assert_eq!(announcements.len(), 2, "{announcements:#?}");
+    assert!(announcements[1].contains(&lab.item(number).tmux_session()));
+    let announced = lab.named("session.announced");
+    assert_eq!(announced.last().expect("a line")["recovered"], true, "{announced:#?}");
+    assert_eq!(registry.owed_announcements().expect("readable"), [], "settled");
+    lab.dispatcher.announce_owed().await;
+    assert_eq!(lab.announcements(number).len(), 2, "once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owed_announcement_already_on_the_work_item_or_of_no_session_is_not_posted() {
+    let mut lab = Lab::start("").await;
+    // Killed after the announcement was posted, before its debt was settled.
+    let number = lab.started_issue().await;
+    let registry = owe_the_announcement(&lab, number, jiff::Timestamp::now());
+    // Killed before the record was written: no session to announce.
+    let unspawned = lab.open_labelled_issue();
+    owe_the_announcement(&lab, unspawned, jiff::Timestamp::now());
+
+    lab.dispatcher.announce_owed().await;
+    lab.settle().await;
+    assert_eq!(lab.announcements(number).len(), 1, "not a second time");
+    assert_eq!(lab.announcements(unspawned), Vec::<String>::new());
+    assert_eq!(registry.owed_announcements().expect("readable"), [], "both settled");
 }

@@ -6,167 +6,48 @@
 //! `hook link-pr` links what `gh pr create` printed and ignores garbage.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use loop_sim::Sim;
 use loop_sim::test_support::{read_lines, wait_for};
 use serde_json::Value;
 
-use crate::common::{Cli, Run};
+use crate::machine::{Machine, World};
 
-const REPO: &str = "octo/app";
+const REPO: &str = World::REPO;
 const ITEM: &str = "github:octo/app#1";
 const TARGET: &str = "=loop-github-octo-app-1:";
 const LABEL: &str = "the-loop: auto-execute";
 
-/// A polling service over the simulator, whose `claude` is the stand-in agent.
-struct Site {
-    cli: Cli,
-    sim: Sim,
-    tmux_dir: PathBuf,
-    root: PathBuf,
-    /// What the stand-in recorded: messages, and the `!` commands it ran.
-    record: PathBuf,
-    /// The control plane's port (the API and `/mcp`).
-    api_port: u16,
-    _runtime: tokio::runtime::Runtime,
+/// The simulator, and a machine polling it whose `claude` is the stand-in agent.
+fn site() -> (World, Machine) {
+    let world = World::new();
+    let machine = Machine::new(&world, "");
+    (world, machine)
 }
 
-impl Site {
-    fn new() -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
-        sim.create_repo(REPO).unwrap();
-        let mut cli = Cli::new();
-        let root = cli.cwd().join("state");
-        let bin = cli.cwd().join("bin");
-        let tmux_dir = cli.cwd().join("tmux");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::create_dir_all(&tmux_dir).unwrap();
-        let record = cli.cwd().join("agent.jsonl");
-        let api_port =
-            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let claude = bin.join("claude");
-        std::fs::write(
-            &claude,
-            format!(
-                "#!/bin/sh\nexec {} stand-in-harness --record {} \"$@\"\n",
-                env!("CARGO_BIN_EXE_the-loop"),
-                record.display()
-            ),
-        )
-        .unwrap();
-        Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
-        std::fs::write(
-            bin.join("the-loop"),
-            format!("#!/bin/sh\nexec {} \"$@\"\n", env!("CARGO_BIN_EXE_the-loop")),
-        )
-        .unwrap();
-        Command::new("chmod").arg("+x").arg(bin.join("the-loop")).status().unwrap();
-        cli.write(
-            ".the-loop/cli-config.yaml",
-            &format!(
-                "state:\n  root: {root}\nrepositories: [{REPO}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\npolling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n",
-                root = root.display(),
-                work = cli.cwd().display(),
-                base = sim.url(),
-            ),
-        );
-        cli.env("GH_TOKEN", "test-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
-        cli.env("USER", "alice");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        cli.env("PATH", path);
-        Self { cli, sim, tmux_dir, root, record, api_port, _runtime: runtime }
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        self.cli.run(args)
-    }
-
-    /// Types `line` into the session's pane and presses Enter, as a person (or the
-    /// agent's own tool use) would.
-    fn type_into_pane(&self, line: &str) {
-        for keys in [&["-l", line][..], &["Enter"][..]] {
-            let status = Command::new("tmux")
-                .args(["send-keys", "-t", TARGET])
-                .args(keys)
-                .env("TMUX_TMPDIR", &self.tmux_dir)
-                .env_remove("TMUX")
-                .status()
-                .unwrap();
-            assert!(status.success(), "tmux send-keys");
-        }
-    }
-
-    /// POSTs `body` as JSON to the control plane; the status and the JSON answer.
-    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        use std::io::{Read as _, Write as _};
-        let body = body.to_string();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port)).unwrap();
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            self.api_port,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        (status, serde_json::from_str(rest).unwrap_or(Value::Null))
-    }
-
-    fn messages(&self) -> Vec<String> {
-        read_lines(&self.record)
-            .values
-            .iter()
-            .filter_map(|line| line["text"].as_str().map(str::to_owned))
-            .collect()
-    }
-
-    fn wait_for_message(&self, needle: &str) -> String {
-        wait_for(&format!("a message holding {needle:?}"), || {
-            self.messages()
-                .into_iter()
-                .find(|m| m.contains(needle))
-                .ok_or_else(|| format!("messages: {:?}", self.messages()))
-        })
-    }
-
-    fn events(&self, name: &str) -> Vec<Value> {
-        read_lines(&self.root.join("logs/events.jsonl"))
-            .values
-            .iter()
-            .filter(|line| line["event"] == name)
-            .cloned()
-            .collect()
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = self.cli.run(["stop", "--timeout", "10"]);
-        let _ = Command::new("tmux")
-            .arg("kill-server")
-            .stderr(std::process::Stdio::null())
-            .env("TMUX_TMPDIR", &self.tmux_dir)
-            .env_remove("TMUX")
-            .status();
-    }
+/// POSTs `body` as JSON to the machine's control plane; the status and the JSON answer.
+fn post(site: &Machine, path: &str, body: &Value) -> (u16, Value) {
+    use std::io::{Read as _, Write as _};
+    let body = body.to_string();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", site.api_port)).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        site.api_port,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, serde_json::from_str(rest).unwrap_or(Value::Null))
 }
 
 #[test]
 fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
-    let site = Site::new();
-    site.sim.open_issue(REPO, "octocat", "Pick a database", &[LABEL]).unwrap();
-    site.run(&["start"]).expect_code(0);
-    wait_for("a first poll cycle", || site.events("poll.cycle").first().cloned().ok_or("none"));
-    site.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    let (world, site) = site();
+    world.sim.open_issue(REPO, "octocat", "Pick a database", &[LABEL]).unwrap();
+    site.start();
+    world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
     site.wait_for_message("the-loop auto-execute: github:octo/app#1");
 
     // The spawn pre-seeded the plugin: the command where Claude Code looks, registered
@@ -184,6 +65,7 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
 
     // The agent asks, with no --work-item: the pane's THE_LOOP_WORK_ITEM and config.
     site.type_into_pane(
+        TARGET,
         "!the-loop ask --question 'Which database?' --option Postgres --option SQLite",
     );
     let asked = wait_for("the ask to run in the pane", || {
@@ -196,7 +78,7 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     });
     assert_eq!(asked["status"], 0, "{asked}");
     assert!(asked["stdout"].as_str().unwrap().contains("/issues/1#issuecomment-"), "{asked}");
-    let posted = site.sim.comments_by(REPO, 1, site.sim.viewer());
+    let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
     let question = posted.iter().find(|c| c.contains("Which database?")).expect("the question");
     assert!(question.contains("1. Postgres\n2. SQLite"), "{question}");
     assert!(question.contains("<!-- the-loop:agent-comment -->"), "self-marked: {question}");
@@ -206,7 +88,7 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     assert!(!waiting[0].to_string().contains("Which database?"), "no text in the log");
 
     // The authorized answer is the next event into the session; the question is not.
-    site.sim.comment(REPO, 1, "octocat", "Use Postgres.").unwrap();
+    world.sim.comment(REPO, 1, "octocat", "Use Postgres.").unwrap();
     site.wait_for_message("Use Postgres.");
     assert!(
         !site.messages().iter().any(|m| m.contains("Which database?")),
@@ -224,7 +106,7 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     let pasted = site.wait_for_message("Also add an index on email.");
     assert!(pasted.starts_with("# Reply from the operator of the-loop"), "{pasted}");
     assert!(pasted.contains("`alice`"), "{pasted}");
-    let mirrored = site.sim.comments_by(REPO, 1, site.sim.viewer());
+    let mirrored = world.sim.comments_by(REPO, 1, world.sim.viewer());
     assert!(
         mirrored
             .iter()
@@ -233,23 +115,31 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     );
 
     // The same from the dashboard: the HTTP route.
-    let (status, answer) = site.post(
+    let (status, answer) = post(
+        &site,
         "/api/v1/sessions/reply",
         &serde_json::json!({"ref": ITEM, "text": "Ship it behind a flag.", "actor": "bob"}),
     );
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["delivered"], true);
     assert!(site.wait_for_message("Ship it behind a flag.").contains("`bob`"));
-    let (status, _) = site.post(
+    let (status, _) = post(
+        &site,
         "/api/v1/sessions/reply",
         &serde_json::json!({"ref": "github:octo/app#9", "text": "x"}),
     );
     assert_eq!(status, 404);
-    let (status, _) =
-        site.post("/api/v1/sessions/reply", &serde_json::json!({"ref": "octo/app#1", "text": "x"}));
+    let (status, _) = post(
+        &site,
+        "/api/v1/sessions/reply",
+        &serde_json::json!({"ref": "octo/app#1", "text": "x"}),
+    );
     assert_eq!(status, 400, "a malformed ref");
-    let (status, answer) = site
-        .post("/api/v1/sessions/link-pr", &serde_json::json!({"ref": ITEM, "pullRequest": "#4"}));
+    let (status, answer) = post(
+        &site,
+        "/api/v1/sessions/link-pr",
+        &serde_json::json!({"ref": ITEM, "pullRequest": "#4"}),
+    );
     assert_eq!((status, &answer["linked"]), (200, &Value::Bool(true)), "{answer}");
 
     site.run(&["reply", ITEM, "  "]).expect_code(2).expect_stderr("empty");
@@ -259,15 +149,15 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     site.run(&["sessions", "pause", "--work-item", ITEM, "--no-comment"]).expect_code(0);
     site.run(&["reply", ITEM, "hello"]).expect_code(2).expect_stderr("paused");
     let (status, _) =
-        site.post("/api/v1/sessions/reply", &serde_json::json!({"ref": ITEM, "text": "hello"}));
+        post(&site, "/api/v1/sessions/reply", &serde_json::json!({"ref": ITEM, "text": "hello"}));
     assert_eq!(status, 400, "a paused session is refused over HTTP too");
     assert!(!site.messages().iter().any(|m| m.contains("hello")), "nothing pasted when refused");
 }
 
 #[test]
 fn ask_outside_a_session_is_refused_and_posts_nothing() {
-    let site = Site::new();
-    site.sim.open_issue(REPO, "octocat", "Nothing started", &[]).unwrap();
+    let (world, site) = site();
+    world.sim.open_issue(REPO, "octocat", "Nothing started", &[]).unwrap();
     site.run(&["ask", "--work-item", ITEM, "--question", "Anyone?"])
         .expect_code(2)
         .expect_stderr("no live session");
@@ -275,11 +165,11 @@ fn ask_outside_a_session_is_refused_and_posts_nothing() {
     cli_without.stderr.make_ascii_lowercase();
     assert_eq!(cli_without.code, Some(2), "{cli_without}");
     assert!(cli_without.stderr.contains("--work-item"), "{cli_without}");
-    assert!(site.sim.comments_by(REPO, 1, site.sim.viewer()).is_empty());
+    assert!(world.sim.comments_by(REPO, 1, world.sim.viewer()).is_empty());
 }
 
 /// Feeds `input` to `the-loop hook link-pr` in a pane-like environment.
-fn hook(site: &Site, input: &str) -> std::process::Output {
+fn hook(site: &Machine, input: &str) -> std::process::Output {
     use std::io::Write as _;
     let mut child = site
         .cli
@@ -296,8 +186,8 @@ fn hook(site: &Site, input: &str) -> std::process::Output {
 
 #[test]
 fn the_post_tool_use_hook_links_a_created_pull_request_and_ignores_anything_else() {
-    let site = Site::new();
-    site.sim.open_issue(REPO, "octocat", "Work", &[]).unwrap();
+    let (world, site) = site();
+    world.sim.open_issue(REPO, "octocat", "Work", &[]).unwrap();
     site.run(&["sessions", "start", "--work-item", ITEM, "--no-comment"]).expect_code(0);
     let created = serde_json::json!({
         "session_id": "abc",
@@ -328,7 +218,7 @@ fn the_post_tool_use_hook_links_a_created_pull_request_and_ignores_anything_else
 
 #[test]
 fn harness_install_registers_the_plugin_for_a_person_and_status_says_where() {
-    let site = Site::new();
+    let (_world, site) = site();
     site.run(&["harness", "status"]).expect_code(1).expect_stdout("in use:        no");
     site.run(&["harness", "install", "claude"])
         .expect_code(0)

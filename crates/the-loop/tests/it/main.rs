@@ -13,6 +13,7 @@ mod events;
 mod explain;
 mod kill;
 mod lifecycle;
+mod machine;
 mod poll;
 mod sessions;
 mod sim;

@@ -1,0 +1,161 @@
+//! A user's machine for end-to-end tests: the real binary run as a polling service
+//! against one simulated GitHub ([`World`]), with a real agent stand-in in real tmux.
+//!
+//! A [`Machine`] is a private home, working directory and state root ([`Cli`]), its own
+//! tmux server (`TMUX_TMPDIR`), and `bin/` first on `PATH` holding `claude` — the binary's
+//! own stand-in agent (`the-loop stand-in-harness`), recording what reaches it and the `!`
+//! commands it runs into `agent.jsonl` — and `the-loop` itself, as a session's pane would
+//! find it. Several machines may share one world (two instances on one repository).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use loop_sim::Sim;
+use loop_sim::test_support::{read_lines, wait_for};
+use serde_json::Value;
+
+use crate::common::{Cli, Run};
+
+/// One simulated GitHub holding `octo/app`, on a runtime of its own (the binary is run
+/// from the test's thread).
+pub struct World {
+    pub sim: Sim,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl World {
+    pub const REPO: &str = "octo/app";
+
+    pub fn new() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the simulator");
+        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
+        sim.create_repo(Self::REPO).expect("the repository");
+        Self { sim, _runtime: runtime }
+    }
+}
+
+/// A machine running the-loop against a [`World`]; stops its service and its tmux server
+/// when dropped.
+pub struct Machine {
+    pub cli: Cli,
+    pub root: PathBuf,
+    pub tmux_dir: PathBuf,
+    /// What the stand-in agent recorded: messages, and the `!` commands it ran.
+    pub record: PathBuf,
+    /// The control plane's port (the API and `/mcp`), free when the machine was made.
+    pub api_port: u16,
+}
+
+impl Machine {
+    /// A machine polling `octo/app` every second, `octocat` authorized, spawning on the
+    /// auto-execute label; `extra` is appended to its config as further top-level
+    /// sections (e.g. an `instance:` block).
+    pub fn new(world: &World, extra: &str) -> Self {
+        let mut cli = Cli::new();
+        let root = cli.cwd().join("state");
+        let bin = cli.cwd().join("bin");
+        let tmux_dir = cli.cwd().join("tmux");
+        for dir in [&bin, &tmux_dir] {
+            std::fs::create_dir_all(dir).expect("the machine's directories");
+        }
+        let record = cli.cwd().join("agent.jsonl");
+        let api_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let binary = env!("CARGO_BIN_EXE_the-loop");
+        executable(
+            &bin.join("claude"),
+            &format!("exec {binary} stand-in-harness --record {} \"$@\"", record.display()),
+        );
+        executable(&bin.join("the-loop"), &format!("exec {binary} \"$@\""));
+        cli.write(
+            ".the-loop/cli-config.yaml",
+            &format!(
+                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\npolling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
+                root = root.display(),
+                repo = World::REPO,
+                work = cli.cwd().display(),
+                base = world.sim.url(),
+            ),
+        );
+        cli.env("GH_TOKEN", "test-token");
+        cli.env("TMUX_TMPDIR", &tmux_dir);
+        cli.env("USER", "alice");
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        cli.env("PATH", path);
+        Self { cli, root, tmux_dir, record, api_port }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.cli.run(args)
+    }
+
+    /// Starts the service in the background and waits for its first poll cycle, so a
+    /// comment posted from now on is new to it.
+    pub fn start(&self) {
+        self.run(&["start"]).expect_code(0);
+        wait_for("a first poll cycle", || self.events("poll.cycle").first().cloned().ok_or("none"));
+    }
+
+    /// The event log's lines named `name`, in order.
+    pub fn events(&self, name: &str) -> Vec<Value> {
+        read_lines(&self.root.join("logs/events.jsonl"))
+            .values
+            .iter()
+            .filter(|line| line["event"] == name)
+            .cloned()
+            .collect()
+    }
+
+    /// The messages the stand-in agent received, in order, across its sessions.
+    pub fn messages(&self) -> Vec<String> {
+        read_lines(&self.record)
+            .values
+            .iter()
+            .filter_map(|line| line["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    pub fn wait_for_message(&self, needle: &str) -> String {
+        wait_for(&format!("a message holding {needle:?}"), || {
+            self.messages()
+                .into_iter()
+                .find(|m| m.contains(needle))
+                .ok_or_else(|| format!("messages: {:?}", self.messages()))
+        })
+    }
+
+    /// Types `line` into the pane of tmux target `target` and presses Enter, as a person
+    /// (or the agent's own tool use) would.
+    pub fn type_into_pane(&self, target: &str, line: &str) {
+        for keys in [&["-l", line][..], &["Enter"][..]] {
+            let status = self.tmux().args(["send-keys", "-t", target]).args(keys).status();
+            assert!(status.is_ok_and(|s| s.success()), "tmux send-keys");
+        }
+    }
+
+    /// tmux on this machine's server.
+    pub fn tmux(&self) -> Command {
+        let mut tmux = Command::new("tmux");
+        tmux.env("TMUX_TMPDIR", &self.tmux_dir).env_remove("TMUX");
+        tmux
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = self.cli.run(["stop", "--timeout", "10"]);
+        let _ = self.tmux().arg("kill-server").stderr(std::process::Stdio::null()).status();
+    }
+}
+
+fn executable(path: &std::path::Path, script: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{script}\n")).expect("a script in bin/");
+    let status = Command::new("chmod").arg("+x").arg(path).status();
+    assert!(status.is_ok_and(|s| s.success()), "chmod +x {}", path.display());
+}

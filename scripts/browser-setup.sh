@@ -1,13 +1,14 @@
 # Sourced by the scripts that drive the dashboard in a real browser: makes sure Debian's
-# `chromium` and `node` are installed (apt) and `playwright-core` (npm) is under
-# `$target/dashboard-node`, then exports BROWSER_NODE_PATH for `NODE_PATH`.
-# Expects `target` (the cargo target directory) to be set.
+# `chromium`, `node` and `curl` are installed (apt) and `playwright-core` (npm) is under
+# `$target/dashboard-node`, then exports BROWSER_NODE_PATH (that `node_modules`) and
+# defines `free_port`. Expects `target` (the cargo target directory) to be set.
 
 browser_setup() {
   local need=()
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v curl >/dev/null 2>&1 || need+=(curl)
   if [ ${#need[@]} -gt 0 ]; then
     echo "browser-setup: installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -22,4 +23,9 @@ browser_setup() {
   fi
   BROWSER_NODE_PATH="$(cd "$prefix/node_modules" && pwd)"
   export BROWSER_NODE_PATH
+}
+
+# A TCP port free on 127.0.0.1 right now.
+free_port() {
+  node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
 }

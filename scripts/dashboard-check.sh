@@ -45,7 +45,7 @@ for _ in $(seq 1 100); do [ -s "$work/sim.url" ] && break; sleep 0.1; done
 sim="$(head -n1 "$work/sim.url")"
 act() { curl -fsS -X POST -H 'Content-Type: application/json' -d "$1" "$sim/_sim/actions" >/dev/null; }
 
-api_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+api_port="$(free_port)"
 config="$work/cli-config.yaml"
 cat > "$config" <<YAML
 state:
@@ -77,7 +77,7 @@ for _ in $(seq 1 150); do
 done
 
 # alice files the issue and starts it; the check begins once its session runs.
-act '{"action":"open_issue","repo":"octo/app","author":"alice","title":"Fix the parser","labels":["the-loop: auto-execute"]}'
+act '{"action":"open_issue","repo":"octo/app","author":"alice","title":"Fix the parser <img src=x onerror=alert(1)>","labels":["the-loop: auto-execute"]}'
 act '{"action":"comment","repo":"octo/app","number":1,"author":"alice","body":"the-loop start"}'
 for _ in $(seq 1 300); do
   curl -fs "${dashboard}api/v1/sessions/one?ref=github:octo/app%231" 2>/dev/null | grep -q '"status":"active"' && break

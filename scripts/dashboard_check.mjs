@@ -76,6 +76,12 @@ try {
     await page.screenshot({ path: `${SHOTS}/board.png`, fullPage: true });
   });
 
+  await check('a title from GitHub is shown as text, never as markup', async () => {
+    const card = page.locator(`.card[data-ref="${ITEM}"]`);
+    await card.locator('.title', { hasText: '<img src=x onerror=alert(1)>' }).waitFor();
+    if ((await card.locator('img').count()) !== 0) throw new Error('the title became an element');
+  });
+
   await check('a new comment appears on the item page live, without a reload', async () => {
     await page.locator(`.card[data-ref="${ITEM}"] a.ref`).click();
     await page.locator(`article.item[data-ref="${ITEM}"] .delivery`).first().waitFor();

@@ -72,6 +72,7 @@ function card(row) {
     'li',
     { class: 'card', 'data-ref': row.ref },
     h('a', { class: 'ref', href: itemHref(row.ref) }, shortRef(row.ref)),
+    row.title && h('p', { class: 'title' }, row.title),
     row.question && h('p', { class: 'question' }, '“', row.question, '”'),
     h(
       'p',

@@ -37,6 +37,7 @@ export async function renderItem(view, ref, data, ui) {
   ]);
   const part = (name) => page.querySelector(`[data-part="${name}"]`);
   fill(part('state'), stateBadge(row));
+  fill(part('title'), row?.title || '');
   const github = row?.url;
   fill(part('links'), github && h('a', { href: github, rel: 'noreferrer', target: '_blank' }, 'open on GitHub ↗'));
   fill(part('summary'), summary(row, explained));
@@ -75,6 +76,7 @@ function skeleton(view, ref, ui) {
     { class: 'item', 'data-ref': ref },
     h('p', h('a', { href: '#/' }, '← board')),
     h('header', h('h1', shortRef(ref)), h('span', { 'data-part': 'state' }), h('span', { 'data-part': 'links' })),
+    h('p', { class: 'title', 'data-part': 'title' }),
     h('section', { 'data-part': 'summary', class: 'summary' }),
     h('section', { 'data-part': 'actions', class: 'actions', 'aria-label': 'Actions' }),
     h(

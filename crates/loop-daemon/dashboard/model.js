@@ -21,7 +21,10 @@ export const STATES = [
 
 const ARMING = new Set(['start', 'resume']);
 
-/** One row per work item: `{ref, url, record, session, state, question, activity}`, newest first. */
+/**
+ * One row per work item: `{ref, url, title, record, session, state, question, activity}`,
+ * newest first (the title is the poller's, from GitHub: text to show, never markup).
+ */
 export function board({ records, sessions, attention }) {
   const rows = new Map();
   const row = (ref) => {
@@ -45,6 +48,7 @@ export function board({ records, sessions, attention }) {
     if (entry.kind === 'awaiting-input') questions.set(entry.workItem, entry.detail);
   }
   for (const r of rows.values()) {
+    r.title = typeof r.record?.poll?.title === 'string' ? r.record.poll.title : '';
     r.question = questionOf(r, questions);
     r.state = stateOf(r);
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';

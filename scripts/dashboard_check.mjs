@@ -107,6 +107,13 @@ try {
     await page.screenshot({ path: `${SHOTS}/item.png`, fullPage: true });
   });
 
+  await check("the item's attach command names its live tmux session", async () => {
+    const attach = (await page.locator('pre.attach').first().textContent()).trim();
+    if (!/^tmux .*attach-session -t =loop-github-octo-app-1$/.test(attach)) throw new Error(attach);
+    // The same words asking tmux whether that session exists (exit 0: it does).
+    execFileSync('sh', ['-c', attach.replace(' attach-session ', ' has-session ')]);
+  });
+
   await check('pausing from the page, confirmed, moves it to "Needs you"; the CLI agrees', async () => {
     await page.locator('button[data-verb="pause"]').click();
     const dialog = page.locator('dialog#confirm');

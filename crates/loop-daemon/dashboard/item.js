@@ -44,7 +44,7 @@ export async function renderItem(view, ref, data, ui) {
   fill(part('actions'), actions(ref, row, ui));
   const replyOpen = row?.session && row.state !== 'ended';
   part('reply').hidden = !replyOpen;
-  fill(part('sessions'), sessions(ref, row));
+  fill(part('sessions'), sessions(row));
   fill(part('trail'), trail(explained));
   fill(part('events'), eventTable(events));
 }
@@ -151,7 +151,7 @@ function actions(ref, row, ui) {
   ];
 }
 
-function sessions(ref, row) {
+function sessions(row) {
   const session = row?.session;
   if (!session) return h('p', { class: 'muted' }, 'No session on this machine.');
   const endpoints = [session, ...(session.pullRequests || [])];
@@ -169,8 +169,7 @@ function sessions(ref, row) {
         ' · started ',
         when(e.createdAt),
         e.lastEventAt && [' · last event ', when(e.lastEventAt)],
-        e.attach && h('pre', { class: 'attach', title: 'attach a terminal to it' }, e.attach),
-        h('pre', { class: 'attach' }, `the-loop sessions attach --work-item '${e.ref}'`),
+        e.attach && h('pre', { class: 'attach', title: 'attach a terminal to it (detach: Ctrl-b d)' }, e.attach),
       ),
     ),
     statuses(session).length === 0 && h('li', { class: 'muted' }, 'its session has no endpoint'),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use loop_demo::{CAST, Outcome, Paths, REPO, Ran, STEPS, Settings, Told};
+use loop_sessions::shell::word as shell_word;
 use serde_json::json;
 
 use crate::ExitStatus;
@@ -216,27 +217,4 @@ fn program_name() -> String {
         })
     });
     if on_path { "the-loop".to_owned() } else { shell_word(&exe.display().to_string()) }
-}
-
-/// `word` as one shell word: as is when it has only safe characters, else single-quoted.
-fn shell_word(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-=:@%+,".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("/tmp/the-loop-demo-x/tmux.sock"), "/tmp/the-loop-demo-x/tmux.sock");
-        assert_eq!(shell_word("=loop-github-demo-app-1"), "=loop-github-demo-app-1");
-        assert_eq!(shell_word("/a dir/it's"), r"'/a dir/it'\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
 }

@@ -37,7 +37,8 @@ export function renderBoard(view, data) {
       columns.map(({ state, rows }) => column(view, data, state, rows)),
     ),
   );
-  performance.mark('board-painted');
+  // The first paint, for scripts/bench-dashboard.sh.
+  if (performance.getEntriesByName('board-painted').length === 0) performance.mark('board-painted');
 }
 
 function column(view, data, state, rows) {

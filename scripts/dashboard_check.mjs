@@ -76,6 +76,16 @@ try {
     await page.screenshot({ path: `${SHOTS}/board.png`, fullPage: true });
   });
 
+  await check('updates come over the stream when the service serves one, else by polling', async () => {
+    const probe = new AbortController();
+    const answer = await fetch(`${DASHBOARD_URL}api/v1/stream`, { signal: probe.signal });
+    const streamed = (answer.headers.get('content-type') || '').startsWith('text/event-stream');
+    probe.abort();
+    const expected = streamed ? 'live' : 'polling';
+    await page.locator(`#live-chip[data-mode="${expected}"]`).waitFor();
+    console.log(`  (updates: ${expected})`);
+  });
+
   await check('a title from GitHub is shown as text, never as markup', async () => {
     const card = page.locator(`.card[data-ref="${ITEM}"]`);
     await card.locator('.title', { hasText: '<img src=x onerror=alert(1)>' }).waitFor();

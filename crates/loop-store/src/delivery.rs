@@ -11,19 +11,24 @@
 //!
 //! Persistence ([`DeliveryLog`]; docs/dispatcher.md, "Durability"): the dispatcher keeps
 //! the ledger in memory and appends one JSON line per change (`inflight`, `kept`,
-//! `settled`, `released`) to the log — one `write(2)` on an `O_APPEND` descriptor, no
+//! `settled`, `released`, `doubted`) to the log — one `write(2)` on an `O_APPEND` descriptor, no
 //! fsync, so no change on the dispatch path costs a sync or a rewrite that grows with
 //! history. A `kill -9` loses nothing written (the page cache outlives the process); an
 //! OS crash may lose the last lines. Replaying the lines in order rebuilds the ledger.
 //! A last line without its newline (a write cut short) is ignored; any other line that
 //! does not parse sends the file to quarantine (`state.quarantined`) and the lines that
 //! did parse are kept. The log is compacted — rewritten atomically and fsynced, one line
-//! per key — when it has grown past twice the bound (plus [`COMPACTION_SLACK`] lines), and
+//! per key — when it has grown past twice the keys held (at least the bound; plus
+//! [`COMPACTION_SLACK`] lines), and
 //! at open when it needs repair.
 //!
 //! The ledger survives restarts. An `inflight` mark found at open belongs to a process
-//! that died mid-dispatch: it is released then (the caller is told which), because
-//! nothing will ever finish it. Appends and compaction hold the ledger's lock
+//! that died mid-dispatch: nothing will ever finish it, and its delivery may or may not
+//! have reached its session. It becomes *doubt* then (`doubted`): no longer a mark (the
+//! key may be taken in again), and the caller is told every key in doubt so it can ask
+//! the harness's own record before pasting again. Doubt lasts until the key is marked
+//! again, across any number of processes: a kill before the doubt was checked must not
+//! turn it into a plain retry (a second paste). Appends and compaction hold the ledger's lock
 //! (`locks/deliveries.lock`); an appender whose file was replaced by another process's
 //! compaction reopens it first. The file is machine-local (0600).
 //! This module decides nothing about *when* to mark, settle or release.
@@ -73,7 +78,19 @@ pub struct DeliveryLedger {
     #[serde(skip, default = "default_capacity")]
     capacity: usize,
     entries: VecDeque<DeliveryEntry>,
+    /// Keys a process ended holding in flight, not yet marked since: each may or may not
+    /// have reached its session. Not marks (a key in doubt may be taken in again), and
+    /// kept across processes until the key is marked again, so a second kill before the
+    /// doubt was checked cannot turn it into a plain retry.
+    #[serde(skip)]
+    doubted: VecDeque<(String, Timestamp)>,
 }
+
+/// How long a mark is kept beyond the bound (see [`DeliveryLedger::evict`]).
+const RECENT: jiff::SignedDuration = jiff::SignedDuration::from_mins(15);
+
+/// How far past its bound the ledger may grow to keep recent marks.
+const HARD_BOUND_FACTOR: usize = 16;
 
 fn default_capacity() -> usize {
     1024
@@ -82,7 +99,7 @@ fn default_capacity() -> usize {
 impl DeliveryLedger {
     /// An empty ledger keeping at most `capacity` keys (at least one).
     pub fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.max(1), entries: VecDeque::new() }
+        Self { capacity: capacity.max(1), entries: VecDeque::new(), doubted: VecDeque::new() }
     }
 
     /// The mark of `key`, if any.
@@ -132,13 +149,18 @@ impl DeliveryLedger {
         self.entries.is_empty()
     }
 
-    /// Releases every in-flight mark (a previous process died mid-dispatch) and returns
-    /// their keys.
-    pub fn release_inflight(&mut self) -> Vec<String> {
+    /// Turns every in-flight mark (a previous process died mid-dispatch) into doubt and
+    /// returns the keys that were in flight; with the keys already in doubt, every key
+    /// now in doubt.
+    pub fn release_inflight(&mut self) -> (Vec<String>, Vec<String>) {
         let (inflight, rest): (Vec<_>, Vec<_>) =
             self.entries.drain(..).partition(|e| e.mark == Mark::Inflight);
         self.entries = rest.into();
-        inflight.into_iter().map(|e| e.key).collect()
+        let released: Vec<String> = inflight.iter().map(|e| e.key.clone()).collect();
+        for entry in inflight {
+            self.doubt(entry.key, entry.at);
+        }
+        (released, self.doubted.iter().map(|(key, _)| key.clone()).collect())
     }
 
     /// Applies one logged change, as the call that logged it did.
@@ -149,6 +171,11 @@ impl DeliveryLedger {
             Change::Settled { reason } => Mark::Settled { reason },
             Change::Released => {
                 self.release(&line.key);
+                return;
+            }
+            Change::Doubted => {
+                self.release(&line.key);
+                self.doubt(line.key, line.at);
                 return;
             }
         };
@@ -167,19 +194,53 @@ impl DeliveryLedger {
             let line = Line { key: entry.key.clone(), change, at: entry.at };
             bytes.extend(line.encode(path)?);
         }
+        for (key, at) in &self.doubted {
+            let line = Line { key: key.clone(), change: Change::Doubted, at: *at };
+            bytes.extend(line.encode(path)?);
+        }
         Ok(bytes)
     }
 
     fn put(&mut self, key: &str, mark: Mark, now: Timestamp) {
         self.entries.retain(|e| e.key != key);
+        self.doubted.retain(|(doubted, _)| doubted != key);
         self.entries.push_back(DeliveryEntry { key: key.to_owned(), mark, at: now });
         self.evict();
     }
 
+    /// Forgets the oldest marks beyond the bound, but never one in flight, and not one
+    /// younger than [`RECENT`] until the ledger holds [`HARD_BOUND_FACTOR`] times the
+    /// bound. A mark is what tells a delivery's other copy (the other ingress, a
+    /// redelivery) and the poller's next look at a comment it forwarded that it was
+    /// delivered: under a backlog, or with slow poll cycles, more than the bound pass in
+    /// less time than that takes, and forgetting by count alone pasted comments twice
+    /// (the soak). Age is measured against the newest mark, so no clock is read here.
     fn evict(&mut self) {
+        let newest = self.entries.iter().map(|e| e.at).max();
         while self.entries.len() > self.capacity {
-            self.entries.pop_front();
+            let Some(oldest) = self.entries.iter().position(|e| e.mark != Mark::Inflight) else {
+                break;
+            };
+            let old_enough = newest.is_some_and(|newest| {
+                self.entries[oldest].at.saturating_add(RECENT).is_ok_and(|t| t <= newest)
+            });
+            if !old_enough && self.entries.len() <= self.capacity.saturating_mul(HARD_BOUND_FACTOR)
+            {
+                break;
+            }
+            self.entries.remove(oldest);
         }
+        while self.doubted.len() > self.capacity {
+            self.doubted.pop_front();
+        }
+    }
+
+    /// Puts `key` in doubt (once), as of `at`.
+    fn doubt(&mut self, key: String, at: Timestamp) {
+        if !self.doubted.iter().any(|(doubted, _)| *doubted == key) {
+            self.doubted.push_back((key, at));
+        }
+        self.evict();
     }
 }
 
@@ -198,8 +259,12 @@ struct Line {
 enum Change {
     Inflight,
     Kept,
-    Settled { reason: String },
+    Settled {
+        reason: String,
+    },
     Released,
+    /// Was in flight when its process ended (see [`DeliveryLedger::release_inflight`]).
+    Doubted,
 }
 
 impl Line {
@@ -243,9 +308,10 @@ fn replay(bytes: &[u8], capacity: usize) -> Replayed {
     Replayed { ledger, lines: segments.len(), torn, unreadable }
 }
 
-/// Whether a log of `lines` lines under `capacity` is due for compaction.
-fn compaction_due(lines: usize, capacity: usize) -> bool {
-    lines > 2 * capacity + COMPACTION_SLACK
+/// Whether a log of `lines` lines for a ledger holding `held` keys (at least its bound:
+/// recent marks may outnumber it) is due for compaction.
+fn compaction_due(lines: usize, held: usize) -> bool {
+    lines > 2 * held + COMPACTION_SLACK
 }
 
 /// The ledger held in memory by its owner, persisted as an append-only log
@@ -315,7 +381,8 @@ impl DeliveryLog {
         let bytes = Line { key: key.to_owned(), change, at }.encode(&self.path)?;
         let _guard = LockGuard::exclusive(&self.lock)?;
         self.append_locked(&bytes)?;
-        if compaction_due(self.lines, self.ledger.capacity) {
+        let held = self.ledger.len().max(self.ledger.capacity);
+        if compaction_due(self.lines, held) {
             self.compact_locked()?;
         }
         Ok(())
@@ -405,15 +472,15 @@ impl StateStore {
     }
 
     /// The delivery ledger bounded to `capacity`, read without changing any file: empty
-    /// when there is none. In-flight marks are released in the returned ledger only; their keys are
-    /// returned beside it.
+    /// when there is none. In-flight marks become doubt in the returned ledger only; the
+    /// keys in doubt are returned beside it.
     pub fn load_delivery_ledger(
         &self,
         capacity: usize,
     ) -> Result<(DeliveryLedger, Vec<String>), StoreError> {
         let mut ledger = self.read_deliveries(capacity)?.ledger;
-        let inflight = ledger.release_inflight();
-        Ok((ledger, inflight))
+        let (_, in_doubt) = ledger.release_inflight();
+        Ok((ledger, in_doubt))
     }
 
     /// Replaces the log with `ledger`, one line per key, atomically and fsynced.
@@ -426,8 +493,9 @@ impl StateStore {
     /// Opens the delivery ledger for its owner, bounded to `capacity`: the log replayed, a
     /// log with
     /// unreadable lines quarantined and rewritten from the lines that parsed, a torn one
-    /// rewritten. In-flight marks of a previous process are released (a `released` line
-    /// each); their keys are returned beside the log.
+    /// rewritten. In-flight marks of a previous process become doubt (a `doubted` line
+    /// each); the keys in doubt — those, and those a process before it left in doubt and
+    /// nobody marked since — are returned beside the log.
     pub fn open_delivery_log(
         &self,
         capacity: usize,
@@ -438,22 +506,22 @@ impl StateStore {
         if !unreadable.is_empty() {
             json_file::quarantine(&path, &unreadable.join("; "), &self.events)?;
         }
-        let abandoned = ledger.release_inflight();
+        let (abandoned, in_doubt) = ledger.release_inflight();
         let mut log = DeliveryLog { ledger, path, lock, appender: None, lines };
         if rewrite {
             let bytes = log.ledger.encode_lines(&log.path)?;
             json_file::write_atomically(&log.path, &bytes, FileMode::Private.bits())?;
-            log.lines = log.ledger.len();
+            log.lines = log.ledger.len() + log.ledger.doubted.len();
         } else if !abandoned.is_empty() {
             let now = Timestamp::now();
             let mut bytes = Vec::new();
             for key in &abandoned {
-                let line = Line { key: key.clone(), change: Change::Released, at: now };
+                let line = Line { key: key.clone(), change: Change::Doubted, at: now };
                 bytes.extend(line.encode(&log.path)?);
             }
             log.append_locked(&bytes)?;
         }
-        Ok((log, abandoned))
+        Ok((log, in_doubt))
     }
 }
 
@@ -487,16 +555,47 @@ mod tests {
         assert!(!ledger.take_in("k", NOW));
     }
 
+    /// `minutes` after [`NOW`].
+    fn at(minutes: i64) -> Timestamp {
+        NOW + jiff::SignedDuration::from_mins(minutes)
+    }
+
     #[test]
-    fn the_oldest_marks_are_evicted_beyond_the_bound() {
+    fn the_oldest_marks_are_evicted_beyond_the_bound_once_not_recent() {
         let mut ledger = DeliveryLedger::new(2);
-        for key in ["a", "b", "c"] {
-            ledger.take_in(key, NOW);
+        for (key, minutes) in [("a", 0), ("b", 20), ("c", 40)] {
+            ledger.keep(key, at(minutes));
         }
         assert_eq!(ledger.mark_of("a"), None);
         assert!(ledger.mark_of("c").is_some());
         ledger.set_capacity(1);
         assert_eq!(ledger.len(), 1);
+    }
+
+    #[test]
+    fn recent_marks_outlive_the_bound_up_to_its_hard_multiple() {
+        let mut ledger = DeliveryLedger::new(2);
+        for n in 0..40 {
+            ledger.keep(&format!("k{n}"), at(1));
+        }
+        assert_eq!(ledger.len(), 2 * HARD_BOUND_FACTOR, "all recent: kept up to the hard bound");
+        assert_eq!(ledger.mark_of("k39"), Some(&Mark::Kept));
+        ledger.keep("later", at(30));
+        assert_eq!(ledger.len(), 2, "the old ones go once a mark is 15 minutes newer");
+    }
+
+    #[test]
+    fn a_mark_in_flight_is_never_evicted_however_many_follow() {
+        let mut ledger = DeliveryLedger::new(2);
+        for key in ["a", "b", "c"] {
+            assert!(ledger.take_in(key, at(0)));
+        }
+        assert!(!ledger.take_in("a", at(0)), "still a duplicate while in flight");
+        ledger.keep("a", at(0));
+        ledger.keep("b", at(20));
+        assert_eq!(ledger.len(), 2, "back within the bound once they ended");
+        assert_eq!(ledger.mark_of("a"), None, "the oldest ended mark went first");
+        assert_eq!(ledger.mark_of("c"), Some(&Mark::Inflight));
     }
 
     #[test]
@@ -506,7 +605,8 @@ mod tests {
         ledger.take_in("done", NOW);
         ledger.keep("done", NOW);
         ledger.settle("paused", "session-paused", NOW);
-        assert_eq!(ledger.release_inflight(), ["running"]);
+        let running = vec!["running".to_owned()];
+        assert_eq!(ledger.release_inflight(), (running.clone(), running));
         assert_eq!(ledger.mark_of("running"), None);
         assert_eq!(ledger.mark_of("done"), Some(&Mark::Kept));
         assert!(ledger.mark_of("paused").is_some());
@@ -550,12 +650,19 @@ mod tests {
         let text = log_text(&store);
         let last = text.lines().last().unwrap_or_default();
         assert!(
-            last.contains("\"key\":\"running\"") && last.contains("\"state\":\"released\""),
-            "the release of an abandoned mark is logged: {text}"
+            last.contains("\"key\":\"running\"") && last.contains("\"state\":\"doubted\""),
+            "the doubt about an abandoned mark is logged: {text}"
         );
-        let (again, abandoned) = store.open_delivery_log(8).expect("reopened again");
-        assert!(abandoned.is_empty(), "released once");
+        drop(reopened);
+        // Killed again before anyone looked at it: still in doubt, not a plain retry.
+        let (mut again, abandoned) = store.open_delivery_log(8).expect("reopened again");
+        assert_eq!(abandoned, ["running"], "the doubt outlives a second process");
         assert_eq!(again.ledger().len(), 2);
+        assert!(again.take_in("running", NOW).expect("written"), "a key in doubt is taken in");
+        again.keep("running", NOW).expect("written");
+        drop(again);
+        let (_, abandoned) = store.open_delivery_log(8).expect("reopened once more");
+        assert!(abandoned.is_empty(), "marked since: no doubt left");
     }
 
     #[test]
@@ -626,8 +733,9 @@ mod tests {
         let (mut log, _) = store.open_delivery_log(2).expect("opened");
         for n in 0..2 * COMPACTION_SLACK {
             let key = format!("k{n}");
-            log.take_in(&key, NOW).expect("written");
-            log.keep(&key, NOW).expect("written");
+            let when = at(16 * n as i64);
+            log.take_in(&key, when).expect("written");
+            log.keep(&key, when).expect("written");
         }
         let lines = log_text(&store).lines().count();
         assert!(lines <= 2 * 2 + COMPACTION_SLACK + 1, "{lines} lines");

@@ -177,6 +177,18 @@ impl StateLayout {
         self.root.join("sessions").join("poll-state.json")
     }
 
+    /// Legacy (pre-issue-128), read forward only: `sessions/`, whose `<slug>.json` files
+    /// are session records.
+    pub fn legacy_sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// `<registry dir>/legacy-sessions-adopted.json`: the legacy session records already
+    /// read forward, so one adopted and then reset or closed never comes back.
+    pub fn legacy_sessions_adopted(&self) -> PathBuf {
+        self.registry_dir.join("legacy-sessions-adopted.json")
+    }
+
     /// Legacy (pre-issue-106), read forward only: `<working dir>/.the-loop/poll-state.json`.
     pub fn legacy_cwd_poll_state(&self) -> Option<PathBuf> {
         let dir = self.legacy_working_dir.as_ref()?;

@@ -4,7 +4,9 @@
 //! the poll ledger in `<root>/sessions/poll-state.json` (`{items: {<ref>: <entry>}}`);
 //! pre-issue-106 installs kept that ledger at the cwd-relative
 //! `.the-loop/poll-state.json`. [`crate::portable`] consults these only when a record has
-//! no key for the section and is not sealed, and writes what it finds forward.
+//! no key for the section and is not sealed, and writes what it finds forward. Session
+//! records were `<root>/sessions/<slug>.json`, in the shape `local/` holds now; [`sessions`]
+//! lists them for [`crate::local`] to adopt once.
 //!
 //! Nothing here writes, renames or quarantines: a legacy file that does not parse is
 //! reported through `tracing` and read as absent, and is left exactly where it is.
@@ -12,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use loop_core::WorkItemRef;
-use loop_core::record::{Control, PollLedger};
+use loop_core::record::{Control, LocalRecord, PollLedger};
 use serde_json::{Map, Value};
 
 use crate::StateStore;
@@ -58,6 +60,29 @@ fn poll_entry(path: &Path, item: &WorkItemRef) -> Result<Option<Value>, StoreErr
     let Some(Value::Object(mut file)) = read_value(path)? else { return Ok(None) };
     let Some(Value::Object(items)) = file.remove("items") else { return Ok(None) };
     Ok(find_item(items, item))
+}
+
+/// The legacy session records: every `sessions/<slug>.json` that parses as a session
+/// record of the ref its name says, with its slug.
+pub(crate) fn sessions(store: &StateStore) -> Vec<(String, LocalRecord)> {
+    let dir = store.layout.legacy_sessions_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let mut found = Vec::new();
+    for path in entries.flatten().map(|entry| entry.path()) {
+        let Some(slug) =
+            path.file_name().and_then(|n| n.to_str()).and_then(crate::local::record_slug)
+        else {
+            continue;
+        };
+        let Ok(Some(value)) = read_value(&path) else { continue };
+        let Some(record) = decode::<LocalRecord>(&path, value) else { continue };
+        if record.work_item.slug() == slug {
+            found.push((slug.to_owned(), record));
+        } else {
+            tracing::warn!(path = %path.display(), "ignoring a legacy session record named for another ref");
+        }
+    }
+    found
 }
 
 fn find_item(items: Map<String, Value>, item: &WorkItemRef) -> Option<Value> {

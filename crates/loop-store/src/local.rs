@@ -18,8 +18,15 @@
 //! Every writer replaces a record by rename, so a changed record is a new inode: a stale
 //! answer would need a new file with the same inode, size and nanosecond timestamps. A
 //! listing of 50 records costs about 1.5 ms when each is read and parsed.
+//!
+//! A root the reference wrote before its issue 128 holds session records in
+//! `<root>/sessions/<slug>.json`. The first read of session records in a process adopts
+//! them: each one whose slug is not yet in `legacy-sessions-adopted.json` is written here
+//! when no record of its own exists (`state.legacy_adopted`, section `session`), then its
+//! slug is added to that list — so a record adopted and later reset or closed is never
+//! adopted again. The legacy files are left as they are.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
@@ -27,11 +34,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use loop_core::WorkItemRef;
+use loop_core::log::{Kind, Line};
 use loop_core::record::LocalRecord;
 
 use crate::StateStore;
 use crate::error::StoreError;
 use crate::json_file::{self, Durability, FileMode, JsonFile, Written};
+use crate::legacy;
 use crate::lock::LockGuard;
 
 impl StateStore {
@@ -46,6 +55,7 @@ impl StateStore {
     /// The session record of `item`; `None` when there is none or it was unreadable
     /// (then it has been quarantined).
     pub fn load_local_record(&self, item: &WorkItemRef) -> Result<Option<LocalRecord>, StoreError> {
+        self.adopt_legacy_sessions();
         let (path, lock) = (self.layout.local_record(item), self.local_lock(&item.slug()));
         self.local_file(&path, &lock).load(|bytes| parse_local(bytes, &item.slug()))
     }
@@ -85,6 +95,7 @@ impl StateStore {
         durability: Durability,
         f: impl FnOnce(&mut Option<LocalRecord>) -> R,
     ) -> Result<(R, Written), StoreError> {
+        self.adopt_legacy_sessions();
         let slug = item.slug();
         let (path, lock) = (self.layout.local_record(item), self.local_lock(&slug));
         let _guard = LockGuard::exclusive(&lock)?;
@@ -107,6 +118,7 @@ impl StateStore {
 
     /// Removes `item`'s session record, if any.
     pub fn delete_local_record(&self, item: &WorkItemRef) -> Result<(), StoreError> {
+        self.adopt_legacy_sessions();
         let _guard = LockGuard::exclusive(&self.local_lock(&item.slug()))?;
         json_file::remove(&self.layout.local_record(item))
     }
@@ -114,6 +126,7 @@ impl StateStore {
     /// Every readable session record in the registry directory, sorted by ref. A file
     /// unchanged since the last listing is not read again (module doc).
     pub fn list_local_records(&self) -> Result<Vec<LocalRecord>, StoreError> {
+        self.adopt_legacy_sessions();
         let dir = self.layout.registry_dir();
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,
@@ -153,11 +166,68 @@ impl StateStore {
     }
 }
 
+impl StateStore {
+    /// Adopts the legacy session records, once per process (module doc). A failure is
+    /// reported and leaves them for the next process.
+    fn adopt_legacy_sessions(&self) {
+        self.listed.legacy_adopted.get_or_init(|| {
+            if let Err(err) = self.adopt_legacy_sessions_now() {
+                tracing::warn!(error = %err, "cannot read the legacy session records forward");
+            }
+        });
+    }
+
+    fn adopt_legacy_sessions_now(&self) -> Result<(), StoreError> {
+        let legacy = legacy::sessions(self);
+        if legacy.is_empty() {
+            return Ok(());
+        }
+        let _guard = LockGuard::exclusive(&self.layout.locks_dir().join("legacy-sessions.lock"))?;
+        let ledger = self.layout.legacy_sessions_adopted();
+        let mut adopted: BTreeSet<String> = json_file::read_bytes(&ledger)?
+            .and_then(|bytes| serde_json::from_slice::<AdoptedSessions>(&bytes).ok())
+            .map(|file| file.adopted)
+            .unwrap_or_default();
+        let before = adopted.len();
+        for (slug, record) in legacy {
+            if adopted.contains(&slug) {
+                continue;
+            }
+            // The record first: a kill before the ledger is written adopts nothing twice,
+            // since a record of its own is never replaced.
+            let (path, lock) =
+                (self.layout.local_record(&record.work_item), self.local_lock(&slug));
+            let _record = LockGuard::exclusive(&lock)?;
+            if self.local_file(&path, &lock).load_locked(|b| parse_local(b, &slug))?.is_none() {
+                json_file::write_json_with(&path, &record, FileMode::Private, Durability::Synced)?;
+                self.events.emit(
+                    Line::info(Kind::StateLegacyAdopted)
+                        .work_item(&record.work_item)
+                        .field("section", "session"),
+                );
+            }
+            adopted.insert(slug);
+        }
+        if adopted.len() != before {
+            let file = AdoptedSessions { adopted };
+            json_file::write_json_with(&ledger, &file, FileMode::Private, Durability::Synced)?;
+        }
+        Ok(())
+    }
+}
+
+/// `legacy-sessions-adopted.json`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct AdoptedSessions {
+    adopted: BTreeSet<String>,
+}
+
 /// Session records parsed by listings, by path, with the identity of the file each was
-/// read from.
+/// read from; and whether this process adopted the legacy ones yet.
 #[derive(Debug, Default)]
 pub(crate) struct ListedRecords {
     records: Mutex<HashMap<PathBuf, (FileIdentity, LocalRecord)>>,
+    legacy_adopted: std::sync::OnceLock<()>,
 }
 
 /// What tells one version of a record file from another.

@@ -69,6 +69,21 @@ async fn a_comment_pasted_but_killed_before_its_record_is_not_pasted_again_on_re
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_doubt_stays_in_doubt_across_a_second_kill_before_it_was_checked() {
+    let mut lab = Lab::start("").await;
+    let (key, delivery) = kill_after_the_paste_of(&mut lab, "pasted before two kills").await;
+    // The process that found the key in flight dies too, before the key came back.
+    lab.restart().await;
+
+    lab.redeliver(&delivery).await;
+    let pasted = lab.pasted().await;
+    assert_eq!(times(&pasted, "pasted before two kills"), 1, "{pasted:#?}");
+    let recovered = lab.named("dispatch.recovered");
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0]["delivery_id"], key.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_left_in_flight_that_never_reached_the_harness_is_delivered_on_its_return() {
     let mut lab = Lab::start("").await;
     let text = "taken in, never pasted";

@@ -128,6 +128,15 @@ fn written_values() -> Vec<(RecordType, Value)> {
     let mut local = LocalRecord::new(work_item.clone());
     local.endpoints.insert(work_item.clone(), endpoint);
     local.channel_cursors.insert("1.2".into(), "1.3".into());
+    // A session record of the reference's pre-issue-128 layout, adopted on the first read.
+    let legacy_session = LocalRecord::new(item("github:octo/app#17"));
+    let legacy_dir = store.layout().legacy_sessions_dir();
+    fs::create_dir_all(&legacy_dir).unwrap();
+    fs::write(
+        legacy_dir.join("github-octo-app-17.json"),
+        serde_json::to_vec(&legacy_session).unwrap(),
+    )
+    .unwrap();
     store.save_local_record(&local).unwrap();
 
     let clock = PollClock { last_polled_at: Some(ts()), closure_checked_at: Some(ts()) };
@@ -216,6 +225,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
     let sealed_record = read(layout.portable_record(&sealed));
     let local = read(layout.local_record(&work_item));
     let clocks = read(layout.poll_clocks());
+    let adopted = read(layout.legacy_sessions_adopted());
     let heartbeat = read(layout.heartbeat());
     let cache = read(layout.poll_cache());
     let index = read(layout.portable_index());
@@ -242,6 +252,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
         (T::LocalRecord, local.clone()),
         (T::Endpoint, local["endpoints"][&own_key].clone()),
         (T::PollClocks, clocks.clone()),
+        (T::LegacySessionsAdopted, adopted),
         (T::PollClock, clocks["clocks"][&own_key].clone()),
         (T::Heartbeat, heartbeat.clone()),
         (T::CycleSummary, heartbeat["lastCycle"].clone()),

@@ -184,3 +184,44 @@ fn a_listing_follows_every_change_made_since_the_last_one() {
     assert!(!path.exists());
     assert!(logged(&store).contains("\"event\":\"state.quarantined\""));
 }
+
+#[test]
+fn a_legacy_session_record_is_adopted_once_and_never_over_a_record_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    let (adopted, own) = (item("github:octo/app#15"), item("github:octo/app#16"));
+    let legacy = store.layout().legacy_sessions_dir();
+    fs::create_dir_all(&legacy).unwrap();
+    for (work_item, cwd) in [(&adopted, "/legacy/15"), (&own, "/legacy/16")] {
+        let mut record = LocalRecord::new(work_item.clone());
+        record.endpoints.insert(work_item.clone(), endpoint(cwd));
+        fs::write(
+            legacy.join(format!("{}.json", work_item.slug())),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+    }
+    fs::write(legacy.join("github-octo-app-17.json"), b"{\"ref\": \"github:octo/app#99\"}")
+        .unwrap();
+    let mut mine = LocalRecord::new(own.clone());
+    mine.endpoints.insert(own.clone(), endpoint("/mine/16"));
+    fs::create_dir_all(store.layout().registry_dir()).unwrap();
+    fs::write(store.layout().local_record(&own), serde_json::to_vec(&mine).unwrap()).unwrap();
+
+    let listed = store.list_local_records().unwrap();
+    let cwds: Vec<_> =
+        listed.iter().map(|r| r.endpoints.values().next().unwrap().cwd.clone()).collect();
+    assert_eq!(
+        cwds,
+        [PathBuf::from("/legacy/15"), PathBuf::from("/mine/16")],
+        "its own record wins"
+    );
+    assert_eq!(logged(&store).matches("state.legacy_adopted").count(), 1);
+
+    // Reset in another process: the adopted record is gone for good.
+    store.delete_local_record(&adopted).unwrap();
+    let again = store_in(dir.path());
+    assert_eq!(again.load_local_record(&adopted).unwrap(), None);
+    assert_eq!(again.list_local_records().unwrap().len(), 1);
+    assert_eq!(logged(&again).matches("state.legacy_adopted").count(), 1, "not adopted again");
+}

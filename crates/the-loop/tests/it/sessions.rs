@@ -323,3 +323,30 @@ fn close_records_no_command_and_kill_tmux_ends_the_session_and_link_pr_links_onc
         .expect_code(1)
         .expect_stderr("no live session");
 }
+
+#[test]
+fn a_session_record_of_the_references_old_layout_is_adopted_once_and_a_reset_keeps_it_gone() {
+    let site = Site::new("labeled");
+    // What the reference wrote before its issue 128: the registry under `sessions/`.
+    let legacy = site.cli.cwd().join("state/sessions");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::write(
+        legacy.join("github-octo-app-1.json"),
+        r#"{"ref": "github:octo/app#1", "endpoints": {"github:octo/app#1": {"harness": "claude", "harnessSessionId": "7b0c9b4e-1111-4222-8333-944455556666", "cwd": "/home/ann/work/octo-app-1", "tmuxTarget": "loop-github-octo-app-1", "status": "paused", "recentDeliveries": ["issue_comment:IC_1:created"], "createdAt": "2026-05-01T10:00:00+00:00", "lastEventAt": "2026-05-01T11:00:00+00:00"}}}"#,
+    )
+    .unwrap();
+
+    let shown = site.show_json();
+    assert_eq!(shown["session"]["endpoints"][ITEM]["status"], "paused", "{shown}");
+    assert_eq!(
+        shown["session"]["endpoints"][ITEM]["harnessSessionId"],
+        "7b0c9b4e-1111-4222-8333-944455556666"
+    );
+    site.run(&["sessions", "list"]).expect_code(0).expect_stdout("loop-github-octo-app-1");
+    let events = std::fs::read_to_string(site.cli.cwd().join("state/logs/events.jsonl")).unwrap();
+    assert_eq!(events.matches("\"state.legacy_adopted\"").count(), 1, "{events}");
+
+    site.run(&["sessions", "reset", "--work-item", ITEM]).expect_code(0);
+    site.run(&["sessions", "list"]).expect_code(0).expect_stderr("no registered sessions");
+    assert!(legacy.join("github-octo-app-1.json").exists(), "the legacy file is left alone");
+}

@@ -1,0 +1,194 @@
+//! The soak (issue #16, SPEC §8): `SOAK_EVENTS` comments (100 000 by `scripts/soak.sh`)
+//! through both ingresses at once — each one delivered by the simulator's signed webhook
+//! AND found by the poller every second — into 20 live sessions of the real service, on
+//! real tmux with the stand-in agent. Every comment must reach its session exactly once;
+//! along the way the service's RSS, its open file descriptors and the event log's size on
+//! disk (live file plus rotated ones) are sampled and written, one JSON line per sample,
+//! to `SOAK_REPORT` for the script to judge flatness. Ignored by `cargo test`: it runs
+//! for many minutes.
+
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use loop_sim::test_support::wait_for_within;
+use serde_json::json;
+
+use crate::machine::{Machine, World};
+
+const REPO: &str = World::REPO;
+const LABEL: &str = "the-loop: auto-execute";
+const ITEMS: u64 = 20;
+const SECRET: &str = "soak-secret";
+/// Comments posted between two samples.
+const SAMPLE_EVERY: usize = 2_000;
+
+#[test]
+#[ignore = "a soak of many minutes: scripts/soak.sh runs it"]
+fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_resources() {
+    let events: usize =
+        std::env::var("SOAK_EVENTS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let report = std::env::var("SOAK_REPORT").unwrap_or_else(|_| "target/soak.jsonl".into());
+    let world = World::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let webhooks = format!("webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n");
+    let mut machine = Machine::new(&world, &webhooks);
+    machine.cli.env("THE_LOOP_GH_WEBHOOK_SECRET", SECRET);
+    world.sim.set_webhook(Some(loop_sim::WebhookTarget {
+        url: format!("http://127.0.0.1:{port}/gh-webhook"),
+        secret: Some(SECRET.to_owned()),
+    }));
+    let numbers: Vec<u64> = (0..ITEMS)
+        .map(|i| world.sim.open_issue(REPO, "octocat", &format!("Soak {i}"), &[LABEL]).unwrap())
+        .collect();
+    machine.start();
+    for &number in &numbers {
+        world.sim.comment(REPO, number, "octocat", "the-loop start").unwrap();
+    }
+    for &number in &numbers {
+        machine.wait_for_message(&format!("github:{REPO}#{number}"));
+    }
+    let pid = service_pid(&machine);
+    let mut pasted = Pasted::new(&machine);
+
+    let mut out = std::fs::File::create(&report).expect("the soak report");
+    let started = Instant::now();
+    let sample = |posted: usize, pasted: usize, out: &mut std::fs::File| {
+        let line = json!({
+            "posted": posted,
+            "seconds": started.elapsed().as_secs_f64(),
+            "rssKb": status_kb(pid, "VmRSS:"),
+            "fds": std::fs::read_dir(format!("/proc/{pid}/fd")).map(Iterator::count).unwrap_or(0),
+            "eventLogBytes": event_log_bytes(&machine),
+            "pasted": pasted,
+        });
+        writeln!(out, "{line}").expect("a report line");
+    };
+    sample(0, pasted.now(), &mut out);
+    for posted in 1..=events {
+        let number = numbers[posted % numbers.len()];
+        world.sim.comment(REPO, number, "octocat", &format!("soak comment {posted} .")).unwrap();
+        if posted % SAMPLE_EVERY == 0 {
+            sample(posted, pasted.now(), &mut out);
+            // Keep the backlog bounded: the soak is about a service running for long, not
+            // a burst (issue #18's benches measure bursts).
+            wait_for_within(
+                Duration::from_secs(600),
+                Duration::from_millis(200),
+                "the sessions to catch up",
+                || {
+                    let behind = posted.saturating_sub(pasted.now());
+                    (behind < SAMPLE_EVERY).then_some(()).ok_or(format!("{behind} behind"))
+                },
+            );
+        }
+    }
+    wait_for_within(
+        Duration::from_secs(600),
+        Duration::from_millis(500),
+        "every comment pasted",
+        || {
+            let now = pasted.now();
+            (now >= events).then_some(()).ok_or(format!("{now} of {events}"))
+        },
+    );
+    sample(events, pasted.now(), &mut out);
+
+    let messages = machine.messages();
+    let mut seen = vec![0u32; events + 1];
+    for message in &messages {
+        for token in message.split("soak comment ").skip(1) {
+            if let Some(n) = token.split(' ').next().and_then(|n| n.parse::<usize>().ok()) {
+                seen[n.min(events)] += 1;
+            }
+        }
+    }
+    let wrong: Vec<(usize, u32)> =
+        (1..=events).filter(|&n| seen[n] != 1).map(|n| (n, seen[n])).take(20).collect();
+    let first = wrong.first().map(|(n, _)| format!("soak comment {n} .")).unwrap_or_default();
+    let shown: Vec<&String> =
+        messages.iter().filter(|m| !first.is_empty() && m.contains(&first)).collect();
+    let key = shown
+        .first()
+        .and_then(|m| m.split("- Delivery: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("-")
+        .to_owned();
+    let trail: Vec<String> = std::fs::read_to_string(machine.root.join("logs/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(&key))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "comments not pasted exactly once (comment, times): {wrong:?}\n{key}\n{trail:#?}"
+    );
+}
+
+/// How many soak comments the stand-in agent has received, read incrementally from its
+/// record (it grows to hundreds of megabytes).
+struct Pasted {
+    path: std::path::PathBuf,
+    read: u64,
+    count: usize,
+    /// The bytes after the last newline read so far.
+    partial: Vec<u8>,
+}
+
+impl Pasted {
+    fn new(machine: &Machine) -> Self {
+        Self { path: machine.record.clone(), read: 0, count: 0, partial: Vec::new() }
+    }
+
+    fn now(&mut self) -> usize {
+        use std::io::{Read as _, Seek as _};
+        let Ok(mut file) = std::fs::File::open(&self.path) else { return self.count };
+        if file.seek(std::io::SeekFrom::Start(self.read)).is_err() {
+            return self.count;
+        }
+        let mut fresh = Vec::new();
+        let Ok(n) = file.read_to_end(&mut fresh) else { return self.count };
+        self.read += n as u64;
+        self.partial.extend_from_slice(&fresh);
+        if let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') {
+            let lines: Vec<u8> = self.partial.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&lines);
+            self.count += text.matches("soak comment ").count();
+        }
+        self.count
+    }
+}
+
+/// The service's pid, from the poller's pidfile (the service holds it).
+fn service_pid(machine: &Machine) -> u32 {
+    let text =
+        std::fs::read_to_string(machine.root.join("poll.pid")).expect("the poller's pidfile");
+    text.split(|c: char| !c.is_ascii_digit())
+        .find(|digits| !digits.is_empty())
+        .and_then(|pid| pid.parse().ok())
+        .expect("a pid in the pidfile")
+}
+
+fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The event log on disk: the live file and every rotated one.
+fn event_log_bytes(machine: &Machine) -> u64 {
+    std::fs::read_dir(machine.root.join("logs"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("events.jsonl"))
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
+}

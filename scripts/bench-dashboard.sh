@@ -67,6 +67,11 @@ for _ in $(seq 1 150); do
   curl -fs "http://127.0.0.1:$api_port/api/v1/health" >/dev/null 2>&1 && break
   sleep 0.1
 done
+curl -fs "http://127.0.0.1:$api_port/api/v1/health" >/dev/null || {
+  echo "bench-dashboard: the service did not start; it said:" >&2
+  cat "$work/service.out" >&2
+  exit 1
+}
 
 echo "bench-dashboard: $records portable records, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 DASHBOARD_URL="http://127.0.0.1:$api_port/" LOADS="${LOADS:-5}" RECORDS="$records" \

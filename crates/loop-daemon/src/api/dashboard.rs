@@ -10,8 +10,10 @@
 //! inline script, no framing.
 
 use axum::Router;
-use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::HeaderValue;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -75,8 +77,8 @@ fn serve(asset: &'static Asset) -> Response {
         (CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY)),
         // The files change with the binary: a browser asks again on each load.
         (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (HeaderName::from_static("x-content-type-options"), HeaderValue::from_static("nosniff")),
-        (HeaderName::from_static("referrer-policy"), HeaderValue::from_static("no-referrer")),
+        (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
     ];
     (headers, asset.body).into_response()
 }

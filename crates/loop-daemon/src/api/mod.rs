@@ -15,6 +15,7 @@
 //! - `observe`: the event log (`events`, `events/types`), `explain`, `daemons`.
 //! - `settings`: the config in force and its schema.
 //! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
+//! - `dashboard`: the page at `/` and its embedded scripts, a client of the routes above.
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
 //!
@@ -24,6 +25,7 @@
 //! and act through the dispatcher, exactly as the CLI's verbs do.
 
 mod agent;
+mod dashboard;
 mod error;
 mod guard;
 mod health;
@@ -83,6 +85,7 @@ pub fn routes() -> Router<ApiState> {
         .merge(sessions::routes())
         .merge(observe::routes())
         .merge(settings::routes())
+        .merge(dashboard::routes())
 }
 
 /// The work item `text` names; a malformed ref is a 400 saying why.

@@ -7,6 +7,7 @@ mod agent_input;
 mod agent_side;
 mod common;
 mod config;
+mod dashboard;
 mod demo;
 mod events;
 mod explain;

@@ -1165,6 +1165,13 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 error()
             ),
         ),
+        Kind::GraphChoiceRefused => noted(
+            Stage::Outcome,
+            format!(
+                "the state file's {} is not what the operator offers: the operator's default was used",
+                field(record, "refused")
+            ),
+        ),
         Kind::GraphSkipped => {
             noted(Stage::Outcome, format!("the process graph was not driven: {}", reason()))
         }

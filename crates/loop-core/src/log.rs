@@ -98,6 +98,7 @@ kinds! {
     GraphAssignmentDelivered = "graph.assignment_delivered", Effect;
     GraphAssignmentFailed = "graph.assignment_failed", Effect;
     GraphBlocked = "graph.blocked", Effect;
+    GraphChoiceRefused = "graph.choice_refused", Trail;
     GraphCompleted = "graph.completed", Effect;
     GraphEscalated = "graph.escalated", Effect;
     GraphHookDegraded = "graph.hook_degraded", Effect;

@@ -10,13 +10,15 @@
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::agent::{self, Question, Refusal};
+use loop_core::config::Config;
+use loop_core::graph::state::Upstream;
 use loop_core::log::{Kind, Line};
 use loop_core::record::{AwaitingInput, LocalRecord};
 use loop_sessions::Liveness;
 use loop_sessions::registry::{Registry, RegistryError};
 use loop_store::StateStore;
 
-use crate::dispatcher::{Dispatcher, blocking};
+use crate::dispatcher::{Dispatcher, blocking, record_pull_request};
 
 /// A question posted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,22 +257,35 @@ impl LinkError {
 
 /// Records that `pull_request` (a number or `#n` in `work_item`'s repository, a ref, or
 /// a URL) delivers `work_item`, whose session then receives the pull request's events
-/// with no closing reference needed. Idempotent; refuses a self-link; writes nothing
-/// when no session record on this machine owns `work_item` (a pull request's own ref
-/// finds the record that lists it). Blocking: file IO.
+/// with no closing reference needed, and — when the work item's checkout holds its
+/// state file — in that file's `pullRequests` (seed 003 R2; a failure there is
+/// `graph.link_failed` and the link stands). Idempotent; refuses a self-link; writes
+/// nothing when no session record on this machine owns `work_item` (a pull request's
+/// own ref finds the record that lists it). Blocking: file IO.
 pub fn link_pull_request(
     store: &StateStore,
+    config: &Config,
     work_item: &WorkItemRef,
     pull_request: &str,
 ) -> Result<Linked, LinkError> {
     let pr = WorkItemRef::parse_pull_request(pull_request, work_item.repo())?;
     let registry = Registry::new(store.clone());
-    let owner = registry
+    let record = registry
         .record_owning(work_item)
         .map_err(LinkError::Registry)?
-        .map(|record| record.work_item)
         .ok_or_else(|| LinkError::NoSession { work_item: work_item.clone() })?;
-    match registry.link_pull_request(&owner, &pr, Timestamp::now()) {
+    let owner = record.work_item.clone();
+    let linked = registry.link_pull_request(&owner, &pr, Timestamp::now());
+    if linked.is_ok()
+        && let Some(own) = record.own_endpoint()
+        && let Err(err) =
+            record_pull_request(config, store.events(), &owner, &own.cwd, &pr, Upstream::Open)
+    {
+        store.events().emit(
+            Line::error(Kind::GraphLinkFailed).work_item(&owner).field("error", err.to_string()),
+        );
+    }
+    match linked {
         Ok(true) => {
             store.events().emit(
                 Line::info(Kind::SessionPrLinked)

@@ -165,12 +165,13 @@ impl TheLoopMcp {
         let answer = match &item {
             Err(err) => Err(err.clone()),
             Ok(item) => {
-                let (store, item, pr) = (
+                let (store, config, item, pr) = (
                     self.dispatcher.store().clone(),
+                    self.dispatcher.config(),
                     item.clone(),
                     params.pull_request.into_text(),
                 );
-                blocking(move || agent::link_pull_request(&store, &item, &pr))
+                blocking(move || agent::link_pull_request(&store, &config, &item, &pr))
                     .await
                     .map(|linked| {
                         let (work_item, pull_request, linked) = match linked {

@@ -187,8 +187,9 @@ impl Dispatcher {
                     }
                 }
                 Step::CloseSession { record } => self.close_session(&record).await,
-                Step::CloseEndpoint { record, pull_request } => {
+                Step::CloseEndpoint { record, pull_request, upstream } => {
                     self.close_endpoint(&record, &pull_request).await;
+                    self.note_pull_request(&record, &pull_request, upstream).await;
                 }
                 Step::StampEnded { item, ended, stamped, then } => {
                     match self.stamp_ended(&item, *ended).await {

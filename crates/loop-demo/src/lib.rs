@@ -91,20 +91,26 @@ pub struct Settings {
     /// The stand-in agent's program and its leading arguments (`the-loop
     /// stand-in-harness`); the demo adds where it records and which conversation.
     pub harness: Vec<String>,
+    /// After the story, keep the world up — the simulator, the service and so the
+    /// dashboard — until `interrupt`, so a person can look around.
+    pub linger: bool,
 }
 
 /// What the demo tells whoever runs it, in order.
 #[derive(Debug)]
 pub enum Told {
     /// Everything is up: where GitHub is simulated, where webhooks go, how often the
-    /// poller looks.
-    Started { simulated_github: String, webhooks: String, polls_every: u64 },
+    /// poller looks, where the dashboard is.
+    Started { simulated_github: String, webhooks: String, polls_every: u64, dashboard: String },
     /// A step of the story begins (`number` of [`STEPS`]).
     Step { number: usize, text: String },
     /// An effect of the step was seen.
     Observed { what: String },
     /// An effect was not seen within the step timeout: the story stops here.
     NotObserved { missing: String, timeout: Duration, event_log: PathBuf },
+    /// The story is over and the world stays up ([`Settings::linger`]) until
+    /// `interrupt`: the dashboard is still at `dashboard`.
+    Lingering { dashboard: String },
 }
 
 /// How a run ended.
@@ -127,7 +133,8 @@ pub fn tmux_available() -> bool {
 }
 
 /// Starts the loop in `paths`, plays the story (telling `tell` what happens) until its
-/// end or `interrupt`, then stops the service and the simulator.
+/// end or `interrupt` — with [`Settings::linger`], until `interrupt` after the end —
+/// then stops the service and the simulator.
 pub async fn run(
     paths: Paths,
     settings: &Settings,
@@ -139,11 +146,17 @@ pub async fn run(
         simulated_github: stack.sim.url(),
         webhooks: stack.webhook_url.clone(),
         polls_every: stack.config.polling.interval_seconds,
+        dashboard: format!("{}/", stack.dashboard_url),
     });
+    let mut interrupt = std::pin::pin!(interrupt);
     let played = tokio::select! {
         played = story::play(&stack, settings.step_timeout, &tell) => Some(played),
-        () = interrupt => None,
+        () = &mut interrupt => None,
     };
+    if played.is_some() && settings.linger {
+        tell(Told::Lingering { dashboard: format!("{}/", stack.dashboard_url) });
+        interrupt.await;
+    }
     let attach = match &played {
         Some(Ok(outcome)) => outcome.issue.as_ref().and_then(|issue| {
             let argv = stack.tmux.attach_command(&issue.tmux_session(), false).ok()?;

@@ -51,6 +51,10 @@ pub struct Paths {
     /// What the stand-in harness recorded as submitted, one JSON line per message.
     pub messages: PathBuf,
     pub launches: PathBuf,
+    /// The demo repository served as a real git repository, which sessions clone.
+    pub origins: PathBuf,
+    /// The sessions' checkouts (`routing.workspace.root`).
+    pub workspaces: PathBuf,
 }
 
 impl Paths {
@@ -64,6 +68,8 @@ impl Paths {
             socket: root.join("tmux.sock"),
             messages: root.join("harness").join("messages.jsonl"),
             launches: root.join("harness").join("launches.jsonl"),
+            origins: root.join("origins"),
+            workspaces: root.join("workspaces"),
         }
     }
 }
@@ -126,6 +132,15 @@ impl Stack {
             .map_err(listen("the simulated GitHub"))?;
         sim.create_repo(REPO)
             .map_err(|source| DemoError::Sim { action: "create the demo repository", source })?;
+        // Sessions run in clones of it, so the process graph is driven there.
+        let clone_base =
+            loop_sim::git::serve_repository(&paths.origins, REPO).map_err(|source| {
+                DemoError::Io {
+                    action: "serve the demo repository with git in",
+                    path: paths.origins.clone(),
+                    source,
+                }
+            })?;
 
         let listener =
             tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(listen("webhooks"))?;
@@ -135,13 +150,12 @@ impl Stack {
             .map_err(listen("the control plane"))?;
         let api_port = api_listener.local_addr().map_err(listen("the control plane"))?.port();
         let ports = Ports { webhooks: addr.port(), api: api_port };
-        std::fs::write(&paths.config, config_text(&paths, &sim.url(), ports)).map_err(
-            |source| DemoError::Io {
+        std::fs::write(&paths.config, config_text(&paths, &sim.url(), &clone_base, ports))
+            .map_err(|source| DemoError::Io {
                 action: "write the demo config",
                 path: paths.config.clone(),
                 source,
-            },
-        )?;
+            })?;
         // Its warnings are none: a unit test below keeps it so.
         let (source, _) = ConfigSource::open(&paths.config)?;
         let config = Arc::clone(source.current());
@@ -216,9 +230,9 @@ struct Ports {
 }
 
 /// The config of the demo service: hybrid ingress against the simulator, the control
-/// plane on its own port, the demo maintainer authorized, sessions spawned in the demo's
-/// work directory.
-fn config_text(paths: &Paths, sim_url: &str, ports: Ports) -> String {
+/// plane on its own port, the demo maintainer authorized, each session in a clone of the
+/// demo repository (served by git from the demo's directory).
+fn config_text(paths: &Paths, sim_url: &str, clone_base: &str, ports: Ports) -> String {
     // JSON strings are YAML double-quoted scalars: any path is written safely.
     let quoted = |path: &Path| serde_json::Value::from(path.display().to_string()).to_string();
     format!(
@@ -231,9 +245,12 @@ fn config_text(paths: &Paths, sim_url: &str, ports: Ports) -> String {
          polling:\n  enabled: true\n  intervalSeconds: 1\n\
          integrations:\n  github:\n    api:\n      baseUrl: {sim_url}\n      tokenEnv: [{TOKEN_ENV}]\n\
          routing:\n  enabled: true\n  authorizedUsers: [{maintainer}]\n  spawnWorkdir: {work}\n  \
-         harnessTrust:\n    enabled: false\n",
+         harnessTrust:\n    enabled: false\n  \
+         workspace:\n    root: {workspaces}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {clone_base}\n",
         state = quoted(&paths.state),
         work = quoted(&paths.work),
+        workspaces = quoted(&paths.workspaces),
+        clone_base = serde_json::Value::from(clone_base),
         maintainer = CAST.maintainer,
         webhooks = ports.webhooks,
         api = ports.api,
@@ -287,7 +304,12 @@ mod tests {
     #[test]
     fn the_demo_config_is_valid_without_warnings_and_runs_both_ingresses() {
         let paths = Paths::new(Path::new("/tmp/the-loop-demo-x"));
-        let text = config_text(&paths, "http://127.0.0.1:1", Ports { webhooks: 8787, api: 4114 });
+        let text = config_text(
+            &paths,
+            "http://127.0.0.1:1",
+            "file:///o",
+            Ports { webhooks: 8787, api: 4114 },
+        );
         let loaded = loop_core::config::parse(&text).expect("the demo config is valid");
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         let config = loaded.config;
@@ -300,7 +322,12 @@ mod tests {
     #[test]
     fn paths_with_quotes_and_spaces_are_written_safely() {
         let paths = Paths::new(Path::new("/tmp/a dir/it's: \"here\""));
-        let text = config_text(&paths, "http://127.0.0.1:1", Ports { webhooks: 8787, api: 4114 });
+        let text = config_text(
+            &paths,
+            "http://127.0.0.1:1",
+            "file:///o",
+            Ports { webhooks: 8787, api: 4114 },
+        );
         let config = loop_core::config::parse(&text).expect("valid").config;
         assert_eq!(config.state.root, paths.state);
         assert_eq!(config.routing.spawn_workdir, paths.work);

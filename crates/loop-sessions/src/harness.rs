@@ -128,6 +128,13 @@ pub trait Harness: fmt::Debug + Send + Sync {
     /// name of a command harness).
     fn name(&self) -> &str;
 
+    /// The models and efforts the operator declared for it: the only ones a work item's
+    /// choice can launch it on.
+    fn declared(&self) -> &Declared {
+        static NONE: Declared = Declared { models: Vec::new(), efforts: Vec::new() };
+        &NONE
+    }
+
     /// Mints the id of a new conversation.
     fn new_conversation(&self) -> Result<ConversationId, HarnessError>;
 
@@ -277,6 +284,10 @@ impl Harness for ClaudeCode {
         "claude"
     }
 
+    fn declared(&self) -> &Declared {
+        &self.declared
+    }
+
     fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
         Ok(ConversationId::new_uuid())
     }
@@ -345,6 +356,10 @@ impl CursorAgent {
 impl Harness for CursorAgent {
     fn name(&self) -> &str {
         "cursor"
+    }
+
+    fn declared(&self) -> &Declared {
+        &self.declared
     }
 
     fn new_conversation(&self) -> Result<ConversationId, HarnessError> {

@@ -11,6 +11,7 @@
 //! - [`harness`]: Claude Code, Cursor agent and command-template adapters.
 //! - [`plugin`]: the-loop's Claude Code plugin, written under the state root and registered.
 //! - [`registry`]: the rules of the local session record (statuses, PR endpoints, routing).
+//! - [`shell`]: commands as a person pastes them into a shell (quoting).
 //! - [`session`]: first spawn, respawn with resume fallback, delivery, close retention.
 //! - [`trust`]: Claude Code trust pre-seeding in the user's harness config.
 //! - [`workspace`]: per-endpoint git checkouts (worktree or clone) and their removal.
@@ -20,6 +21,7 @@ pub mod harness;
 pub mod plugin;
 pub mod registry;
 pub mod session;
+pub mod shell;
 pub mod tmux;
 pub mod trust;
 pub mod workspace;

@@ -7,7 +7,8 @@
 //! and a request log for counting what the-loop asked.
 //!
 //! It is test and demo infrastructure: nothing in the product's runtime path may depend on
-//! it, and it keeps no state on disk.
+//! it, and it keeps no state on disk beyond the git repositories [`git`] serves where it is
+//! told.
 //!
 //! Layout:
 //! - [`world`]: the in-memory state and the user actions that change it.
@@ -15,6 +16,7 @@
 //! - [`graphql`]: the GraphQL subset (`closingIssuesReferences`).
 //! - [`server`]: the HTTP server and [`Sim`], the handle tests hold.
 //! - [`webhook`]: signed deliveries to a receiver.
+//! - [`git`]: real git repositories a session's workspace clones.
 //! - [`request_log`]: requests by endpoint and status.
 //! - [`bench`](mod@bench): counting the requests a scenario makes.
 //! - [`stand_in`]: a stand-in agent harness for session tests.
@@ -25,6 +27,7 @@
 #![recursion_limit = "256"]
 
 pub mod bench;
+pub mod git;
 pub mod graphql;
 pub mod request_log;
 pub mod server;

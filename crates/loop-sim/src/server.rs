@@ -327,6 +327,23 @@ impl Sim {
         Ok(self.act(action)?.id.unwrap_or_default())
     }
 
+    /// Replaces conversation comment `id`'s body (a checklist ticked in GitHub's UI).
+    pub fn edit_comment(
+        &self,
+        repo: &str,
+        id: u64,
+        actor: &str,
+        body: &str,
+    ) -> Result<(), WorldError> {
+        let action = Action::EditComment {
+            repo: repo.to_owned(),
+            id,
+            actor: actor.to_owned(),
+            body: body.to_owned(),
+        };
+        self.act(action).map(|_| ())
+    }
+
     pub fn label(
         &self,
         repo: &str,
@@ -618,6 +635,9 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         }
         ("DELETE", ["issues", n, "labels", _]) => {
             ("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}", num(n)?)
+        }
+        ("PATCH", ["issues", "comments", id]) => {
+            ("/repos/{owner}/{repo}/issues/comments/{comment_id}", num(id)?)
         }
         ("POST", ["issues", "comments", id, "reactions"]) => {
             ("/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", num(id)?)
@@ -946,6 +966,31 @@ fn rest(
                     world.comment(&route.repo, outcome.id.unwrap_or_default())?;
                 Ok(Reply {
                     status: StatusCode::CREATED,
+                    body: shapes::issue_comment(&world, &urls, repo, number, comment),
+                    link: None,
+                    location: None,
+                })
+            })
+        }
+        ("PATCH", "/repos/{owner}/{repo}/issues/comments/{comment_id}") => {
+            let Some(text) = json_field(body, "body") else {
+                return Reply::error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid request.\n\n\"body\" wasn't supplied.",
+                );
+            };
+            let action = Action::EditComment {
+                repo: route.repo.clone(),
+                id: route.number,
+                actor: viewer,
+                body: text,
+            };
+            state.act(action).and_then(|_| {
+                let world = lock(&state.world);
+                let repo = world.repo(&route.repo)?;
+                let (number, comment) = world.comment(&route.repo, route.number)?;
+                Ok(Reply {
+                    status: StatusCode::OK,
                     body: shapes::issue_comment(&world, &urls, repo, number, comment),
                     link: None,
                     location: None,

@@ -158,32 +158,11 @@ pub fn pastes_logged(events: &[Value]) -> usize {
         .count()
 }
 
-/// Serves `repo` (`owner/name`) as a real git repository: a bare repository with one
-/// commit on `main` at `<root>/<owner>/<name>.git`, so a spawn's workspace clones it.
-/// Returns the base to give `routing.workspace.cloneUrls` for github.com (`file://<root>`).
+/// [`crate::git::serve_repository`] for a test: `repo` served as a real git repository
+/// under `root`; returns the base for `routing.workspace.cloneUrls`.
 pub fn git_origin(root: &Path, repo: &str) -> String {
-    let bare = root.join(format!("{repo}.git"));
-    let seed = root.join(format!(".seed-{}", repo.replace('/', "-")));
-    let git = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=sim", "-c", "user.email=sim@example.com"])
-            .args(args)
-            .output()
-            .unwrap_or_else(|err| panic!("git {args:?}: {err}"));
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    std::fs::create_dir_all(&seed).unwrap_or_else(|err| panic!("{}: {err}", seed.display()));
-    std::fs::create_dir_all(&bare).unwrap_or_else(|err| panic!("{}: {err}", bare.display()));
-    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
-    git(&seed, &["init", "-q", "-b", "main"]);
-    std::fs::write(seed.join("README.md"), format!("# {repo}\n"))
-        .unwrap_or_else(|err| panic!("{err}"));
-    git(&seed, &["add", "README.md"]);
-    git(&seed, &["commit", "-q", "-m", "initial"]);
-    git(&seed, &["push", "-q", &format!("file://{}", bare.display()), "main"]);
-    format!("file://{}", root.display())
+    crate::git::serve_repository(root, repo)
+        .unwrap_or_else(|err| panic!("serving {repo} under {}: {err}", root.display()))
 }
 
 /// The `loop-stand-in` binary, for tests outside loop-sim (Cargo builds a package's

@@ -62,6 +62,14 @@ pub enum Action {
         author: String,
         body: String,
     },
+    /// Edits a conversation comment's body, as a person ticking a checklist in
+    /// GitHub's UI does (`issue_comment` `edited`).
+    EditComment {
+        repo: String,
+        id: u64,
+        actor: String,
+        body: String,
+    },
     /// A review; `PENDING` reviews are stored but neither bump nor announce anything.
     Review {
         repo: String,
@@ -570,6 +578,34 @@ impl World {
                         &repo,
                         number,
                         &author,
+                        HappeningDetail::Comment(id),
+                    )],
+                ))
+            }
+            Action::EditComment { repo, id, actor, body } => {
+                if body.trim().is_empty() {
+                    return Err(WorldError::Invalid { reason: "a comment needs a body".into() });
+                }
+                self.user(&actor);
+                let number = self.comment(&repo, id)?.0;
+                let item = self.item_mut(&repo, number)?;
+                if let Some(comment) = item.comments.iter_mut().find(|c| c.id == id) {
+                    comment.body = body;
+                    comment.updated_at = at;
+                }
+                item.updated_at = at;
+                Ok((
+                    Outcome {
+                        id: Some(id),
+                        node_id: Some(node_id("IC", id)),
+                        ..Outcome::default()
+                    },
+                    vec![happening(
+                        "issue_comment",
+                        "edited",
+                        &repo,
+                        number,
+                        &actor,
                         HappeningDetail::Comment(id),
                     )],
                 ))

@@ -47,7 +47,7 @@ pub use event_log::EventLog;
 pub use json_file::{Written, write_atomically};
 pub use layout::StateLayout;
 pub use pidfile::{Holder, PidLock, lock_holder};
-pub use portable::{ChannelBindings, Section, Slot};
+pub use portable::{ChannelBindings, LegacyGraph, Section, Slot};
 
 /// One state root and the event log its store reports to. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 
 use loop_core::WorkItemRef;
 use loop_core::record::{ChannelBinding, Collaborators, Control, Ended, PollLedger};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::StateStore;
@@ -79,6 +79,16 @@ impl Section for Ended {
 
 impl Section for ChannelBindings {
     const KEY: &'static str = "channels";
+}
+
+/// The reference's frozen phase selection (`graph`), kept verbatim: read for the choices
+/// a work item frozen before its state file carried them (seed 003 R4), never written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LegacyGraph(pub Value);
+
+impl Section for LegacyGraph {
+    const KEY: &'static str = "graph";
 }
 
 /// What a record holds for one section.

@@ -74,6 +74,9 @@ pub enum Command {
     /// Stop the service, then start it detached
     Restart(StopArgs),
 
+    /// Print the URL of the running service's dashboard (`--open`: open it in the browser)
+    Dashboard(DashboardArgs),
+
     /// See and steer work items and their agent sessions
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -425,6 +428,13 @@ pub struct ExplainArgs {
     /// For a work item: show only the last N deliveries (0 = all)
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Also open it in the browser (with `xdg-open`, else `open`)
+    #[arg(long)]
+    pub open: bool,
 }
 
 #[derive(Debug, Args)]

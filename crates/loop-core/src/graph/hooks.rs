@@ -51,6 +51,9 @@ pub struct GateInput<'a> {
     pub authorized: &'a [Login],
     /// `routing.control.keywords.execute`.
     pub execute_keyword: &'a str,
+    /// The phase checklist comment's body as it is now (ticks a person may have
+    /// changed in GitHub's UI); `None` when it was not read.
+    pub checklist: Option<&'a str>,
 }
 
 impl GateInput<'_> {
@@ -82,6 +85,92 @@ pub struct Verdict {
     pub outcome: Option<String>,
     /// A decision to record (`phase-selection`: who executed it, when).
     pub decision: Option<Login>,
+    /// The phases an `execute` selected (`phase-selection` only).
+    pub selection: Option<Selection>,
+}
+
+/// The phases an authorized `execute` selected, from the checklist's ticks: the
+/// execute reply's own checklist when it carries one, else the-loop's checklist comment
+/// as it is now, else the default (every default-on phase, no opt-in).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// Default-on phases left unticked: walked past.
+    pub skips: Vec<String>,
+    /// Opt-in phases ticked: walked through.
+    pub opt_ins: Vec<String>,
+    /// Where the ticks were read: `reply`, `checklist` or `default`.
+    pub via: &'static str,
+}
+
+impl Selection {
+    /// Reads the ticks of the first of `sources` (`(text, via)`) that carries a row for
+    /// a selectable phase of `graph`; rows for anything else are ignored, so a reply
+    /// cannot skip a required node.
+    pub fn read(graph: &Loop, sources: &[(&str, &'static str)]) -> Selection {
+        for (text, via) in sources {
+            let rows: Vec<(&str, bool)> = text
+                .lines()
+                .filter_map(checklist_row)
+                .filter(|(id, _)| graph.node(id).is_some_and(|n| n.skippable))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let mut selection = Selection { via, ..Selection::default() };
+            for (id, ticked) in rows {
+                let opt_in = graph.node(id).is_some_and(|n| n.opt_in);
+                match (opt_in, ticked) {
+                    (false, false) => selection.skips.push(id.to_owned()),
+                    (true, true) => selection.opt_ins.push(id.to_owned()),
+                    _ => {}
+                }
+            }
+            return selection;
+        }
+        Selection { via: "default", ..Selection::default() }
+    }
+
+    /// The confirmation comment: what will run, what was declared away, who chose it.
+    pub fn confirmation(&self, graph: &Loop, by: &Login) -> String {
+        let runs: Vec<String> = graph
+            .nodes
+            .iter()
+            .filter(|n| n.skippable)
+            .filter(|n| {
+                if n.opt_in { self.opt_ins.contains(&n.id) } else { !self.skips.contains(&n.id) }
+            })
+            .map(|n| format!("`{}`", n.id))
+            .collect();
+        let quoted = |ids: &[String]| ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>();
+        let mut body = format!(
+            "**Phase selection recorded** (by @{by}, ticks read from the {}).\n\nRuns: {}.\n",
+            match self.via {
+                "reply" => "reply",
+                "checklist" => "checklist",
+                _ => "default selection",
+            },
+            if runs.is_empty() { "no optional phase".to_owned() } else { runs.join(", ") }
+        );
+        if !self.skips.is_empty() {
+            body.push_str(&format!("Skipped: {}.\n", quoted(&self.skips).join(", ")));
+        }
+        if !self.opt_ins.is_empty() {
+            body.push_str(&format!("Opted in: {}.\n", quoted(&self.opt_ins).join(", ")));
+        }
+        body
+    }
+}
+
+/// `- [x] id` / `- [ ] id` (also `*`, `X`): the id and whether it is ticked.
+fn checklist_row(line: &str) -> Option<(&str, bool)> {
+    let rest = line.trim_start().strip_prefix(['-', '*'])?.trim_start();
+    let (ticked, rest) = if let Some(rest) = rest.strip_prefix("[x]").or(rest.strip_prefix("[X]")) {
+        (true, rest)
+    } else {
+        (false, rest.strip_prefix("[ ]")?)
+    };
+    let id = rest.split_whitespace().next()?.trim_matches('`');
+    Some((id, ticked))
 }
 
 impl Verdict {
@@ -92,6 +181,7 @@ impl Verdict {
             messages: message.into().into_iter().collect(),
             outcome: None,
             decision: None,
+            selection: None,
         }
     }
 
@@ -110,8 +200,9 @@ pub enum Effect {
     LogEntry { heading: String },
     /// Paste the node's assignment into the session (a failure never gates).
     Assignment { node: String, text: String },
-    /// Post a self-marked comment on the work item (review request, confirmation).
-    Comment { body: String },
+    /// Post a self-marked comment on the work item (review request, confirmation), for
+    /// `hook`.
+    Comment { hook: Hook, body: String },
     /// Post the phase checklist unless a comment carrying [`CHECKLIST_MARKER`] exists.
     Checklist { body: String },
 }
@@ -145,6 +236,7 @@ pub fn entry_effects(
                 text: assignment(node, &graph.name, id),
             }),
             Hook::RequestReview => effects.push(Effect::Comment {
+                hook: Hook::RequestReview,
                 body: format!(
                     "`{}` is ready for review. Reply here: approve, or say what to change.",
                     node.id
@@ -188,9 +280,9 @@ pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
     text
 }
 
-/// The phase checklist for `graph` (Tier 0 renders it; its ticks are not read yet, so
-/// the default selection — every default-on phase, no opt-in — is what `execute`
-/// selects).
+/// The phase checklist for `graph`: every default-on phase ticked, every opt-in one
+/// not. The ticks a person leaves (or types into the `execute` reply) are the selection
+/// ([`Selection::read`]).
 pub fn checklist(nodes: &[Node], execute_keyword: &str) -> String {
     let mut body = format!("{CHECKLIST_MARKER}\n**Phase selection.** These phases will run:\n\n");
     for node in nodes.iter().filter(|n| n.skippable && !n.opt_in) {
@@ -207,9 +299,10 @@ pub fn checklist(nodes: &[Node], execute_keyword: &str) -> String {
     body
 }
 
-/// Judges one exit hook.
+/// Judges one exit hook of `node` in `graph`.
 pub fn judge(
     call: &HookCall,
+    graph: &Loop,
     node: &Node,
     decided: bool,
     input: &GateInput<'_>,
@@ -241,8 +334,11 @@ pub fn judge(
                 .last()
             {
                 Some(comment) => {
+                    let mut sources = vec![(comment.body.as_str(), "reply")];
+                    sources.extend(input.checklist.map(|body| (body, "checklist")));
                     let mut verdict = Verdict::new(hook, Status::Pass, None).outcome("selected");
                     verdict.decision = Some(comment.author.clone());
+                    verdict.selection = Some(Selection::read(graph, &sources));
                     verdict
                 }
                 None => Verdict::new(
@@ -276,13 +372,7 @@ pub fn judge(
             if open.is_empty() {
                 Verdict::new(hook, Status::Pass, None)
             } else {
-                Verdict {
-                    hook,
-                    status: Status::Wait,
-                    messages: open,
-                    outcome: None,
-                    decision: None,
-                }
+                Verdict { messages: open, ..Verdict::new(hook, Status::Wait, None) }
             }
         }
         Hook::VerifyTests => Verdict::new(hook, Status::Skip, "no test command bound".to_owned()),
@@ -406,7 +496,7 @@ fn validate(call: &HookCall, node: &Node, facts: &dyn GateFacts) -> Verdict {
     if findings.is_empty() {
         Verdict::new(hook, Status::Pass, None)
     } else {
-        Verdict { hook, status: Status::Block, messages: findings, outcome: None, decision: None }
+        Verdict { messages: findings, ..Verdict::new(hook, Status::Block, None) }
     }
 }
 
@@ -474,9 +564,16 @@ mod tests {
     fn exit_of(graph: LoopName, node: &str, files: Files, comments: &[Comment]) -> Vec<Verdict> {
         let node = graph.graph().node(node).unwrap();
         let authorized = [login("ann")];
-        let input =
-            GateInput { comments, authorized: &authorized, execute_keyword: "the-loop execute" };
-        node.exit.iter().map(|call| judge(call, node, false, &input, &files)).collect()
+        let input = GateInput {
+            comments,
+            authorized: &authorized,
+            execute_keyword: "the-loop execute",
+            checklist: None,
+        };
+        node.exit
+            .iter()
+            .map(|call| judge(call, graph.graph(), node, false, &input, &files))
+            .collect()
     }
 
     #[test]
@@ -549,6 +646,29 @@ mod tests {
             (Status::Pass, Some("selected"))
         );
         assert_eq!(chosen[0].decision, Some(login("ann")));
+    }
+
+    #[test]
+    fn the_selection_is_the_replys_ticks_else_the_checklists_else_the_default() {
+        let graph = LoopName::WorkItem.graph();
+        let posted = checklist(&graph.nodes, "the-loop execute");
+        assert_eq!(Selection::read(graph, &[(&posted, "checklist")]).skips, Vec::<String>::new());
+        let ticked = posted
+            .replace("- [x] brainstorming", "- [ ] brainstorming")
+            .replace("- [ ] design-critic-review", "- [x] design-critic-review");
+        let read = Selection::read(graph, &[("the-loop execute", "reply"), (&ticked, "checklist")]);
+        assert_eq!(
+            (read.skips, read.opt_ins, read.via),
+            (
+                vec!["brainstorming".to_owned()],
+                vec!["design-critic-review".to_owned()],
+                "checklist"
+            )
+        );
+        let reply = "the-loop execute\n- [ ] design\n- [ ] phase-selection\n- [ ] no-such-node";
+        let read = Selection::read(graph, &[(reply, "reply"), (&ticked, "checklist")]);
+        assert_eq!((read.skips, read.via), (vec!["design".to_owned()], "reply"));
+        assert_eq!(Selection::read(graph, &[("the-loop execute", "reply")]).via, "default");
     }
 
     #[test]

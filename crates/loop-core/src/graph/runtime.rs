@@ -14,9 +14,10 @@ use serde_json::json;
 
 use crate::log::{Kind, Line};
 
-use super::hooks::{self, Effect, GateFacts, GateInput, Status, Verdict};
-use super::model::{Actor, Loop, Node};
+use super::hooks::{self, Effect, GateFacts, GateInput, Selection, Status, Verdict};
+use super::model::{Actor, Hook, Loop, Node};
 use super::state::{Completion, Parked, WorkItemState};
+use crate::login::Login;
 
 /// What one verb did.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,7 +127,7 @@ pub fn advance(
         return Report::new(Step::Terminal { node: node.id.clone() });
     }
     let decided = state.decisions.contains_key(&node.id);
-    let verdicts = chain(node, decided, input, facts);
+    let verdicts = chain(graph, node, decided, input, facts);
     let line = |kind: Kind| Line::info(kind).work_item(item.work_item).field("node", &node.id);
     let stopped = verdicts.iter().find(|v| !matches!(v.status, Status::Pass | Status::Skip));
     let messages: Vec<String> = stopped.map(|v| v.messages.clone()).unwrap_or_default();
@@ -175,13 +176,18 @@ pub fn advance(
                 .rev()
                 .find_map(|v| v.outcome.clone())
                 .unwrap_or_else(|| "pass".to_owned());
-            if let Some(by) = verdicts.iter().find_map(|v| v.decision.as_ref()) {
-                state.decisions.insert(
-                    node.id.clone(),
-                    json!({"at": now, "via": "comment", "by": by.as_str()}),
-                );
-            }
-            pass(graph, state, node, &outcome, item, now)
+            let decided =
+                verdicts.iter().find_map(|v| v.decision.as_ref().zip(v.selection.as_ref()));
+            let confirmation = decided.map(|(by, selection)| {
+                record_selection(state, &node.id, by, selection, now);
+                Effect::Comment {
+                    hook: Hook::ClassifyPhaseSelection,
+                    body: selection.confirmation(graph, by),
+                }
+            });
+            let mut report = pass(graph, state, node, &outcome, item, now);
+            report.effects.splice(0..0, confirmation);
+            report
         }
     }
 }
@@ -210,16 +216,50 @@ pub fn complete(
         });
     }
     state.completions.insert(claimed, Completion { at: now, by: by.to_owned() });
-    let input = GateInput { comments: &[], authorized: &[], execute_keyword: item.execute_keyword };
+    let input = GateInput {
+        comments: &[],
+        authorized: &[],
+        execute_keyword: item.execute_keyword,
+        checklist: None,
+    };
     let mut report = advance(graph, state, item, &input, facts, now);
     report.changed = true;
     report
 }
 
-fn chain(node: &Node, decided: bool, input: &GateInput<'_>, facts: &dyn GateFacts) -> Vec<Verdict> {
+/// Records an authorized selection: the decision with its provenance, and each phase it
+/// declared away or opted into (which the walk then honours).
+fn record_selection(
+    state: &mut WorkItemState,
+    node: &str,
+    by: &Login,
+    selection: &Selection,
+    now: Timestamp,
+) {
+    let provenance = json!({"via": selection.via, "by": by.as_str(), "at": now});
+    state.decisions.insert(
+        node.to_owned(),
+        json!({"at": now, "via": "comment", "by": by.as_str(), "ticks": selection.via,
+            "skips": selection.skips, "optIns": selection.opt_ins}),
+    );
+    for id in &selection.skips {
+        state.skips.insert(id.clone(), provenance.clone());
+    }
+    for id in &selection.opt_ins {
+        state.opt_ins.insert(id.clone(), provenance.clone());
+    }
+}
+
+fn chain(
+    graph: &Loop,
+    node: &Node,
+    decided: bool,
+    input: &GateInput<'_>,
+    facts: &dyn GateFacts,
+) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
     for call in &node.exit {
-        let verdict = hooks::judge(call, node, decided, input, facts);
+        let verdict = hooks::judge(call, graph, node, decided, input, facts);
         let stop = !matches!(verdict.status, Status::Pass | Status::Skip);
         verdicts.push(verdict);
         if stop {
@@ -366,8 +406,12 @@ mod tests {
         let item =
             Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
         let authorized: Vec<Login> = vec!["ann".parse().unwrap()];
-        let input =
-            GateInput { comments, authorized: &authorized, execute_keyword: "the-loop execute" };
+        let input = GateInput {
+            comments,
+            authorized: &authorized,
+            execute_keyword: "the-loop execute",
+            checklist: None,
+        };
         advance(graph.graph(), state, item, &input, files, now())
     }
 
@@ -422,7 +466,12 @@ mod tests {
         );
         assert!(state.decisions.contains_key("phase-selection"));
         assert!(
-            matches!(&moved.effects[0], Effect::PhaseLabel { phase } if phase == "brainstorming")
+            matches!(&moved.effects[0], Effect::Comment { body, .. } if body.contains("Phase selection recorded") && body.contains("by @ann")),
+            "the confirmation first: {:?}",
+            moved.effects
+        );
+        assert!(
+            matches!(&moved.effects[1], Effect::PhaseLabel { phase } if phase == "brainstorming")
         );
     }
 
@@ -496,6 +545,20 @@ mod tests {
         let blocked = run(LoopName::Contribution, &mut state, &[said("Goal: x")], &Files(vec![]));
         assert!(matches!(blocked.step, Step::Blocked { .. }), "{:?}", blocked.step);
         assert_eq!(state.current_node, "goal-definition");
+    }
+
+    #[test]
+    fn an_execute_reply_carrying_ticks_records_them_and_the_walk_honours_them() {
+        let (mut state, _) = started(LoopName::WorkItem);
+        let reply = "the-loop execute\n- [ ] brainstorming\n- [ ] requirements-definition";
+        let moved = run(LoopName::WorkItem, &mut state, &[said(reply)], &Files(vec![]));
+        assert!(
+            matches!(&moved.step, Step::Advanced { to, .. } if to == "requirements-approval"),
+            "{:?}",
+            moved.step
+        );
+        assert_eq!(state.skips["brainstorming"]["via"], "reply");
+        assert_eq!(state.decisions["phase-selection"]["skips"][1], "requirements-definition");
     }
 
     #[test]

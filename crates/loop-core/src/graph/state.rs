@@ -104,20 +104,15 @@ impl WorkItemState {
         !self.current_node.is_empty()
     }
 
-    /// Records (or refreshes) a pull request delivering the item; `true` when the file
-    /// changed. An entry keeps its upstream state unless `state` says otherwise.
+    /// Records a pull request delivering the item; `true` when the file changed. A
+    /// pull request already listed keeps its row — its upstream state is the close
+    /// path's ([`WorkItemState::set_upstream`]), never a later link's.
     pub fn link_pull_request(&mut self, entry: PullRequestEntry) -> bool {
-        match self.pull_requests.iter_mut().find(|pr| pr.pr_ref == entry.pr_ref) {
-            Some(known) if *known == entry => false,
-            Some(known) => {
-                *known = entry;
-                true
-            }
-            None => {
-                self.pull_requests.push(entry);
-                true
-            }
+        if self.pull_requests.iter().any(|pr| pr.pr_ref == entry.pr_ref) {
+            return false;
         }
+        self.pull_requests.push(entry);
+        true
     }
 
     /// Sets a recorded pull request's upstream state (the close path); `true` when the
@@ -186,6 +181,31 @@ pub struct PullRequestEntry {
     pub state: Upstream,
 }
 
+impl PullRequestEntry {
+    /// The row for `pr` delivering `work_item`, open upstream; `None` when `pr` is in
+    /// another repository whose owner or name could not name a folder
+    /// ([`inner_loop_dir`]).
+    pub fn open(work_item: &crate::WorkItemRef, pr: &crate::WorkItemRef) -> Option<Self> {
+        let repo = pr.repo();
+        let other = (!repo.same_repository(work_item.repo())).then(|| (repo.owner(), repo.name()));
+        let inner = inner_loop_dir(other, pr.number())?;
+        Some(Self {
+            pr_ref: pr.to_string(),
+            repository: repo.to_string(),
+            number: pr.number(),
+            url: format!(
+                "https://{}/{}/{}/pull/{}",
+                repo.host(),
+                repo.owner(),
+                repo.name(),
+                pr.number()
+            ),
+            inner_loop: format!("{inner}/{STATE_FILE}"),
+            state: Upstream::Open,
+        })
+    }
+}
+
 /// A pull request's state upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -203,7 +223,45 @@ pub struct Offered<'a> {
     pub efforts: &'a [String],
 }
 
-/// The file's frozen choices, resolved against what the operator offers.
+/// The choices a file froze, as written: `""` is "no choice". Read from the state
+/// file, or from a legacy portable `graph` section (read, never written).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Frozen {
+    pub session_per_pr: String,
+    pub model: String,
+    pub effort: String,
+}
+
+impl Frozen {
+    /// The state file's choices.
+    pub fn of(state: &WorkItemState) -> Self {
+        Self {
+            session_per_pr: state.session_per_pr.clone(),
+            model: state.model.clone(),
+            effort: state.effort.clone(),
+        }
+    }
+
+    /// A legacy portable `graph` section's choices: only string values count (the
+    /// section is the reference's, kept verbatim).
+    pub fn of_legacy(graph: &Value) -> Self {
+        let text = |key: &str| graph.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+        Self { session_per_pr: text("sessionPerPr"), model: text("model"), effort: text("effort") }
+    }
+
+    /// Each key this file leaves empty taken from `older` (a work item frozen before the
+    /// state file carried the keys keeps its choices across the upgrade).
+    pub fn or(self, older: Frozen) -> Frozen {
+        let pick = |new: String, old: String| if new.is_empty() { old } else { new };
+        Frozen {
+            session_per_pr: pick(self.session_per_pr, older.session_per_pr),
+            model: pick(self.model, older.model),
+            effort: pick(self.effort, older.effort),
+        }
+    }
+}
+
+/// The frozen choices, resolved against what the operator offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Choices {
     pub session_per_pr: SessionPerPr,
@@ -215,10 +273,10 @@ pub struct Choices {
 }
 
 impl Choices {
-    /// Resolves `state`'s choices: an absent file, an absent or empty key, or a value
-    /// outside the vocabulary resolves to the operator's default — and a value that was
-    /// there but refused is named in `refused`.
-    pub fn resolve(state: Option<&WorkItemState>, offered: Offered<'_>) -> Choices {
+    /// Resolves `frozen`: an absent or empty key, or a value outside the vocabulary,
+    /// resolves to the operator's default — and a value that was there but refused is
+    /// named in `refused`.
+    pub fn resolve(frozen: &Frozen, offered: Offered<'_>) -> Choices {
         let mut refused = Vec::new();
         let mut pick = |key: &str, value: &str, allowed: &[&str]| -> Option<String> {
             if value.is_empty() {
@@ -230,21 +288,20 @@ impl Choices {
             refused.push(format!("{key}: {value:?}"));
             None
         };
-        let (per_pr, model, effort) = match state {
-            Some(s) => (s.session_per_pr.as_str(), s.model.as_str(), s.effort.as_str()),
-            None => ("", "", ""),
+        let session_per_pr = match pick(
+            "sessionPerPr",
+            &frozen.session_per_pr,
+            &["never", "cross-repository", "always"],
+        ) {
+            Some(mode) if mode == "never" => SessionPerPr::Never,
+            Some(mode) if mode == "always" => SessionPerPr::Always,
+            Some(_) => SessionPerPr::CrossRepository,
+            None => offered.session_per_pr,
         };
-        let session_per_pr =
-            match pick("sessionPerPr", per_pr, &["never", "cross-repository", "always"]) {
-                Some(mode) if mode == "never" => SessionPerPr::Never,
-                Some(mode) if mode == "always" => SessionPerPr::Always,
-                Some(_) => SessionPerPr::CrossRepository,
-                None => offered.session_per_pr,
-            };
         let models: Vec<&str> = offered.models.iter().map(String::as_str).collect();
         let efforts: Vec<&str> = offered.efforts.iter().map(String::as_str).collect();
-        let model = pick("model", model, &models);
-        let effort = pick("effort", effort, &efforts);
+        let model = pick("model", &frozen.model, &models);
+        let effort = pick("effort", &frozen.effort, &efforts);
         Choices { session_per_pr, model, effort, refused }
     }
 }
@@ -302,24 +359,37 @@ mod tests {
         let mut state = WorkItemState::new("github:o/r#1", "pdlc-work-item-loop");
         (state.session_per_pr, state.model, state.effort) =
             ("bogus".into(), "gpt-9".into(), "high".into());
-        let choices = Choices::resolve(Some(&state), offer);
+        let choices = Choices::resolve(&Frozen::of(&state), offer);
         assert_eq!(choices.session_per_pr, SessionPerPr::Never);
         assert_eq!(choices.model, None);
         assert_eq!(choices.effort.as_deref(), Some("high"));
         assert_eq!(choices.refused, ["sessionPerPr: \"bogus\"", "model: \"gpt-9\""]);
 
         (state.session_per_pr, state.model) = ("always".into(), "opus".into());
-        let choices = Choices::resolve(Some(&state), offer);
+        let choices = Choices::resolve(&Frozen::of(&state), offer);
         assert_eq!(
             (choices.session_per_pr, choices.model.as_deref()),
             (SessionPerPr::Always, Some("opus"))
         );
         assert!(choices.refused.is_empty());
 
-        let none = Choices::resolve(None, offer);
+        let none = Choices::resolve(&Frozen::default(), offer);
         assert_eq!(
             (none.session_per_pr, none.model, none.refused.len()),
             (SessionPerPr::Never, None, 0)
+        );
+    }
+
+    #[test]
+    fn a_legacy_portable_graph_fills_only_what_the_state_file_leaves_empty() {
+        let legacy = serde_json::json!({"loop": "spec", "sessionPerPr": "always", "model": "opus",
+            "effort": true, "nodes": []});
+        let mut state = WorkItemState::new("github:o/r#1", "pdlc-work-item-loop");
+        state.model = "sonnet".into();
+        let frozen = Frozen::of(&state).or(Frozen::of_legacy(&legacy));
+        assert_eq!(
+            frozen,
+            Frozen { session_per_pr: "always".into(), model: "sonnet".into(), effort: "".into() }
         );
     }
 
@@ -335,8 +405,9 @@ mod tests {
             state: Upstream::Open,
         };
         assert!(state.link_pull_request(entry.clone()));
-        assert!(!state.link_pull_request(entry));
+        assert!(!state.link_pull_request(entry.clone()));
         assert!(state.set_upstream("github:o/r#2", Upstream::Merged));
+        assert!(!state.link_pull_request(entry), "a later link leaves the close's state");
         assert!(!state.set_upstream("github:o/r#3", Upstream::Merged));
         assert_eq!(state.pull_requests.len(), 1);
         assert_eq!(state.pull_requests[0].state, Upstream::Merged);

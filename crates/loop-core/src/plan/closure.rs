@@ -12,6 +12,7 @@ use super::{Ingress, Lookup, Snapshot, Step};
 use crate::WorkItemRef;
 use crate::config::Config;
 use crate::event::{Event, EventKind};
+use crate::graph::state::Upstream;
 use crate::plan::Decision;
 use crate::record::Ended;
 
@@ -60,7 +61,9 @@ pub fn steps(
         } else if record.endpoints.contains_key(&closed) {
             owned_elsewhere = true;
             let pull_request = closed.clone();
-            steps.push(Step::CloseEndpoint { record: Box::new(record.clone()), pull_request });
+            let upstream = if merged { Upstream::Merged } else { Upstream::Closed };
+            let owner = Box::new(record.clone());
+            steps.push(Step::CloseEndpoint { record: owner, pull_request, upstream });
             steps.push(Step::Record(Decision::KeptOpen {
                 owner: record.work_item.clone(),
                 pull_request: closed.clone(),

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::WorkItemRef;
-use crate::config::Config;
+use crate::config::{Config, SessionPerPr};
 use crate::control::{
     self, Command, ControlDecision, Effect, Grantor, Parsed, RosterEdit, SessionState,
     SpawnRefusal, SpawnRequest, Vocabulary,
@@ -368,8 +368,13 @@ pub enum Step {
     Paused { item: WorkItemRef },
     /// A close: end the closed item's own session (`session.closed`).
     CloseSession { record: Box<LocalRecord> },
-    /// A close: end only `pull_request`'s endpoint on `record`.
-    CloseEndpoint { record: Box<LocalRecord>, pull_request: WorkItemRef },
+    /// A close: end only `pull_request`'s endpoint on `record`, and record its
+    /// `upstream` state in the work item's state file (seed 003 R2).
+    CloseEndpoint {
+        record: Box<LocalRecord>,
+        pull_request: WorkItemRef,
+        upstream: crate::graph::state::Upstream,
+    },
     /// Stamp `item` `ended` and disarm it (control and roster cleared), then record
     /// `stamped` and run `then`; when the write fails, record
     /// [`Decision::StampFailed`] and skip `then`.
@@ -649,13 +654,15 @@ pub enum PrSession {
 }
 
 /// Routes a dequeued job for `target` (reference §5.5, §5.7): `owner` is the live record
-/// owning the target now, `spawn` whether the job was queued to spawn.
+/// owning the target now, `spawn` whether the job was queued to spawn, `mode` how many
+/// sessions the owner's pull requests get (its frozen choice, else the operator's).
 pub fn route_job(
     target: &WorkItemRef,
     owner: Option<LocalRecord>,
     spawn: bool,
     event: &Event,
     config: &Config,
+    mode: SessionPerPr,
 ) -> JobRoute {
     let record = match owner {
         None if spawn => return JobRoute::Spawn,
@@ -665,7 +672,6 @@ pub fn route_job(
     if session_state(Some(&record)) == SessionState::Paused {
         return JobRoute::Paused { item: record.work_item.clone() };
     }
-    let mode = config.routing.tmux.session_per_pr;
     let pull_request = event.pull_request();
     let pr_session = pull_request.as_ref().and_then(|pr| {
         // A PR endpoint of its own (never for a PR whose endpoint was closed) is spawned

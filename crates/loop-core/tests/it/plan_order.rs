@@ -161,7 +161,14 @@ fn a_dequeued_cross_repository_pull_request_gets_its_own_session_only_with_a_che
     let mut front = Front::new();
     front.config.routing.tmux.session_per_pr = SessionPerPr::CrossRepository;
     let target = item(WORK_ITEM);
-    let routed = plan::route_job(&target, Some(live_record()), false, &event, &front.config);
+    let routed = plan::route_job(
+        &target,
+        Some(live_record()),
+        false,
+        &event,
+        &front.config,
+        SessionPerPr::CrossRepository,
+    );
     let JobRoute::Deliver { pr_session, endpoint, .. } = routed else { panic!("{routed:?}") };
     assert_eq!(
         pr_session,
@@ -173,22 +180,42 @@ fn a_dequeued_cross_repository_pull_request_gets_its_own_session_only_with_a_che
     assert_eq!(endpoint, Some(target.clone()));
 
     front.config.routing.workspace.root = Some("/w".into());
-    let routed = plan::route_job(&target, Some(live_record()), false, &event, &front.config);
+    let routed = plan::route_job(
+        &target,
+        Some(live_record()),
+        false,
+        &event,
+        &front.config,
+        SessionPerPr::CrossRepository,
+    );
     let JobRoute::Deliver { pr_session, .. } = routed else { panic!("{routed:?}") };
     assert_eq!(pr_session, Some(PrSession::Spawn { pull_request: item("github:other/lib#16") }));
+    // The mode is the work item's frozen choice when it made one: `never` keeps the pull
+    // request in the work item's session.
+    let routed = plan::route_job(
+        &target,
+        Some(live_record()),
+        false,
+        &event,
+        &front.config,
+        SessionPerPr::Never,
+    );
+    let JobRoute::Deliver { pr_session, .. } = routed else { panic!("{routed:?}") };
+    assert_eq!(pr_session, None);
 }
 
 #[test]
 fn a_dequeued_job_spawns_only_when_queued_to_and_no_session_exists() {
     let event = Event::from_webhook("issue_comment", &comment("hello"));
     let config = Front::new().config;
+    let mode = config.routing.tmux.session_per_pr;
     let target = item(WORK_ITEM);
-    assert_eq!(plan::route_job(&target, None, true, &event, &config), JobRoute::Spawn);
+    assert_eq!(plan::route_job(&target, None, true, &event, &config, mode), JobRoute::Spawn);
     assert_eq!(
-        plan::route_job(&target, None, false, &event, &config),
+        plan::route_job(&target, None, false, &event, &config, mode),
         JobRoute::Vanished { item: target.clone() }
     );
-    let routed = plan::route_job(&target, Some(live_record()), true, &event, &config);
+    let routed = plan::route_job(&target, Some(live_record()), true, &event, &config, mode);
     assert!(matches!(routed, JobRoute::Deliver { pr_session: None, .. }), "{routed:?}");
 }
 

@@ -113,8 +113,9 @@ async fn link_pr(
         })?,
         PullRequest::Text(text) => text,
     };
-    let store = state.store.clone();
-    let linked = blocking(move || agent::link_pull_request(&store, &item, &pull_request)).await;
+    let (store, config) = (state.store.clone(), state.dispatcher.config());
+    let linked =
+        blocking(move || agent::link_pull_request(&store, &config, &item, &pull_request)).await;
     match linked {
         Ok(Linked::Linked { work_item, pull_request }) => Ok(Json(json!({
             "workItem": work_item.to_string(), "pullRequest": pull_request.to_string(), "linked": true,

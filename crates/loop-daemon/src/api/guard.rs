@@ -10,8 +10,9 @@
 //!   page can drive the machine. Requests without an `Origin` (curl, the CLI, agents)
 //!   are not a browser's and pass.
 //! - **Token**: when the variable `service.tokenEnv` names is set — which binding beyond
-//!   loopback requires — every route but health needs `Authorization: Bearer <token>`,
-//!   compared in constant time (401 with `WWW-Authenticate: Bearer` otherwise).
+//!   loopback requires — every route but health and the dashboard's files needs
+//!   `Authorization: Bearer <token>`, compared in constant time (401 with
+//!   `WWW-Authenticate: Bearer` otherwise).
 //! - **CORS** (`service.cors`): exact origins, answered by tower-http's layer; an empty
 //!   list installs none.
 //!
@@ -103,8 +104,10 @@ impl Access {
                 );
             }
         }
+        let path = request.uri().path();
         if let Some(token) = &self.token
-            && request.uri().path() != HEALTH
+            && path != HEALTH
+            && !super::dashboard::is_asset(path)
         {
             let offered = headers
                 .get(AUTHORIZATION)

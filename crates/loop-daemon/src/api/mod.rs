@@ -16,6 +16,7 @@
 //! - `settings`: the config in force and its schema.
 //! - `stream`: `GET /api/v1/stream`, the event log as Server-Sent Events.
 //! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
+//! - `dashboard`: the page at `/` and its embedded scripts, a client of the routes above.
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
 //!
@@ -25,6 +26,7 @@
 //! and act through the dispatcher, exactly as the CLI's verbs do.
 
 mod agent;
+mod dashboard;
 mod error;
 mod guard;
 mod health;
@@ -93,6 +95,8 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .merge(settings::routes())
         .merge(stream::routes())
         .merge(openapi::routes())
+        // Pages, not API routes: served, and not in the OpenAPI document.
+        .merge(OpenApiRouter::from(dashboard::routes()))
 }
 
 /// The work item `text` names; a malformed ref is a 400 saying why (the error names

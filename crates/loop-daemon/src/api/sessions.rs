@@ -8,7 +8,8 @@
 //! `harnessSessionId`, `cwd`, `status`, `createdAt`, `lastEventAt`, `tmuxTarget`,
 //! `recentDeliveries`), `ref`, `workItem {ref, provider, owner, repo, number}`, `url`,
 //! `pullRequests[]` (each PR endpoint, same shape), `control` (the portable record's, or
-//! null) and `attach`, the command that attaches to it.
+//! null) and `attach`, the command that attaches a terminal to it — with the tmux server
+//! the service runs sessions on (`-S <socket>`, `-f <config>`), ready to paste.
 //!
 //! A transcript is read only for Claude Code, and only from a regular file
 //! `<projects root>/<escaped cwd>/<session id>.jsonl` whose resolved path is inside the
@@ -16,6 +17,7 @@
 //! service read anything else.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
@@ -24,6 +26,7 @@ use loop_core::control::Command;
 use loop_core::login::Login;
 use loop_core::record::{Control, Endpoint, EndpointStatus, LocalRecord};
 use loop_sessions::harness::claude_project_dir_name;
+use loop_sessions::tmux::Tmux;
 use loop_store::StoreError;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -62,13 +65,14 @@ async fn list(
     Params(query): Params<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.clone();
+    let tmux = Arc::clone(state.dispatcher.tmux());
     let rows = read(move || {
         let mut rows = Vec::new();
         for record in store.list_local_records()? {
             let own = record.own_endpoint().map(|e| e.status);
             if query.status.is_none_or(|wanted| own == Some(wanted)) {
                 let control = store.read_section::<Control>(&record.work_item)?.into_value();
-                rows.push(row(&record, control.as_ref()));
+                rows.push(row(&record, control.as_ref(), &tmux));
             }
         }
         Ok::<_, StoreError>(rows)
@@ -89,12 +93,13 @@ async fn one(
 ) -> Result<Json<Value>, ApiError> {
     let item = work_item(&query.work_item)?;
     let store = state.store.clone();
+    let tmux = Arc::clone(state.dispatcher.tmux());
     let found = read({
         let item = item.clone();
         move || {
             let Some(record) = store.load_local_record(&item)? else { return Ok(None) };
             let control = store.read_section::<Control>(&item)?.into_value();
-            Ok::<_, StoreError>(Some(row(&record, control.as_ref())))
+            Ok::<_, StoreError>(Some(row(&record, control.as_ref(), &tmux)))
         }
     })
     .await?;
@@ -106,13 +111,13 @@ fn no_session(item: &WorkItemRef) -> ApiError {
 }
 
 /// A session record as the reference's registry row.
-fn row(record: &LocalRecord, control: Option<&Control>) -> Value {
-    let mut row = endpoint_row(&record.work_item, record.own_endpoint());
+fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux) -> Value {
+    let mut row = endpoint_row(&record.work_item, record.own_endpoint(), tmux);
     let pull_requests: Vec<Value> = record
         .endpoints
         .iter()
         .filter(|(served, _)| **served != record.work_item)
-        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint)))
+        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint), tmux))
         .collect();
     if let Value::Object(map) = &mut row {
         map.insert("pullRequests".to_owned(), Value::Array(pull_requests));
@@ -122,11 +127,12 @@ fn row(record: &LocalRecord, control: Option<&Control>) -> Value {
 }
 
 /// The handles of the session serving `served` (none: `null` handles).
-fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>) -> Value {
+fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>, tmux: &Tmux) -> Value {
     let repo = served.repo();
     let attach = endpoint
         .filter(|e| !e.tmux_target.is_empty())
-        .map(|e| format!("tmux attach -t {}", e.tmux_target));
+        .and_then(|e| tmux.attach_command(&e.tmux_target, false).ok())
+        .map(|argv| loop_sessions::shell::line(&argv));
     json!({
         "ref": served.to_string(),
         "workItem": {

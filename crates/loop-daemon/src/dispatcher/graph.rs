@@ -5,6 +5,9 @@
 //! `$graph_context` block. The decisions are loop-core's runtime; this module reads the
 //! state file and the artifacts, saves under the file's lock before any effect, and
 //! carries the effects out (labels, comments, the assignment pasted into the session).
+//! It is also where the state file's other readers and writers are: the frozen choices
+//! routing and launches read ([`Dispatcher::choices`]), and the pull requests delivering
+//! the item ([`record_pull_request`]).
 //!
 //! Best-effort by rule: whatever goes wrong here is a `graph.link_failed` or
 //! `graph.hook_degraded` line and never costs the delivery.
@@ -19,14 +22,17 @@ use loop_core::control::Command;
 use loop_core::event::Event;
 use loop_core::graph::hooks::{CHECKLIST_MARKER, Comment, Effect, GateInput};
 use loop_core::graph::runtime::{self, Item, Report, Step};
-use loop_core::graph::state::{WorkItemState, spec_id};
-use loop_core::graph::{LoopName, context};
-use loop_core::guards::mark_self_authored;
+use loop_core::graph::state::{
+    Choices, Frozen, Offered, PullRequestEntry, Upstream, WorkItemState, inner_loop_dir, spec_id,
+};
+use loop_core::graph::{Actor, Hook, LoopName, context};
+use loop_core::guards::{is_self_authored, mark_self_authored};
 use loop_core::log::{Kind, Line};
-use loop_core::record::Control;
+use loop_core::record::{Control, LocalRecord};
 use loop_sessions::workspace::checkout_belongs_to;
 use loop_store::portable::Slot;
 use loop_store::spec_state::SpecFolder;
+use loop_store::{EventLog, LegacyGraph, StoreError};
 
 use super::{Dispatcher, blocking};
 
@@ -70,24 +76,22 @@ impl Dispatcher {
         cwd: &Path,
         boundary: Boundary,
     ) -> Option<Link> {
-        match self.try_link(config, item, cwd, boundary).await {
-            Ok(link) => Some(link),
-            Err(Skip::Quiet) => None,
-            Err(skip) => {
-                let reason = match skip {
-                    Skip::ForeignCheckout => "foreign-checkout",
-                    Skip::SpecDirOutsideCheckout => "spec-dir-outside-checkout",
-                    Skip::NoSpecDir => "no-spec-dir",
-                    Skip::Quiet => unreachable!("matched above"),
-                };
-                self.events()
-                    .emit_async(
-                        Line::info(Kind::GraphSkipped).work_item(item).field("reason", reason),
-                    )
-                    .await;
-                None
-            }
+        let reason = match self.try_link(config, item, cwd, boundary).await {
+            Ok(link) => return Some(link),
+            Err(Skip::Quiet) => return None,
+            Err(Skip::ForeignCheckout) => "foreign-checkout",
+            Err(Skip::SpecDirOutsideCheckout) => "spec-dir-outside-checkout",
+            Err(Skip::NoSpecDir) => "no-spec-dir",
+        };
+        // Said once per session checkout and reason: the reason does not change from
+        // one delivery to the next, and the trail is read by people.
+        let noted = (item.clone(), cwd.to_owned(), reason);
+        if self.inner.graph_skips.lock().unwrap_or_else(PoisonError::into_inner).insert(noted) {
+            self.events()
+                .emit_async(Line::info(Kind::GraphSkipped).work_item(item).field("reason", reason))
+                .await;
         }
+        None
     }
 
     async fn try_link(
@@ -101,9 +105,11 @@ impl Dispatcher {
             return Err(Skip::Quiet);
         }
         let id = spec_id(item.number());
-        let folder = SpecFolder::new(cwd, &config.routing.graph.spec_dir, &id)
-            .map_err(|_| Skip::SpecDirOutsideCheckout)?;
-        if boundary == Boundary::Event && !folder.exists() {
+        let spec_dir = &config.routing.graph.spec_dir;
+        let outer =
+            SpecFolder::new(cwd, spec_dir, &id).map_err(|_| Skip::SpecDirOutsideCheckout)?;
+        // One `stat` is all a delivery to a session without a graph costs.
+        if boundary == Boundary::Event && !outer.exists() {
             return Err(Skip::NoSpecDir);
         }
         let (store, target) = (self.inner.store.clone(), item.clone());
@@ -112,6 +118,17 @@ impl Dispatcher {
             Ok(Slot::Present(control)) => Some(control.command),
             _ => None,
         };
+        // `the-loop review`: the pull request's own loop, bound to it — its state under
+        // the spec folder's `pr-loops/pr-<n>/`, found there again once it was entered
+        // (a later `resume` re-arms the item, not its loop).
+        let inner = inner_loop_dir(None, item.number())
+            .and_then(|dir| SpecFolder::new(cwd, spec_dir, &format!("{id}/{dir}")).ok());
+        let review =
+            inner.filter(|inner| armed_by == Some(Command::Review) || inner.state_path().exists());
+        let folder = review.clone().unwrap_or(outer);
+        if boundary == Boundary::Event && !folder.exists() {
+            return Err(Skip::NoSpecDir);
+        }
         let arming =
             [Command::Start, Command::Contribute, Command::Do, Command::Review, Command::Resume];
         if config.routing.control.require_start_command
@@ -122,47 +139,93 @@ impl Dispatcher {
         if !self.proven(config, item, cwd).await {
             return Err(Skip::ForeignCheckout);
         }
-        let (events, reader) = (self.events().clone(), folder.clone());
-        let recorded = blocking(move || reader.load(&events)).await.ok().flatten();
-        let graph = LoopName::select(recorded.as_ref().map(|s| s.loop_name.as_str()), armed_by);
+        let graph = match review {
+            Some(_) => LoopName::PullRequest,
+            None => {
+                let (events, reader) = (self.events().clone(), folder.clone());
+                let recorded = blocking(move || reader.load(&events)).await.ok().flatten();
+                LoopName::select(recorded.as_ref().map(|s| s.loop_name.as_str()), armed_by)
+            }
+        };
         let execute_keyword = config.routing.control.keywords.execute.clone();
         Ok(Link { item: item.clone(), folder, graph, id, execute_keyword })
     }
 
-    /// Whether `cwd` is `item`'s checkout (its origin remote), remembered once proven.
+    /// Whether `cwd` is `item`'s checkout (its origin remote), remembered either way: a
+    /// checkout's origin does not change under a session, and the hot path runs no git.
     async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> bool {
         let key = (item.clone(), cwd.to_owned());
         let proven = &self.inner.proven_checkouts;
-        if proven.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) {
-            return true;
+        if let Some(known) = proven.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return *known;
         }
         let git = PathBuf::from(&config.routing.workspace.git_binary);
         let bases = config.routing.workspace.clone_urls.clone();
         let (dir, repo) = (cwd.to_owned(), item.repo().clone());
         let belongs = blocking(move || checkout_belongs_to(&git, &dir, &repo, &bases)).await;
-        if belongs {
-            proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key);
-        }
+        proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key, belongs);
         belongs
+    }
+
+    /// The state file as it is now (`None`: absent, unreadable, or moved aside).
+    async fn load_state(&self, link: &Link) -> Option<WorkItemState> {
+        let (events, folder) = (self.events().clone(), link.folder.clone());
+        blocking(move || folder.load(&events)).await.ok().flatten()
     }
 
     /// The `$graph_context` block for `link` as the state file says now (the start node,
     /// pending, before the first write).
     pub(crate) async fn graph_context(&self, link: &Link) -> String {
-        let (events, folder) = (self.events().clone(), link.folder.clone());
-        let state = blocking(move || folder.load(&events)).await.ok().flatten();
+        let state = self.load_state(link).await;
         context::render(link.graph.graph(), state.as_ref(), &link.id)
     }
 
     /// Whether the item waits at a human gate, which then reads the event's comment
     /// before the session does (consult first).
     pub(crate) async fn graph_at_human_gate(&self, link: &Link) -> bool {
-        let (events, folder) = (self.events().clone(), link.folder.clone());
-        let state = blocking(move || folder.load(&events)).await.ok().flatten();
         let graph = link.graph.graph();
-        state
+        self.load_state(link)
+            .await
             .and_then(|s| graph.node(&s.current_node).cloned())
-            .is_some_and(|node| node.actor == loop_core::graph::Actor::Human && !node.terminal)
+            .is_some_and(|node| node.actor == Actor::Human && !node.terminal)
+    }
+
+    /// The phase checklist comment's body as it is now, read only when it can matter:
+    /// the item waits at a node judged by `classify-phase-selection`, undecided, and one
+    /// of `comments` names the execute keyword. `None` otherwise, or when it cannot be
+    /// read (the default selection then stands; `graph.hook_degraded`).
+    async fn checklist_now(&self, link: &Link, comments: &[Comment]) -> Option<String> {
+        let keyword = link.execute_keyword.to_lowercase();
+        if keyword.is_empty() || !comments.iter().any(|c| c.body.to_lowercase().contains(&keyword))
+        {
+            return None;
+        }
+        let state = self.load_state(link).await?;
+        let node = link.graph.graph().node(&state.current_node)?;
+        let selects = node.exit.iter().any(|call| call.hook == Hook::ClassifyPhaseSelection);
+        if !selects || state.decisions.contains_key(&node.id) {
+            return None;
+        }
+        let github = self.inner.github.as_ref()?;
+        match github.conversation_comments(&link.item).await {
+            // The oldest: the-loop posts it on entering the node, before anyone can
+            // answer it, so a look-alike posted later never stands in for it.
+            Ok(posted) => posted
+                .into_iter()
+                .find(|c| c.body.contains(CHECKLIST_MARKER) && is_self_authored(&c.body))
+                .map(|c| c.body),
+            Err(err) => {
+                self.events()
+                    .emit_async(
+                        Line::warning(Kind::GraphHookDegraded)
+                            .work_item(&link.item)
+                            .field("hook", Hook::ClassifyPhaseSelection.name())
+                            .field("error", err.to_string()),
+                    )
+                    .await;
+                None
+            }
+        }
     }
 
     /// Moves the graph one boundary for `event` and carries out what the runtime asks:
@@ -178,6 +241,7 @@ impl Dispatcher {
         tmux: &str,
     ) -> Option<Step> {
         let comments = Comment::from_event(event);
+        let checklist = self.checklist_now(link, &comments).await;
         let authorized = config.routing.authorized_users.clone();
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (item, id, keyword) =
@@ -192,36 +256,23 @@ impl Dispatcher {
                     comments: &comments,
                     authorized: &authorized,
                     execute_keyword: &keyword,
+                    checklist: checklist.as_deref(),
                 };
+                let graph = graph.graph();
                 let mut reports = Vec::new();
-                let human_start =
-                    graph.graph().start_node().actor == loop_core::graph::Actor::Human;
-                match boundary {
+                // A spawn enters the start node; only a human one is judged then, with
+                // the spawning comment. An event judges the node the item is at.
+                let judge = match boundary {
                     Boundary::Spawn => {
-                        let started = runtime::start(graph.graph(), &mut state, item, now);
+                        let started = runtime::start(graph, &mut state, item, now);
                         let entered = matches!(started.step, Step::Started { .. });
                         reports.push(started);
-                        if entered && human_start {
-                            reports.push(runtime::advance(
-                                graph.graph(),
-                                &mut state,
-                                item,
-                                &input,
-                                &folder,
-                                now,
-                            ));
-                        }
+                        entered && graph.start_node().actor == Actor::Human
                     }
-                    Boundary::Event => {
-                        reports.push(runtime::advance(
-                            graph.graph(),
-                            &mut state,
-                            item,
-                            &input,
-                            &folder,
-                            now,
-                        ));
-                    }
+                    Boundary::Event => true,
+                };
+                if judge {
+                    reports.push(runtime::advance(graph, &mut state, item, &input, &folder, now));
                 }
                 let changed = reports.iter().any(|r| r.changed);
                 (changed.then_some(state), reports)
@@ -231,13 +282,7 @@ impl Dispatcher {
         let reports = match reports {
             Ok(reports) => reports,
             Err(err) => {
-                self.events()
-                    .emit_async(
-                        Line::error(Kind::GraphLinkFailed)
-                            .work_item(&link.item)
-                            .field("error", err.to_string()),
-                    )
-                    .await;
+                self.events().emit_async(link_failed(&link.item, &err)).await;
                 return None;
             }
         };
@@ -300,10 +345,10 @@ impl Dispatcher {
                 };
                 self.events().emit_async(line.work_item(item).field("node", node)).await;
             }
-            Effect::Comment { body } => {
+            Effect::Comment { hook, body } => {
                 let Some(github) = &self.inner.github else { return };
                 if let Err(err) = github.post_comment(item, &mark_self_authored(&body)).await {
-                    self.events().emit_async(degraded("request-review", err.to_string())).await;
+                    self.events().emit_async(degraded(hook.name(), err.to_string())).await;
                 }
             }
             Effect::Checklist { body } => {
@@ -324,6 +369,111 @@ impl Dispatcher {
             }
         }
     }
+}
+
+impl Dispatcher {
+    /// The work item's frozen `sessionPerPr`, `model` and `effort` (seed 003 R4), from
+    /// the state file in its checkout `cwd` — each key it leaves empty from a legacy
+    /// portable `graph` section, read and never written — resolved against what the
+    /// operator offers: its `routing.tmux.sessionPerPr` and the models and efforts
+    /// declared for the harness. A value outside them is refused (`graph.choice_refused`)
+    /// and the operator's default stands (abuse cases 1–2).
+    pub(crate) async fn choices(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> Choices {
+        let (events, store) = (self.events().clone(), self.inner.store.clone());
+        let (spec_dir, target, dir) =
+            (config.routing.graph.spec_dir.clone(), item.clone(), cwd.to_owned());
+        let frozen = blocking(move || {
+            let own = SpecFolder::new(&dir, &spec_dir, &spec_id(target.number()))
+                .ok()
+                .and_then(|folder| folder.load(&events).ok().flatten())
+                .filter(|state| state.work_item == target.to_string())
+                .map(|state| Frozen::of(&state))
+                .unwrap_or_default();
+            let legacy = store.read_section::<LegacyGraph>(&target).ok().and_then(Slot::into_value);
+            own.or(legacy.map(|graph| Frozen::of_legacy(&graph.0)).unwrap_or_default())
+        })
+        .await;
+        let declared = self.inner.harness.declared();
+        let offered = Offered {
+            session_per_pr: config.routing.tmux.session_per_pr,
+            models: &declared.models,
+            efforts: &declared.efforts,
+        };
+        let choices = Choices::resolve(&frozen, offered);
+        if !choices.refused.is_empty() {
+            self.events()
+                .emit_async(
+                    Line::warning(Kind::GraphChoiceRefused)
+                        .work_item(item)
+                        .field("refused", &choices.refused),
+                )
+                .await;
+        }
+        choices
+    }
+
+    /// [`record_pull_request`] for `record`'s work item in its own checkout; a failure is
+    /// `graph.link_failed` and costs nothing else.
+    pub(crate) async fn note_pull_request(
+        &self,
+        record: &LocalRecord,
+        pr: &WorkItemRef,
+        upstream: Upstream,
+    ) {
+        let Some(own) = record.own_endpoint() else { return };
+        let (config, events) = (self.config(), self.events().clone());
+        let (owner, cwd, pr_ref) = (record.work_item.clone(), own.cwd.clone(), pr.clone());
+        let recorded = blocking(move || {
+            record_pull_request(&config, &events, &owner, &cwd, &pr_ref, upstream)
+        })
+        .await;
+        if let Err(err) = recorded {
+            self.events().emit_async(link_failed(&record.work_item, &err)).await;
+        }
+    }
+}
+
+/// Records `pr` as a pull request delivering `owner` in the state file of `owner`'s
+/// checkout `cwd` (seed 003 R2): a link (`Open`) adds its row and leaves a listed one
+/// alone; the close path (`Merged`, `Closed`) sets its upstream state. Only in a state
+/// file that exists and names `owner` — a graph this machine drives — so a row alone
+/// never starts anything. `true` when the file changed. A row already as it should be
+/// costs one read and no lock. Blocking: file IO.
+pub fn record_pull_request(
+    config: &Config,
+    events: &EventLog,
+    owner: &WorkItemRef,
+    cwd: &Path,
+    pr: &WorkItemRef,
+    upstream: Upstream,
+) -> Result<bool, StoreError> {
+    let graph = &config.routing.graph;
+    let folder = match SpecFolder::new(cwd, &graph.spec_dir, &spec_id(owner.number())) {
+        Ok(folder) if graph.enabled && owner != pr => folder,
+        _ => return Ok(false),
+    };
+    let Some(entry) = PullRequestEntry::open(owner, pr) else { return Ok(false) };
+    let owned = owner.to_string();
+    let stale = |state: &WorkItemState| {
+        let row = state.pull_requests.iter().find(|row| row.pr_ref == entry.pr_ref);
+        state.work_item == owned
+            && row.is_none_or(|row| upstream != Upstream::Open && row.state != upstream)
+    };
+    if !folder.load(events)?.is_some_and(|state| stale(&state)) {
+        return Ok(false);
+    }
+    folder.update(events, |state| {
+        let Some(mut state) = state.filter(|state| stale(state)) else { return (None, false) };
+        let mut changed = state.link_pull_request(entry.clone());
+        if upstream != Upstream::Open {
+            changed |= state.set_upstream(&entry.pr_ref, upstream);
+        }
+        (changed.then_some(state), changed)
+    })
+}
+
+fn link_failed(item: &WorkItemRef, err: &dyn std::fmt::Display) -> Line {
+    Line::error(Kind::GraphLinkFailed).work_item(item).field("error", err.to_string())
 }
 
 /// What `the-loop graph status|check` shows for a work item.
@@ -362,8 +512,7 @@ impl Dispatcher {
     /// it on this machine (no session checkout, disabled, not the item's repository).
     pub async fn graph_view(&self, item: &WorkItemRef) -> Option<GraphView> {
         let (link, _) = self.operator_link(item).await?;
-        let (events, folder) = (self.events().clone(), link.folder.clone());
-        let state = blocking(move || folder.load(&events)).await.ok().flatten();
+        let state = self.load_state(&link).await;
         let (check, ok) = context::check(link.graph.graph(), state.as_ref());
         Some(GraphView {
             context: context::render(link.graph.graph(), state.as_ref(), &link.id),
@@ -410,13 +559,7 @@ impl Dispatcher {
                 return Some(Claimed { step: Step::NotStarted, messages: Vec::new(), context });
             }
             Err(err) => {
-                self.events()
-                    .emit_async(
-                        Line::error(Kind::GraphLinkFailed)
-                            .work_item(item)
-                            .field("error", err.to_string()),
-                    )
-                    .await;
+                self.events().emit_async(link_failed(item, &err)).await;
                 return None;
             }
         };

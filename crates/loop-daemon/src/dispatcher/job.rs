@@ -14,7 +14,7 @@
 //! the done-mark microseconds after the paste, which is the window in which a `kill -9`
 //! can make a replay paste twice.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
 use loop_core::event::Event;
+use loop_core::graph::state::Upstream;
 use loop_core::log::{Kind, Line};
 use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
@@ -83,7 +84,18 @@ impl Dispatcher {
         };
         let config = self.config();
         let each = |decision: Decision| vec![decision; jobs.len()];
-        match plan::route_job(&job.target, owner, job.spawn, &job.event, &config) {
+        // Only a pull request's event asks how many sessions the owner's pull requests
+        // get; then the work item's frozen choice is read (seed 003 R4).
+        let mode = match (&owner, job.event.pull_request()) {
+            (Some(record), Some(pr)) if pr != record.work_item => match record.own_endpoint() {
+                Some(own) => {
+                    self.choices(&config, &record.work_item, &own.cwd).await.session_per_pr
+                }
+                None => config.routing.tmux.session_per_pr,
+            },
+            _ => config.routing.tmux.session_per_pr,
+        };
+        match plan::route_job(&job.target, owner, job.spawn, &job.event, &config, mode) {
             JobRoute::Spawn => vec![self.spawn(job).await],
             JobRoute::Vanished { item } => each(Decision::SessionVanished { item }),
             JobRoute::Paused { item } => each(Decision::SessionPaused { item }),
@@ -238,6 +250,9 @@ impl Dispatcher {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
+        // A respawn relaunches on what the session was launched with.
+        let relaunch =
+            LaunchChoice { model: endpoint.model.clone(), effort: endpoint.effort.clone() };
         let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
             (lead.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());
@@ -252,7 +267,7 @@ impl Dispatcher {
                 &*harness,
                 &paste_site,
                 recorded.as_deref(),
-                &LaunchChoice::default(),
+                &relaunch,
                 &prompt,
                 &respawn_settings(&config),
             );
@@ -437,7 +452,8 @@ impl Dispatcher {
         if let Err(error) = self.begin_spawn(&item, &site.target).await {
             return Decision::SpawnFailed { item, error: error.to_string() };
         }
-        let launch = match self.launch(&config, &site, &prompt).await {
+        let choice = self.launch_choice(&config, &item, &cwd).await;
+        let launch = match self.launch(&config, &site, &prompt, &choice).await {
             Ok(launch) => launch,
             Err(error) => return Decision::SpawnFailed { item, error: error.to_string() },
         };
@@ -492,6 +508,12 @@ impl Dispatcher {
         }
         if let Some(link) = &link {
             self.graph_advance(&config, link, &job.event, Boundary::Spawn, &site.target).await;
+        }
+        if let Some(pr) = &pull_request {
+            let (registry, owner) = (self.inner.registry.clone(), item.clone());
+            if let Ok(Some(record)) = blocking(move || registry.record_owning(&owner)).await {
+                self.note_pull_request(&record, pr, Upstream::Open).await;
+            }
         }
         // The announcement follows once the worker has recorded `session.spawned`.
         Decision::Spawned {
@@ -558,7 +580,9 @@ impl Dispatcher {
                 .field("will_retry", false)
         };
         self.begin_spawn(pr, &site.target).await.map_err(spawn_failed)?;
-        let launch = self.launch(&config, &site, &prompt).await.map_err(spawn_failed)?;
+        let own_cwd = record.own_endpoint().map(|own| own.cwd.clone()).unwrap_or_default();
+        let choice = self.launch_choice(&config, &record.work_item, &own_cwd).await;
+        let launch = self.launch(&config, &site, &prompt, &choice).await.map_err(spawn_failed)?;
         let harness = self.inner.harness.name().to_owned();
         let handles = handles_of(&harness, &launch, &site);
         let (registry, owner, served) =
@@ -612,22 +636,40 @@ impl Dispatcher {
     /// Records `pr` on `record_item`'s session record as a pull request delivering it
     /// (no session of its own yet). Idempotent; `session.pr_linked` only when new; a
     /// write failure is logged (`session.link_failed`) and the delivery carries on.
+    /// It is recorded in the work item's state file too (seed 003 R2), when there is one.
     pub(crate) async fn bind_pull_request(&self, record_item: &WorkItemRef, pr: &WorkItemRef) {
         if record_item == pr {
             return;
         }
         let (registry, owner, pr_ref) =
             (self.inner.registry.clone(), record_item.clone(), pr.clone());
-        let bound =
-            blocking(move || registry.link_pull_request(&owner, &pr_ref, Timestamp::now())).await;
+        let bound = blocking(move || {
+            let linked = registry.link_pull_request(&owner, &pr_ref, Timestamp::now())?;
+            Ok::<_, RegistryError>((linked, registry.record_owning(&owner)?))
+        })
+        .await;
         let line = match bound {
-            Ok(false) => return,
-            Ok(true) => Line::info(Kind::SessionPrLinked).field("pull_request", pr.to_string()),
+            Ok((linked, record)) => {
+                if let Some(record) = record {
+                    self.note_pull_request(&record, pr, Upstream::Open).await;
+                }
+                if !linked {
+                    return;
+                }
+                Line::info(Kind::SessionPrLinked).field("pull_request", pr.to_string())
+            }
             Err(err) => Line::warning(Kind::SessionLinkFailed)
                 .field("linked_ref", pr.to_string())
                 .field("error", err.to_string()),
         };
         self.events().emit_async(line.work_item(record_item)).await;
+    }
+
+    /// What a new session of `item` (checkout `cwd`) is launched on: the work item's
+    /// frozen model and effort, as far as the operator offers them.
+    async fn launch_choice(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> LaunchChoice {
+        let choices = self.choices(config, item, cwd).await;
+        LaunchChoice { model: choices.model, effort: choices.effort }
     }
 
     /// Records the intent to spawn `endpoint` into tmux session `target` (see
@@ -670,20 +712,15 @@ impl Dispatcher {
         config: &Config,
         site: &SessionSite,
         prompt: &str,
+        choice: &LaunchChoice,
     ) -> Result<Launch, SpawnError> {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let settings = respawn_settings(config);
-        let (site, prompt) = (site.clone(), prompt.to_owned());
+        let (site, prompt, choice) = (site.clone(), prompt.to_owned(), choice.clone());
         blocking(move || {
-            let launched = session::spawn_fresh(
-                &tmux,
-                &*harness,
-                &site,
-                &LaunchChoice::default(),
-                &prompt,
-                &settings,
-            );
+            let launched =
+                session::spawn_fresh(&tmux, &*harness, &site, &choice, &prompt, &settings);
             match launched {
                 Ok(launch) => Ok(launch),
                 Err(cause @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {

@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-pub use self::graph::{Claimed, GraphView};
+pub use self::graph::{Claimed, GraphView, record_pull_request};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;
@@ -108,9 +108,11 @@ struct Inner {
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
-    /// Checkouts proven to be their work item's (origin remote), so a delivery does not
-    /// run git to prove it again.
-    proven_checkouts: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf)>>,
+    /// Whether each session checkout is its work item's (origin remote), proven once, so
+    /// a delivery does not run git to prove it again.
+    proven_checkouts: Mutex<HashMap<(WorkItemRef, std::path::PathBuf), bool>>,
+    /// The `graph.skipped` lines said: once per session checkout and reason.
+    graph_skips: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf, &'static str)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// Work item → jobs queued to spawn its session and not yet ended, each counted by
     /// the job's [`queue::SpawnInFlight`] guard while it lives.
@@ -155,6 +157,7 @@ impl Dispatcher {
                 existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
                 ci_failures: Mutex::default(),
                 proven_checkouts: Mutex::default(),
+                graph_skips: Mutex::default(),
                 queues: Mutex::default(),
                 spawning: Mutex::default(),
                 bound,

@@ -270,7 +270,12 @@ async fn sessions_list_in_the_reference_shape_and_their_transcript_is_read_safel
     assert_eq!(row["workItem"]["number"], 7);
     assert_eq!(row["status"], "active");
     assert_eq!(row["harnessSessionId"], "conv-1");
-    assert_eq!(row["attach"], "tmux attach -t loop-github-octo-app-7");
+    // The service's own tmux server: its socket, then the exact session.
+    let socket = api.site.dir.path().join("tmux.sock");
+    let attach = row["attach"].as_str().unwrap();
+    assert!(attach.starts_with("tmux -S "), "{attach}");
+    assert!(attach.contains(&socket.display().to_string()), "{attach}");
+    assert!(attach.ends_with(" attach-session -t =loop-github-octo-app-7"), "{attach}");
     assert_eq!(row["pullRequests"][0]["ref"], "github:octo/lib#3");
     assert_eq!(row["control"], Value::Null);
     assert_eq!(json(&api.get("/api/v1/sessions?status=paused", &[]).await), serde_json::json!([]));

@@ -159,8 +159,19 @@ async fn e19_a_delivery_into_the_other_endpoint_is_done_for_the_poller_not_retri
 /// endpoint that got it, `unhandled` for the other one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e19_without_the_ledgers_mark_done_is_per_endpoint() {
-    let (lab, _ws, item_ref, pr_ref, into_pr, into_item) =
+    let (mut lab, _ws, item_ref, pr_ref, into_pr, into_item) =
         delivered_into_both_endpoints("  dedupCacheSize: 1\n").await;
+    // Recent marks outlive the bound up to 16 times it: 15 later ones push the first out
+    // (the ledger is read back from its log at the restart).
+    let log = lab.layout().local_dir().join("deliveries.log");
+    let at = jiff::Timestamp::now();
+    let filler: String = (0..15)
+        .map(|n| format!("{{\"key\":\"filler:{n}\",\"state\":\"kept\",\"at\":\"{at}\"}}\n"))
+        .collect();
+    let mut text = std::fs::read_to_string(&log).expect("the delivery log");
+    text.push_str(&filler);
+    std::fs::write(&log, text).expect("the delivery log with later marks");
+    lab.restart().await;
     let status = |key: &str, item: &loop_core::WorkItemRef| {
         let (dispatcher, key, item) = (lab.dispatcher.clone(), key.to_owned(), item.clone());
         async move { dispatcher.delivery_status(&key, &[item]).await }

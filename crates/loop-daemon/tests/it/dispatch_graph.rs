@@ -6,6 +6,7 @@ use std::path::Path;
 
 use loop_core::graph::state::WorkItemState;
 use loop_sim::test_support::git_origin;
+use serde_json::Value;
 
 use crate::dispatch_lab::{LABEL, Lab, OWNER, REPO, STRANGER};
 
@@ -205,4 +206,49 @@ async fn contribute_without_a_goal_waits_at_goal_definition() {
     assert_eq!(labels(&lab, number), [LABEL], "goal-definition writes no label");
     let blocked = lab.named("graph.blocked");
     assert!(blocked.iter().any(|e| e["hook"] == "classify-goal"), "{:#?}", lab.events());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_routed_to_the_item_is_recorded_in_its_state_file_and_its_close_too() {
+    use loop_core::graph::state::Upstream;
+    let git = tempfile::tempdir().expect("a temp dir");
+    let mut lab = lab_with_checkouts(git.path()).await;
+    let number = lab.started_issue().await;
+    let pr = lab
+        .sim
+        .open_pull_request(REPO, OWNER, "Fix", &format!("Closes #{number}"), "fix", &[])
+        .expect("a pull request");
+    lab.comment(pr, OWNER, "ready for a look");
+    lab.settle().await;
+    let rows = state_file(git.path(), number).pull_requests;
+    assert_eq!(rows.len(), 1, "{:#?}", lab.events());
+    assert_eq!(
+        (rows[0].pr_ref.clone(), rows[0].state, rows[0].inner_loop.as_str()),
+        (
+            format!("github:octo/app#{pr}"),
+            Upstream::Open,
+            format!("pr-loops/pr-{pr}/work-item-state.json").as_str()
+        )
+    );
+    lab.comment(pr, OWNER, "one more thing");
+    lab.settle().await;
+    assert_eq!(state_file(git.path(), number).pull_requests.len(), 1, "recorded once");
+
+    lab.sim.close(REPO, pr, OWNER).expect("closed unmerged");
+    lab.settle().await;
+    let rows = state_file(git.path(), number).pull_requests;
+    assert_eq!(rows[0].state, Upstream::Closed, "{:#?}", lab.named("session.pr_closed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_skip_is_said_once_per_session_checkout() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    for body in ["one", "two", "three"] {
+        lab.comment(number, OWNER, body);
+        lab.settle().await;
+    }
+    let reasons: Vec<Value> =
+        lab.named("graph.skipped").into_iter().map(|e| e["reason"].clone()).collect();
+    assert_eq!(reasons, ["foreign-checkout", "no-spec-dir"], "{reasons:?}");
 }

@@ -7,6 +7,7 @@ mod api;
 mod backlog;
 mod common;
 mod crash_windows;
+mod dashboard;
 mod dispatch;
 mod dispatch_closure;
 mod dispatch_closure_log;

@@ -130,3 +130,33 @@ async fn graphql_answers_unknown_fields_and_objects_with_githubs_errors() {
     assert_eq!(answer["errors"][0]["type"], "NOT_FOUND");
     assert_eq!(answer["errors"][1]["message"], "Field 'bogus' doesn't exist on type 'Repository'");
 }
+
+#[tokio::test]
+async fn a_comment_is_edited_in_place_by_the_api_or_a_person_and_announced() {
+    let (sim, http) = start().await;
+    sim.open_issue("octo/app", "alice", "one", &[]).unwrap();
+    let id = sim.comment("octo/app", 1, "alice", "- [x] a\n- [x] b").unwrap();
+    sim.edit_comment("octo/app", id, "alice", "- [x] a\n- [ ] b").unwrap();
+    let url = format!("{}/repos/octo/app/issues/comments/{id}", sim.url());
+    let patched = github(&http, Method::PATCH, &url)
+        .body(json!({"body": "- [ ] a\n- [ ] b"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), 200);
+    let answer: Value = serde_json::from_str(&patched.text().await.unwrap()).unwrap();
+    assert_eq!(
+        (answer["id"].as_u64(), answer["body"].as_str()),
+        (Some(id), Some("- [ ] a\n- [ ] b"))
+    );
+    let world = sim.world();
+    let comments = &world.item("octo/app", 1).unwrap().comments;
+    assert_eq!((comments.len(), comments[0].body.as_str()), (1, "- [ ] a\n- [ ] b"));
+    let edited =
+        github(&http, Method::PATCH, &url).body(json!({}).to_string()).send().await.unwrap();
+    assert_eq!(edited.status(), 422, "a body is required");
+    let missing = format!("{}/repos/octo/app/issues/comments/999", sim.url());
+    let missing =
+        github(&http, Method::PATCH, &missing).body(json!({"body": "x"}).to_string()).send().await;
+    assert_eq!(missing.unwrap().status(), 404);
+}

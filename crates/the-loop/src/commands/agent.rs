@@ -96,6 +96,6 @@ fn link_created_pull_request(global: &GlobalArgs) -> anyhow::Result<()> {
     let item: loop_core::WorkItemRef = std::env::var(env_vars::WORK_ITEM)?.parse()?;
     let CliConfig { config, .. } = CliConfig::load(global, Printer::new(true, 0))?;
     let site = Site::new(&config);
-    agent::link_pull_request(&site.store, &item, &pull_request)?;
+    agent::link_pull_request(&site.store, &config, &item, &pull_request)?;
     Ok(())
 }

@@ -7,10 +7,12 @@
 //! hints (or `--json`), and exits 0 only if every effect was observed, 1 if one was not
 //! or the demo was interrupted (Ctrl-C), 2 if the demo could not run (no tmux, no port).
 
+use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use loop_demo::{CAST, Outcome, Paths, REPO, Ran, STEPS, Settings, Told};
+use loop_sessions::shell::word as shell_word;
 use serde_json::json;
 
 use crate::ExitStatus;
@@ -39,6 +41,9 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
     let settings = Settings {
         step_timeout: Duration::from_secs(args.step_timeout.max(1)),
         harness: vec![exe.display().to_string(), "stand-in-harness".to_owned()],
+        // A person at a terminal gets to look at the dashboard afterwards; a script does
+        // not wait, and `--clean` means nothing is to be left.
+        linger: std::io::stdin().is_terminal() && !args.clean,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -116,7 +121,7 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
 /// Prints what the demo tells, as it happens.
 fn narrate(told: Told, paths: &Paths, printer: Printer) {
     match told {
-        Told::Started { simulated_github, webhooks, polls_every } => {
+        Told::Started { simulated_github, webhooks, polls_every, dashboard } => {
             printer
                 .info("the-loop demo: everything below is real except GitHub, which is simulated");
             printer
@@ -132,8 +137,16 @@ fn narrate(told: Told, paths: &Paths, printer: Printer) {
                 "  people            {} (authorized), {} (teammate), {} (stranger)",
                 CAST.maintainer, CAST.teammate, CAST.stranger
             ));
+            printer
+                .info(format_args!("  dashboard         {dashboard} (live while the demo runs)"));
             printer.info(format_args!("  files             {}", paths.root.display()));
             printer.info("");
+        }
+        Told::Lingering { dashboard } => {
+            printer.info("");
+            printer.info(format_args!(
+                "the story is over; the dashboard stays up at {dashboard} — Ctrl-C to stop the demo"
+            ));
         }
         Told::Step { number, text } => printer.info(format_args!("[{number}/{STEPS}] {text}")),
         Told::Observed { what } => printer.info(format_args!("      ✓ {what}")),
@@ -204,27 +217,4 @@ fn program_name() -> String {
         })
     });
     if on_path { "the-loop".to_owned() } else { shell_word(&exe.display().to_string()) }
-}
-
-/// `word` as one shell word: as is when it has only safe characters, else single-quoted.
-fn shell_word(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-=:@%+,".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("/tmp/the-loop-demo-x/tmux.sock"), "/tmp/the-loop-demo-x/tmux.sock");
-        assert_eq!(shell_word("=loop-github-demo-app-1"), "=loop-github-demo-app-1");
-        assert_eq!(shell_word("/a dir/it's"), r"'/a dir/it'\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
 }

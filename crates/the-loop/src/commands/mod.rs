@@ -3,6 +3,7 @@
 mod agent;
 mod collaborators;
 mod config;
+mod dashboard;
 mod demo;
 mod events;
 mod explain;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Start(args) => start::run(args, &cli.global, printer),
         Command::Stop(args) => stop::run(args, &cli.global, printer),
         Command::Status => status::run(&cli.global, printer),
+        Command::Dashboard(args) => dashboard::run(args, &cli.global, printer),
         Command::Restart(args) => restart::run(args, &cli.global, printer),
         Command::Ask(args) => agent::ask(args, &cli.global, printer),
         Command::Reply(args) => agent::reply(args, &cli.global, printer),

@@ -65,7 +65,7 @@ pub fn run(
             reset(source, &site, work_items, all, dry_run, printer)
         }
         SessionsCommand::LinkPr { item, pull_request } => {
-            link_pr(&site, &item.work_item, &pull_request, printer)
+            link_pr(&site, &config, &item.work_item, &pull_request, printer)
         }
     }
 }
@@ -407,11 +407,12 @@ fn reset(
 
 fn link_pr(
     site: &Site,
+    config: &Config,
     item: &WorkItemRef,
     pull_request: &str,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
-    match loop_daemon::agent::link_pull_request(&site.store, item, pull_request) {
+    match loop_daemon::agent::link_pull_request(&site.store, config, item, pull_request) {
         Ok(Linked::Linked { work_item, pull_request }) => {
             printer.info(format!("linked {pull_request} to {work_item}"));
             Ok(ExitStatus::Success)

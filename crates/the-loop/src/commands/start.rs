@@ -113,7 +113,7 @@ async fn serve(loaded: CliConfig, held: bool, printer: Printer) -> anyhow::Resul
         printer.info(format!("polling every {}s (pid {pid})", interval.as_secs()));
     }
     if let Some(url) = service.api_url() {
-        printer.info(format!("control plane at {url}/api/v1 (pid {pid})"));
+        printer.info(format!("control plane at {url}/api/v1, dashboard at {url}/ (pid {pid})"));
     }
 
     service

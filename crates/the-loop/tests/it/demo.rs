@@ -1,6 +1,7 @@
 //! `the-loop demo` through the built binary: every step observed, exit 0, only the
 //! announced tmux session left behind (or nothing with `--clean`), and two demos at once
-//! do not see each other.
+//! do not see each other; a lingering demo (a person at a terminal) keeps its dashboard
+//! up after the story until it is interrupted.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -31,14 +32,16 @@ fn text(output: &Output) -> (String, String) {
 fn assert_every_step_observed(output: &Output) {
     let (stdout, stderr) = text(output);
     assert_eq!(output.status.code(), Some(0), "--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for step in 1..=10 {
-        assert!(stderr.contains(&format!("[{step}/10]")), "step {step} not narrated:\n{stderr}");
+    for step in 1..=11 {
+        assert!(stderr.contains(&format!("[{step}/11]")), "step {step} not narrated:\n{stderr}");
     }
     for effect in [
         "waits for an authorized `the-loop start`",
         "session spawned",
         "announced on #1",
         "the first prompt was pasted",
+        "carries `loop:phase-selection`",
+        "the label moved to `loop:brainstorming`",
         "pasted into the session",
         "bound to #1's session",
         "src/parser.rs, line 42",
@@ -48,6 +51,7 @@ fn assert_every_step_observed(output: &Output) {
         "the agent was stopped",
         "was pasted once",
         "the whole loop worked",
+        "(live while the demo runs)",
     ] {
         assert!(stderr.contains(effect), "{effect:?} not reported:\n{stderr}");
     }
@@ -135,4 +139,60 @@ fn a_demo_directory_that_is_not_empty_is_refused() {
 #[test]
 fn the_hidden_stand_in_harness_verb_refuses_unknown_arguments() {
     cli().run(["stand-in-harness", "--bogus"]).expect_code(2).expect_stderr("--bogus");
+}
+
+#[test]
+fn a_lingering_demo_keeps_its_dashboard_up_after_the_story_until_interrupted() {
+    use std::io::{Read as _, Write as _};
+    use std::sync::{Arc, Mutex};
+
+    let cli = cli();
+    let root = loop_demo::directory(Some(&cli.home().join("lingering")), &cli.home().join("tmp"))
+        .expect("the demo directory");
+    let paths = loop_demo::Paths::new(&root);
+    let settings = loop_demo::Settings {
+        step_timeout: std::time::Duration::from_secs(60),
+        harness: vec![env!("CARGO_BIN_EXE_the-loop").to_owned(), "stand-in-harness".to_owned()],
+        linger: true,
+    };
+    let (lingering, told) = tokio::sync::oneshot::channel::<String>();
+    let lingering = Mutex::new(Some(lingering));
+    let page = Arc::new(Mutex::new(String::new()));
+    // The "Ctrl-C": once the story is over, it loads the dashboard, then interrupts.
+    let interrupt = {
+        let page = Arc::clone(&page);
+        async move {
+            let url = told.await.expect("the demo says it lingers");
+            let authority = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+            let answer = tokio::task::spawn_blocking(move || {
+                let mut stream =
+                    std::net::TcpStream::connect(&authority).expect("the dashboard is up");
+                write!(stream, "GET / HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")
+                    .unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                answer
+            })
+            .await
+            .unwrap();
+            *page.lock().unwrap() = answer;
+        }
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let ran = runtime
+        .block_on(loop_demo::run(paths.clone(), &settings, interrupt, |told| {
+            if let loop_demo::Told::Lingering { dashboard } = told
+                && let Some(lingering) = lingering.lock().unwrap().take()
+            {
+                let _ = lingering.send(dashboard);
+            }
+        }))
+        .expect("the demo runs");
+    let loop_demo::Ran::Played { outcome, .. } = ran else { panic!("the story was interrupted") };
+    assert!(outcome.ok(), "{outcome:?}");
+    let page = page.lock().unwrap().clone();
+    assert!(page.starts_with("HTTP/1.1 200"), "the dashboard answered after the story: {page}");
+    assert!(page.contains("/assets/app.js"), "{page}");
+    loop_demo::clean(&paths).expect("clean");
 }

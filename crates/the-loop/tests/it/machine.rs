@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use loop_sim::Sim;
-use loop_sim::test_support::{read_lines, wait_for};
+use loop_sim::test_support::{git_origin, read_lines, wait_for};
 use serde_json::Value;
 
 use crate::common::{Cli, Run};
@@ -46,6 +46,13 @@ pub struct Machine {
     pub tmux_dir: PathBuf,
     /// What the stand-in agent recorded: messages, and the `!` commands it ran.
     pub record: PathBuf,
+    /// How the stand-in agent was launched, one JSON line per launch (`argv`, `cwd`).
+    pub launches: PathBuf,
+    /// Where the sessions' checkouts are ([`Machine::with_checkouts`]).
+    pub workspaces: PathBuf,
+    /// The repositories served to them: `<origins>/octo/app.git`, seeded from
+    /// `<origins>/.seed-octo-app` ([`Machine::with_checkouts`]).
+    pub origins: PathBuf,
     /// The control plane's port (the API and `/mcp`), free when the machine was made.
     pub api_port: u16,
 }
@@ -55,6 +62,17 @@ impl Machine {
     /// auto-execute label; `extra` is appended to its config as further top-level
     /// sections (e.g. an `instance:` block).
     pub fn new(world: &World, extra: &str) -> Self {
+        Self::build(world, false, extra)
+    }
+
+    /// A machine whose sessions each run in a clone of `octo/app`, served from a real
+    /// git repository on this machine (`routing.workspace`, strategy `clone`), so the
+    /// process graph is driven in them.
+    pub fn with_checkouts(world: &World) -> Self {
+        Self::build(world, true, "")
+    }
+
+    fn build(world: &World, checkouts: bool, extra: &str) -> Self {
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -63,6 +81,17 @@ impl Machine {
             std::fs::create_dir_all(dir).expect("the machine's directories");
         }
         let record = cli.cwd().join("agent.jsonl");
+        let launches = cli.cwd().join("launches.jsonl");
+        let (workspaces, origins) = (cli.cwd().join("workspaces"), cli.cwd().join("origins"));
+        let workspace = if checkouts {
+            let base = git_origin(&origins, World::REPO);
+            format!(
+                "  workspace:\n    root: {}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {base}\n",
+                workspaces.display()
+            )
+        } else {
+            String::new()
+        };
         let api_port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
@@ -70,13 +99,17 @@ impl Machine {
         let binary = env!("CARGO_BIN_EXE_the-loop");
         executable(
             &bin.join("claude"),
-            &format!("exec {binary} stand-in-harness --record {} \"$@\"", record.display()),
+            &format!(
+                "exec {binary} stand-in-harness --record {} --launches {} \"$@\"",
+                record.display(),
+                launches.display()
+            ),
         );
         executable(&bin.join("the-loop"), &format!("exec {binary} \"$@\""));
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
-                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\npolling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
+                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\n{workspace}polling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
                 root = root.display(),
                 repo = World::REPO,
                 work = cli.cwd().display(),
@@ -88,7 +121,7 @@ impl Machine {
         cli.env("USER", "alice");
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
         cli.env("PATH", path);
-        Self { cli, root, tmux_dir, record, api_port }
+        Self { cli, root, tmux_dir, record, launches, workspaces, origins, api_port }
     }
 
     pub fn run(&self, args: &[&str]) -> Run {

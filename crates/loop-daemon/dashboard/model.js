@@ -1,0 +1,107 @@
+// What the board shows, derived from the API's answers (the join of reference §2.2): a
+// work item is on the board when it has a portable record (`/work-items`) or a session
+// on this machine (`/sessions`); its state is the first that holds of
+//   ended          — the record says it closed or merged, and no session is live;
+//   awaiting input — a live session of it holds an open question (`/attention`);
+//   paused         — its session is paused;
+//   running        — its session (or a pull request's) is active;
+//   ended          — its session is closed (stopped, or the item closed);
+//   armed          — its last command is `start` or `resume`, with no session yet;
+//   watched        — seen by the-loop, never started.
+// "Needs you" is the service's `/attention` rows: questions first, errors last.
+
+export const STATES = [
+  { id: 'armed', label: 'Armed', hint: 'started, no session yet' },
+  { id: 'running', label: 'Running', hint: 'an agent session works on it' },
+  { id: 'paused', label: 'Paused', hint: 'its session waits for a resume' },
+  { id: 'awaiting', label: 'Awaiting input', hint: 'the agent asked a question' },
+  { id: 'ended', label: 'Ended', hint: 'closed, or its session stopped' },
+  { id: 'watched', label: 'Watched', hint: 'seen, never started' },
+];
+
+const ARMING = new Set(['start', 'resume']);
+
+/**
+ * One row per work item: `{ref, url, title, record, session, state, question, activity}`,
+ * newest first (the title is the poller's, from GitHub: text to show, never markup).
+ */
+export function board({ records, sessions, attention }) {
+  const rows = new Map();
+  const row = (ref) => {
+    if (!rows.has(ref)) rows.set(ref, { ref, url: null, record: null, session: null });
+    return rows.get(ref);
+  };
+  for (const record of records || []) {
+    if (typeof record.ref !== 'string') continue;
+    const r = row(record.ref);
+    r.record = record;
+    r.url = record.url || r.url;
+  }
+  for (const session of sessions || []) {
+    if (typeof session.ref !== 'string') continue;
+    const r = row(session.ref);
+    r.session = session;
+    r.url = r.url || session.url;
+  }
+  const questions = new Map();
+  for (const entry of attention || []) {
+    if (entry.kind === 'awaiting-input') questions.set(entry.workItem, entry.detail);
+  }
+  for (const r of rows.values()) {
+    r.title = typeof r.record?.poll?.title === 'string' ? r.record.poll.title : '';
+    r.question = questionOf(r, questions);
+    r.state = stateOf(r);
+    r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
+  }
+  return [...rows.values()].sort(
+    (a, b) => (b.activity || '').localeCompare(a.activity || '') || a.ref.localeCompare(b.ref),
+  );
+}
+
+/** The open question of `r`'s sessions (its own or a pull request's), if any. */
+function questionOf(r, questions) {
+  const served = [r.ref, ...(r.session?.pullRequests || []).map((pr) => pr.ref)];
+  for (const ref of served) if (questions.has(ref)) return questions.get(ref);
+  return null;
+}
+
+/** The statuses of `session`'s endpoints: its own, then each pull request's. */
+export function statuses(session) {
+  if (!session) return [];
+  return [session.status, ...(session.pullRequests || []).map((pr) => pr.status)].filter(Boolean);
+}
+
+function stateOf(r) {
+  const all = statuses(r.session);
+  const live = all.some((s) => s === 'active' || s === 'paused');
+  if (r.record?.ended && !live) return 'ended';
+  if (r.question) return 'awaiting';
+  if (r.session?.status === 'paused') return 'paused';
+  if (all.includes('active')) return 'running';
+  if (all.includes('closed')) return 'ended';
+  if (ARMING.has(r.record?.control?.command)) return 'armed';
+  return 'watched';
+}
+
+/** How "Needs you" orders its kinds: a question first, errors last. */
+const RANK = ['awaiting-input', 'session-paused', 'armed-without-session', 'recent-error'];
+
+const KIND_LABEL = {
+  'session-paused': 'paused',
+  'armed-without-session': 'no session',
+  'awaiting-input': 'needs input',
+  'recent-error': 'error',
+};
+
+/** The "Needs you" entries `{workItem, kind, label, detail}`, in `RANK` order. */
+export function needsYou(attention) {
+  const rank = (kind) => (RANK.includes(kind) ? RANK.indexOf(kind) : RANK.length);
+  return (attention || [])
+    .map((entry) => ({
+      workItem: typeof entry.workItem === 'string' ? entry.workItem : '',
+      kind: String(entry.kind || ''),
+      label: KIND_LABEL[entry.kind] || String(entry.kind || '').replaceAll('-', ' '),
+      detail: String(entry.detail ?? ''),
+    }))
+    .sort((a, b) => rank(a.kind) - rank(b.kind));
+}

@@ -183,7 +183,7 @@ pub const ATTRIBUTES: &[Attribute] = &[
         "the reference's frozen phase selection; kept verbatim, read for the `sessionPerPr`, `model` and `effort` a state file leaves empty, never written",
     ),
     attr(T::Control, "command", L, "start|stop|pause|resume|execute|contribute|cleanup|do"),
-    attr(T::Control, "source", L, "comment or cli"),
+    attr(T::Control, "source", L, "comment, cli or api (the control plane)"),
     attr(T::Control, "actor", L, "who issued it"),
     attr(T::Control, "requestedAt", L, "when it was recorded"),
     attr(T::Control, "note", L, "e.g. the URL of the comment carrying it"),

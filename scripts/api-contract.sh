@@ -17,6 +17,7 @@ cargo build --quiet -p the-loop
 work="$(mktemp -d)"
 trap 'stop_service; rm -rf "$work"' EXIT
 venv="$(python_venv schemathesis 'schemathesis>=4.32,<5')"
+venv="$(realpath "$venv")"
 
 hook_port="$(free_port)"
 api_port="$(free_port)"
@@ -67,14 +68,15 @@ case "$sessions" in
   *) echo "api-contract: the scripted session is not listed: $sessions" >&2; exit 1 ;;
 esac
 
-"$venv/bin/schemathesis" run "http://127.0.0.1:$api_port/api/openapi.json" \
+# From the scratch directory: schemathesis keeps its cache (`.schemathesis/`) in its cwd.
+(cd "$work" && "$venv/bin/schemathesis" run "http://127.0.0.1:$api_port/api/openapi.json" \
   --checks all \
   --exclude-path /api/v1/stream --exclude-path /mcp \
   --max-examples "${EXAMPLES:-25}" \
   --generation-deterministic \
   --request-timeout 20 \
   --suppress-health-check all \
-  --no-color || {
+  --no-color) || {
   echo "api-contract: the service's answers do not keep its document; it said:" >&2
   tail -50 "$work/service.out" >&2
   exit 1

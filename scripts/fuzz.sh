@@ -22,11 +22,14 @@ else
     exit 2
 fi
 export RUSTC_BOOTSTRAP=1
-# One build for every target (they share their dependencies), at low priority.
+# One build for the selected targets (all of them in one cargo run: they share their
+# dependencies), at low priority.
 echo "== building: ${selected[*]} (sanitizer: $SANITIZER)" >&2
-for target in "${selected[@]}"; do
-    nice -n 10 cargo fuzz build --sanitizer "$SANITIZER" "$target"
-done
+if [[ "$WHICH" == all ]]; then
+    nice -n 10 cargo fuzz build --sanitizer "$SANITIZER"
+else
+    nice -n 10 cargo fuzz build --sanitizer "$SANITIZER" "$WHICH"
+fi
 for target in "${selected[@]}"; do
     mkdir -p "corpus/$target" "artifacts/$target"
     committed=()

@@ -163,6 +163,13 @@ async fn a_full_state_disk_is_answered_503_and_space_returning_brings_the_receiv
     std::fs::remove_file(&filler).unwrap();
     assert_eq!(running.deliver("issue_comment", Some("f-4"), &body).await.status, 202);
     assert_eq!(next_id(&mut judged).await, "f-4");
+    // Its processed mark follows the judging (the journal writer's next batch).
+    let inbox = site.inbox_dir();
+    loop_sim::test_support::wait_for_async("f-4 marked processed", || {
+        let pending = loop_store::inbox::read_pending(&inbox).map(|j| j.pending.len());
+        if pending.as_ref().is_ok_and(|n| *n == 0) { Ok(()) } else { Err(format!("{pending:?}")) }
+    })
+    .await;
     running.stop().await;
 
     assert!(judged.try_recv().is_err(), "nothing refused was taken in");

@@ -744,6 +744,9 @@ fn findings(
     // it is consumed on its replay, which logs no second line: it ran once.
     for line in events.iter().filter(|e| e["reason"] == "control-consumed") {
         let command = line["command"].as_str().unwrap_or_default().to_owned();
+        if command == "start" || command == "add-collaborator" {
+            continue;
+        }
         let item = line["work_item"].as_str().unwrap_or_default().to_owned();
         let count = findings.commands.entry((item, command)).or_default();
         if *count == 0 {

@@ -566,21 +566,7 @@ impl World {
                     reactions: Vec::new(),
                 });
                 item.updated_at = at;
-                Ok((
-                    Outcome {
-                        id: Some(id),
-                        node_id: Some(node_id("IC", id)),
-                        ..Outcome::default()
-                    },
-                    vec![happening(
-                        "issue_comment",
-                        "created",
-                        &repo,
-                        number,
-                        &author,
-                        HappeningDetail::Comment(id),
-                    )],
-                ))
+                Ok(comment_changed("created", &repo, number, &author, id))
             }
             Action::EditComment { repo, id, actor, body } => {
                 if body.trim().is_empty() {
@@ -594,21 +580,7 @@ impl World {
                     comment.updated_at = at;
                 }
                 item.updated_at = at;
-                Ok((
-                    Outcome {
-                        id: Some(id),
-                        node_id: Some(node_id("IC", id)),
-                        ..Outcome::default()
-                    },
-                    vec![happening(
-                        "issue_comment",
-                        "edited",
-                        &repo,
-                        number,
-                        &actor,
-                        HappeningDetail::Comment(id),
-                    )],
-                ))
+                Ok(comment_changed("edited", &repo, number, &actor, id))
             }
             Action::Review { repo, number, author, state, body, comments } => {
                 self.user(&author);
@@ -1106,6 +1078,20 @@ pub fn node_id(prefix: &str, id: u64) -> String {
 
 fn item_event(item: &Item) -> &'static str {
     if item.pull.is_some() { "pull_request" } else { "issues" }
+}
+
+/// What creating or editing conversation comment `id` answers: its ids, and its
+/// `issue_comment` webhook with `action`.
+fn comment_changed(
+    action: &'static str,
+    repo: &str,
+    number: u64,
+    sender: &str,
+    id: u64,
+) -> (Outcome, Vec<Happening>) {
+    let outcome = Outcome { id: Some(id), node_id: Some(node_id("IC", id)), ..Outcome::default() };
+    let comment = HappeningDetail::Comment(id);
+    (outcome, vec![happening("issue_comment", action, repo, number, sender, comment)])
 }
 
 fn happening(

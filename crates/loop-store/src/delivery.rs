@@ -214,9 +214,10 @@ impl DeliveryLedger {
     /// redelivery) and the poller's next look at a comment it forwarded that it was
     /// delivered: under a backlog, or with slow poll cycles, more than the bound pass in
     /// less time than that takes, and forgetting by count alone pasted comments twice
-    /// (the soak). Age is measured against the newest mark, so no clock is read here.
+    /// (the soak). Age is measured against the newest mark (the last put), so no clock is
+    /// read here and nothing is scanned on the dispatch path.
     fn evict(&mut self) {
-        let newest = self.entries.iter().map(|e| e.at).max();
+        let newest = self.entries.back().map(|e| e.at);
         while self.entries.len() > self.capacity {
             let Some(oldest) = self.entries.iter().position(|e| e.mark != Mark::Inflight) else {
                 break;

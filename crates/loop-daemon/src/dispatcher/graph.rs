@@ -375,9 +375,9 @@ impl Dispatcher {
     /// The work item's frozen `sessionPerPr`, `model` and `effort` (seed 003 R4), from
     /// the state file in its checkout `cwd` — each key it leaves empty from a legacy
     /// portable `graph` section, read and never written — resolved against what the
-    /// operator offers: its `routing.tmux.sessionPerPr` and the models and efforts
-    /// declared for the harness. A value outside them is refused (`graph.choice_refused`)
-    /// and the operator's default stands (abuse cases 1–2).
+    /// operator offers: its `routing.tmux.sessionPerPr` and what its
+    /// `routing.harnessChoices` offers the harness. A value outside them is refused
+    /// (`graph.choice_refused`) and the operator's default stands (abuse cases 1–2).
     pub(crate) async fn choices(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> Choices {
         let (events, store) = (self.events().clone(), self.inner.store.clone());
         let (spec_dir, target, dir) =
@@ -393,11 +393,9 @@ impl Dispatcher {
             own.or(legacy.map(|graph| Frozen::of_legacy(&graph.0)).unwrap_or_default())
         })
         .await;
-        let declared = self.inner.harness.declared();
         let offered = Offered {
             session_per_pr: config.routing.tmux.session_per_pr,
-            models: &declared.models,
-            efforts: &declared.efforts,
+            harness: config.routing.harness_choices.offered_to(self.inner.harness.name()),
         };
         let choices = Choices::resolve(&frozen, offered);
         if !choices.refused.is_empty() {

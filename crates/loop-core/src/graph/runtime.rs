@@ -374,19 +374,8 @@ fn enter(
 mod tests {
     use super::*;
     use crate::graph::LoopName;
-    use crate::graph::hooks::Comment;
+    use crate::graph::hooks::{Comment, Files};
     use crate::login::Login;
-
-    struct Files(Vec<(&'static str, &'static str)>);
-
-    impl GateFacts for Files {
-        fn artifact(&self, name: &str) -> Option<String> {
-            self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| (*t).to_owned())
-        }
-        fn inner_loops(&self) -> Vec<(String, String)> {
-            Vec::new()
-        }
-    }
 
     fn now() -> Timestamp {
         "2026-12-01T10:00:00Z".parse().unwrap()

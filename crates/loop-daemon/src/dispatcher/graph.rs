@@ -215,14 +215,8 @@ impl Dispatcher {
                 .find(|c| c.body.contains(CHECKLIST_MARKER) && is_self_authored(&c.body))
                 .map(|c| c.body),
             Err(err) => {
-                self.events()
-                    .emit_async(
-                        Line::warning(Kind::GraphHookDegraded)
-                            .work_item(&link.item)
-                            .field("hook", Hook::ClassifyPhaseSelection.name())
-                            .field("error", err.to_string()),
-                    )
-                    .await;
+                let hook = Hook::ClassifyPhaseSelection.name();
+                self.events().emit_async(hook_degraded(&link.item, hook, &err)).await;
                 None
             }
         }
@@ -305,12 +299,7 @@ impl Dispatcher {
 
     async fn graph_effect(&self, link: &Link, effect: Effect, tmux: &str) {
         let item = &link.item;
-        let degraded = |hook: &str, error: String| {
-            Line::warning(Kind::GraphHookDegraded)
-                .work_item(item)
-                .field("hook", hook)
-                .field("error", error)
-        };
+        let degraded = |hook: &str, err: &dyn std::fmt::Display| hook_degraded(item, hook, err);
         match effect {
             Effect::PhaseLabel { phase } => {
                 let Some(github) = &self.inner.github else { return };
@@ -324,14 +313,14 @@ impl Dispatcher {
                 }
                 .await;
                 if let Err(err) = result {
-                    self.events().emit_async(degraded("set-phase-label", err.to_string())).await;
+                    self.events().emit_async(degraded("set-phase-label", &err)).await;
                 }
             }
             Effect::LogEntry { heading } => {
                 let path = link.folder.dir().join("execution-log.md");
                 let appended = blocking(move || append_if_present(&path, &heading)).await;
                 if let Err(err) = appended {
-                    self.events().emit_async(degraded("log-entry", err.to_string())).await;
+                    self.events().emit_async(degraded("log-entry", &err)).await;
                 }
             }
             Effect::Assignment { node, text } => {
@@ -348,7 +337,7 @@ impl Dispatcher {
             Effect::Comment { hook, body } => {
                 let Some(github) = &self.inner.github else { return };
                 if let Err(err) = github.post_comment(item, &mark_self_authored(&body)).await {
-                    self.events().emit_async(degraded(hook.name(), err.to_string())).await;
+                    self.events().emit_async(degraded(hook.name(), &err)).await;
                 }
             }
             Effect::Checklist { body } => {
@@ -362,9 +351,7 @@ impl Dispatcher {
                 }
                 .await;
                 if let Err(err) = result {
-                    self.events()
-                        .emit_async(degraded("post-phase-selection", err.to_string()))
-                        .await;
+                    self.events().emit_async(degraded("post-phase-selection", &err)).await;
                 }
             }
         }
@@ -472,6 +459,15 @@ pub fn record_pull_request(
 
 fn link_failed(item: &WorkItemRef, err: &dyn std::fmt::Display) -> Line {
     Line::error(Kind::GraphLinkFailed).work_item(item).field("error", err.to_string())
+}
+
+/// `graph.hook_degraded`: `hook` could not do its outward part (a label, a comment, a
+/// read); the walk goes on without it.
+fn hook_degraded(item: &WorkItemRef, hook: &str, err: &dyn std::fmt::Display) -> Line {
+    Line::warning(Kind::GraphHookDegraded)
+        .work_item(item)
+        .field("hook", hook)
+        .field("error", err.to_string())
 }
 
 /// What `the-loop graph status|check` shows for a work item.

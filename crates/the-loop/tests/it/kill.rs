@@ -796,7 +796,25 @@ fn findings(
         .filter(|id| abandoned.contains(&loop_sim::world::node_id("IC", **id)))
         .count();
     findings.corrupt = corrupt_state_files(&rig.root);
+    findings.corrupt.extend(orphaned_temp_files(rig));
     findings
+}
+
+/// Temp files of writes a killed service never renamed, still in `portable/` or `local/`
+/// although a service started after the kill (each start sweeps them).
+fn orphaned_temp_files(rig: &Rig) -> Vec<String> {
+    let running = rig.service.as_ref().map(Child::id);
+    ["portable", "local"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(rig.root.join(dir)).into_iter().flatten().flatten())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with('.') && name.ends_with(".tmp"))
+        .filter(|name| {
+            let pid = name.rsplit('.').nth(2).and_then(|pid| pid.parse::<u32>().ok());
+            pid != running
+        })
+        .map(|name| format!("{name}: a killed writer's temp file was not swept"))
+        .collect()
 }
 
 /// The event-log lines naming each wrongly delivered comment, for the diagnosis.

@@ -29,10 +29,7 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
         std::env::var("SOAK_EVENTS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let report = std::env::var("SOAK_REPORT").unwrap_or_else(|_| "target/soak.jsonl".into());
     let world = World::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = crate::common::free_port();
     let webhooks = format!("webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n");
     let mut machine = Machine::new(&world, &webhooks);
     machine.cli.env("THE_LOOP_GH_WEBHOOK_SECRET", SECRET);

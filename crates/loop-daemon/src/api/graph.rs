@@ -546,15 +546,19 @@ impl Address<'_> {
         repo: &Path,
         number: u64,
     ) -> Result<WorkItemRef, ApiError> {
-        let store = state.store.clone();
-        let records = read(move || store.list_local_records()).await?;
-        let here = |cwd: &Path| std::fs::canonicalize(cwd).is_ok_and(|cwd| cwd == repo);
-        records
-            .into_iter()
-            .find(|r| {
-                r.work_item.number() == number && r.own_endpoint().is_some_and(|e| here(&e.cwd))
-            })
-            .map(|r| r.work_item)
+        let (store, dir) = (state.store.clone(), repo.to_owned());
+        let found = read(move || {
+            let here = |cwd: &Path| std::fs::canonicalize(cwd).is_ok_and(|cwd| cwd == dir);
+            let records = store.list_local_records()?;
+            Ok(records
+                .into_iter()
+                .find(|r| {
+                    r.work_item.number() == number && r.own_endpoint().is_some_and(|e| here(&e.cwd))
+                })
+                .map(|r| r.work_item))
+        })
+        .await?;
+        found
             .ok_or_else(|| {
                 ApiError::not_found(format!(
                     "no session of {} has its checkout at {} on this machine: name the work item in `ref`",

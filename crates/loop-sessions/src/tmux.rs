@@ -17,6 +17,11 @@
 //! `tmux` commands. The API is synchronous: call it from a blocking thread, never from an
 //! async task.
 //!
+//! A control client never attaches while this runner creates or ends a session: tmux
+//! 3.3a's server (Debian 12's) crashes, taking every session with it, when a session is
+//! created or closed during a control client's handshake (it writes a notification to
+//! the client before the client's control state exists).
+//!
 //! This module must never put payload text on a command line: prompts reach tmux only as
 //! the contents of a private temp file.
 
@@ -27,7 +32,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use loop_core::WorkItemRef;
@@ -244,6 +249,9 @@ pub struct Tmux {
     /// The control-mode client deliveries go through; `None` until the first delivery
     /// and after it died. Held only by this runner; dropping the runner ends it.
     control: Mutex<Option<ControlClient>>,
+    /// Held while the control client attaches and while a command creates or ends a
+    /// session (see the module's comment).
+    handshake: Mutex<()>,
     /// Distinguishes the buffers of successive deliveries.
     deliveries: AtomicU64,
 }
@@ -255,6 +263,7 @@ impl Tmux {
             version: OnceLock::new(),
             env_warned: AtomicBool::new(false),
             control: Mutex::new(None),
+            handshake: Mutex::new(()),
             deliveries: AtomicU64::new(0),
         }
     }
@@ -363,7 +372,10 @@ impl Tmux {
     /// Kills a session. `Ok(false)` when it was already gone.
     pub fn kill_session(&self, target: &str) -> Result<bool, TmuxError> {
         check_target(target)?;
-        let output = self.run(&["kill-session", "-t", &format!("={target}")])?;
+        let output = {
+            let _handshake = self.handshake();
+            self.run(&["kill-session", "-t", &format!("={target}")])?
+        };
         Ok(output.status.success())
     }
 
@@ -453,7 +465,11 @@ impl Tmux {
             if slot.is_none() {
                 // The client attaches to the session it delivers to; an absent session
                 // cannot be attached to, and the plain probe says what is there.
-                match ControlClient::attach(self.command(), target) {
+                let attached = {
+                    let _handshake = self.handshake();
+                    ControlClient::attach(self.command(), target)
+                };
+                match attached {
                     Ok(client) => *slot = Some(client),
                     Err(err) => {
                         return match self.liveness(target)? {
@@ -589,7 +605,11 @@ impl Tmux {
             );
         }
         let refs: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
-        match self.checked(&refs) {
+        let created = {
+            let _handshake = self.handshake();
+            self.checked(&refs)
+        };
+        match created {
             Ok(()) => Ok(()),
             // The session was created but the option could not be set: keep it.
             Err(TmuxError::Failed { message, .. })
@@ -601,6 +621,12 @@ impl Tmux {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// Keeps control-client handshakes and session changes apart (a poisoned lock only
+    /// means a holder panicked; the order it keeps is still right).
+    fn handshake(&self) -> MutexGuard<'_, ()> {
+        self.handshake.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     fn env_args(&self, site: &SessionSite) -> Vec<OsString> {

@@ -328,3 +328,37 @@ fn concurrent_deliveries_from_several_threads_all_arrive_in_per_thread_order() {
         assert_eq!(mine, expected.iter().collect::<Vec<_>>(), "worker {worker}");
     }
 }
+
+/// tmux 3.3a's server crashes when a session is created or closed while a control client
+/// attaches (reproduced with plain tmux commands in a few rounds). Here every delivery
+/// attaches anew (the session its client was attached to has just ended) while a second
+/// thread creates and ends sessions on the same runner: the server must live through it.
+#[test]
+fn sessions_created_and_ended_while_the_control_client_attaches_leave_the_server_up() {
+    let lab = Lab::new();
+    let idle: Vec<String> = vec!["cat".into()];
+    lab.tmux.spawn(&site(&lab, "loop-anchor"), &idle).expect("the anchor session");
+    let server_pid = || {
+        let output = lab.tmux_raw(&["display-message", "-p", "-t", "=loop-anchor", "#{pid}"]);
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    let before = server_pid();
+    assert!(!before.is_empty(), "the server answers");
+    const ROUNDS: usize = 60;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for round in 0..ROUNDS {
+                let target = format!("loop-churn-{round}");
+                lab.tmux.spawn(&site(&lab, &target), &idle).expect("a churn session");
+                lab.tmux.kill_session(&target).expect("the churn session ends");
+            }
+        });
+        for round in 0..ROUNDS {
+            let target = format!("loop-deliver-{round}");
+            lab.tmux.spawn(&site(&lab, &target), &idle).expect("a delivery session");
+            lab.tmux.deliver(&target, "hello").expect("delivered");
+            lab.tmux.kill_session(&target).expect("the delivery session ends");
+        }
+    });
+    assert_eq!(server_pid(), before, "the tmux server survived (see dmesg for a segfault)");
+}

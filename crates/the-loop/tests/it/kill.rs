@@ -682,11 +682,13 @@ fn findings(
     let JsonLines { values: events, torn } = read_lines(&rig.root.join("logs/events.jsonl"));
     // A launch is registered when a `session.spawned` line or a session record names its
     // conversation (the event log is written behind its emitters, so a kill can take a
-    // line written just before it; the record is written before the line).
+    // line written just before it; the record is written before the line). A record's
+    // temp file a kill left behind (`.<name>.<pid>.<n>.tmp`) was never a record.
     let recorded: Vec<String> = std::fs::read_dir(rig.root.join("local"))
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|file| file.file_name().to_str().is_some_and(|name| name.ends_with(".json")))
         .filter_map(|file| std::fs::read_to_string(file.path()).ok())
         .filter_map(|text| serde_json::from_str::<Value>(&text).ok())
         .flat_map(|record| {

@@ -45,11 +45,14 @@ pub(super) fn routes() -> OpenApiRouter<ApiState> {
 #[serde(rename_all = "camelCase")]
 struct ShowQuery {
     /// A checkout on the service's machine.
+    #[param(min_length = 1)]
     repo: String,
     /// A pull request's number: its inner loop's shape.
+    #[param(minimum = 1, maximum = 9_007_199_254_740_991_f64)]
     pr: Option<u64>,
     /// `owner/repo` of that pull request, when not the work item's repository.
     #[serde(default)]
+    #[param(value_type = Option<super::openapi::PrRepository>)]
     pr_repo: String,
 }
 
@@ -105,7 +108,7 @@ async fn show(
     State(state): State<ApiState>,
     Params(query): Params<ShowQuery>,
 ) -> Result<Json<Shape>, ApiError> {
-    pull_request(query.pr, &query.pr_repo)?;
+    pull_request(query.pr.map(serde_json::Number::from).as_ref(), &query.pr_repo)?;
     let repo = checkout(&query.repo).await?;
     let graph = match query.pr {
         Some(_) => LoopName::PullRequest,
@@ -153,19 +156,22 @@ async fn show(
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct CheckRequest {
     /// The checkout on the service's machine.
+    #[schema(min_length = 1)]
     repo: String,
-    /// `issue-<N>`, or the work item's ref.
+    #[schema(value_type = super::openapi::SpecId)]
     work_item: String,
     /// Re-evaluating every gate from the artifacts is not in this version: `true` is a 400.
     #[serde(default)]
     recompute: bool,
-    pr: Option<u64>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_991_f64)]
+    pr: Option<serde_json::Number>,
     #[serde(default)]
-    pr_repo: String,
+    #[schema(value_type = Option<super::openapi::PrRepository>)]
+    pr_repo: Option<String>,
     /// The work item's ref, when `workItem` is an id.
     #[serde(default, rename = "ref")]
-    #[schema(value_type = Option<super::openapi::WorkItemRef>)]
-    reference: String,
+    #[schema(value_type = Option<super::openapi::RefOrNone>)]
+    reference: Option<String>,
 }
 
 /// Where the item stands.
@@ -246,9 +252,9 @@ async fn check(
     let address = Address {
         repo: &request.repo,
         work_item: &request.work_item,
-        reference: &request.reference,
-        pr: request.pr,
-        pr_repo: &request.pr_repo,
+        reference: request.reference.as_deref().unwrap_or_default(),
+        pr: request.pr.as_ref(),
+        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
     };
     let target = match address.target(&state).await {
         Err(Unresolved::NotADirectory(_)) => {
@@ -279,7 +285,9 @@ async fn check(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct CompleteRequest {
+    #[schema(min_length = 1)]
     repo: String,
+    #[schema(value_type = super::openapi::SpecId)]
     work_item: String,
     /// The node claimed; the current one when empty.
     #[serde(default)]
@@ -288,11 +296,13 @@ struct CompleteRequest {
     #[serde(default)]
     actor: String,
     #[serde(default, rename = "ref")]
-    #[schema(value_type = Option<super::openapi::WorkItemRef>)]
-    reference: String,
-    pr: Option<u64>,
+    #[schema(value_type = Option<super::openapi::RefOrNone>)]
+    reference: Option<String>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_991_f64)]
+    pr: Option<serde_json::Number>,
     #[serde(default)]
-    pr_repo: String,
+    #[schema(value_type = Option<super::openapi::PrRepository>)]
+    pr_repo: Option<String>,
 }
 
 /// What a claim came to.
@@ -326,9 +336,9 @@ async fn complete(
     let address = Address {
         repo: &request.repo,
         work_item: &request.work_item,
-        reference: &request.reference,
-        pr: request.pr,
-        pr_repo: &request.pr_repo,
+        reference: request.reference.as_deref().unwrap_or_default(),
+        pr: request.pr.as_ref(),
+        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
     };
     let target = address.target(&state).await?;
     let node = Some(request.node.trim().to_owned()).filter(|n| !n.is_empty());
@@ -373,14 +383,18 @@ async fn complete(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AdvanceRequest {
+    #[schema(min_length = 1)]
     repo: String,
+    #[schema(value_type = super::openapi::SpecId)]
     work_item: String,
     #[serde(default, rename = "ref")]
-    #[schema(value_type = Option<super::openapi::WorkItemRef>)]
-    reference: String,
-    pr: Option<u64>,
+    #[schema(value_type = Option<super::openapi::RefOrNone>)]
+    reference: Option<String>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_991_f64)]
+    pr: Option<serde_json::Number>,
     #[serde(default)]
-    pr_repo: String,
+    #[schema(value_type = Option<super::openapi::PrRepository>)]
+    pr_repo: Option<String>,
 }
 
 /// The current node's gate judged once, with no new comment (a claim recorded, an
@@ -397,9 +411,9 @@ async fn advance(
     let address = Address {
         repo: &request.repo,
         work_item: &request.work_item,
-        reference: &request.reference,
-        pr: request.pr,
-        pr_repo: &request.pr_repo,
+        reference: request.reference.as_deref().unwrap_or_default(),
+        pr: request.pr.as_ref(),
+        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
     };
     let target = address.target(&state).await?;
     let claimed = state.dispatcher.graph_judge(&target).await.ok_or_else(|| no_graph(&target))?;
@@ -470,8 +484,15 @@ struct Address<'a> {
     repo: &'a str,
     work_item: &'a str,
     reference: &'a str,
-    pr: Option<u64>,
+    pr: Option<&'a serde_json::Number>,
     pr_repo: &'a str,
+}
+
+/// The work item an [`Address`] names.
+enum Named {
+    Item(WorkItemRef),
+    /// `issue-<N>` alone.
+    Number(u64),
 }
 
 /// Why an [`Address`] names no graph.
@@ -495,8 +516,19 @@ impl Address<'_> {
     async fn target(&self, state: &ApiState) -> Result<GraphTarget, Unresolved> {
         let refused = Unresolved::Refused;
         let inner = pull_request(self.pr, self.pr_repo).map_err(refused)?;
+        // What the request says is checked before where it points.
+        let named = self.named().map_err(refused)?;
+        if self.repo.is_empty() {
+            let empty = "`repo` is empty: name a checkout on the service's machine";
+            return Err(Unresolved::Refused(ApiError::bad_request(empty)));
+        }
         let repo = checkout(self.repo).await.map_err(Unresolved::NotADirectory)?;
-        let item = self.item(state, &repo).await.map_err(refused)?;
+        let item = match named {
+            Named::Item(item) => item,
+            Named::Number(number) => {
+                self.session_item(state, &repo, number).await.map_err(refused)?
+            }
+        };
         let pull_request = inner.map(|inner| InnerLoop {
             // The item's own repository is the plain `pr-loops/pr-<n>/`.
             repository: inner.repository.filter(|(owner, name)| {
@@ -508,14 +540,15 @@ impl Address<'_> {
         Ok(GraphTarget { item, checkout: Some(repo), pull_request })
     }
 
-    async fn item(&self, state: &ApiState, repo: &Path) -> Result<WorkItemRef, ApiError> {
+    /// The work item `workItem` and `ref` name: its ref, or only its number (`issue-<N>`
+    /// with no `ref`: the session here whose checkout `repo` is has the rest).
+    fn named(&self) -> Result<Named, ApiError> {
         let id = self.work_item.trim();
         let neither = || {
             ApiError::bad_request(format!(
                 "`workItem`: `{id}` is neither `issue-<N>` nor a work item's ref"
             ))
         };
-        // `workItem` names the number (`issue-<N>`) or the whole ref.
         let (number, named) = match id.strip_prefix("issue-") {
             Some(n) => (n.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(neither)?, None),
             None => {
@@ -528,14 +561,15 @@ impl Address<'_> {
             reference => Some(work_item(reference)?),
         };
         match (given, named) {
-            (Some(given), _) if given.number() != number => Err(ApiError::bad_request(format!(
-                "`workItem` `{id}` and `ref` `{given}` name different work items"
-            ))),
-            (Some(given), Some(named)) if given != named => Err(ApiError::bad_request(format!(
-                "`workItem` `{id}` and `ref` `{given}` name different work items"
-            ))),
-            (Some(item), _) | (None, Some(item)) => Ok(item),
-            (None, None) => self.session_item(state, repo, number).await,
+            (Some(given), named)
+                if given.number() != number || named.as_ref().is_some_and(|n| *n != given) =>
+            {
+                Err(ApiError::bad_request(format!(
+                    "`workItem` `{id}` and `ref` `{given}` name different work items"
+                )))
+            }
+            (Some(item), _) | (None, Some(item)) => Ok(Named::Item(item)),
+            (None, None) => Ok(Named::Number(number)),
         }
     }
 
@@ -569,10 +603,17 @@ impl Address<'_> {
     }
 }
 
+/// The largest pull-request number taken (2^53 - 1: every whole number up to it is exact
+/// as a JSON float too).
+const MAX_NUMBER: u64 = 9_007_199_254_740_991;
+
 /// `pr` and `prRepo` checked: `prRepo` needs `pr`, and is `owner/repo` with safe parts.
-fn pull_request(pr: Option<u64>, pr_repo: &str) -> Result<Option<InnerLoop>, ApiError> {
+fn pull_request(
+    pr: Option<&serde_json::Number>,
+    pr_repo: &str,
+) -> Result<Option<InnerLoop>, ApiError> {
     let pr_repo = pr_repo.trim();
-    let Some(number) = pr else {
+    let Some(pr) = pr else {
         if pr_repo.is_empty() {
             return Ok(None);
         }
@@ -580,9 +621,10 @@ fn pull_request(pr: Option<u64>, pr_repo: &str) -> Result<Option<InnerLoop>, Api
             "`prRepo` names a pull request's repository: send `pr` too",
         ));
     };
-    if number == 0 {
-        return Err(ApiError::bad_request("`pr`: a pull request's number is 1 or more"));
-    }
+    // JSON has one number type: `12.0` is `12`; a float is exact up to `MAX_NUMBER`.
+    let Some(number) = super::agent::whole(pr).filter(|n| (1..=MAX_NUMBER).contains(n)) else {
+        return Err(ApiError::bad_request(format!("`pr`: {pr} is not a pull request's number")));
+    };
     if pr_repo.is_empty() {
         return Ok(Some(InnerLoop { number, repository: None }));
     }
@@ -605,8 +647,9 @@ async fn checkout(repo: &str) -> Result<PathBuf, ApiError> {
     if repo.trim().is_empty() {
         return Err(not_a_directory());
     }
-    match tokio::fs::canonicalize(repo).await {
-        Ok(dir) if dir.is_dir() => Ok(dir),
+    let dir = tokio::fs::canonicalize(repo).await.map_err(|_| not_a_directory())?;
+    match tokio::fs::metadata(&dir).await {
+        Ok(meta) if meta.is_dir() => Ok(dir),
         _ => Err(not_a_directory()),
     }
 }
@@ -617,15 +660,17 @@ mod tests {
 
     #[test]
     fn a_pull_requests_repository_needs_its_number_and_a_safe_name() {
+        let n = |text: &str| serde_json::from_str::<serde_json::Number>(text).unwrap();
         assert!(pull_request(None, "").unwrap().is_none());
         assert_eq!(pull_request(None, "octo/lib").unwrap_err().status, 400);
-        assert_eq!(pull_request(Some(0), "").unwrap_err().status, 400);
-        let own = pull_request(Some(3), "").unwrap().expect("a pull request");
+        assert_eq!(pull_request(Some(&n("0")), "").unwrap_err().status, 400);
+        assert_eq!(pull_request(Some(&n("2.5")), "").unwrap_err().status, 400);
+        let own = pull_request(Some(&n("3.0")), "").unwrap().expect("a pull request");
         assert_eq!((own.number, own.repository), (3, None));
-        let other = pull_request(Some(3), "octo/lib").unwrap().expect("a pull request");
+        let other = pull_request(Some(&n("3")), "octo/lib").unwrap().expect("a pull request");
         assert_eq!(other.repository, Some(("octo".into(), "lib".into())));
         for bad in ["octo", "../x", "octo/..", "a/b/c"] {
-            assert_eq!(pull_request(Some(3), bad).unwrap_err().status, 400, "{bad}");
+            assert_eq!(pull_request(Some(&n("3")), bad).unwrap_err().status, 400, "{bad}");
         }
     }
 

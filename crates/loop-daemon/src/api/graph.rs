@@ -32,6 +32,20 @@ use super::error::Detail;
 use super::{ApiError, ApiState, Body, Params, read, work_item};
 use crate::dispatcher::{Claimed, GraphTarget, InnerLoop};
 
+/// The [`Address`] a request body names: every graph verb's body carries the same five
+/// fields.
+macro_rules! address_of {
+    ($request:expr) => {
+        Address {
+            repo: &$request.repo,
+            work_item: &$request.work_item,
+            reference: $request.reference.as_deref().unwrap_or_default(),
+            pr: $request.pr.as_ref(),
+            pr_repo: $request.pr_repo.as_deref().unwrap_or_default(),
+        }
+    };
+}
+
 pub(super) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
         .routes(routes!(show))
@@ -249,13 +263,7 @@ async fn check(
             "`recompute` (every gate re-evaluated from the artifacts) is not in this version; send `recompute: false`",
         ));
     }
-    let address = Address {
-        repo: &request.repo,
-        work_item: &request.work_item,
-        reference: request.reference.as_deref().unwrap_or_default(),
-        pr: request.pr.as_ref(),
-        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
-    };
+    let address = address_of!(request);
     let target = match address.target(&state).await {
         Err(Unresolved::NotADirectory(_)) => {
             return Ok(Json(CheckAnswer {
@@ -333,13 +341,7 @@ async fn complete(
     State(state): State<ApiState>,
     Body(request): Body<CompleteRequest>,
 ) -> Result<Json<Completed>, ApiError> {
-    let address = Address {
-        repo: &request.repo,
-        work_item: &request.work_item,
-        reference: request.reference.as_deref().unwrap_or_default(),
-        pr: request.pr.as_ref(),
-        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
-    };
+    let address = address_of!(request);
     let target = address.target(&state).await?;
     let node = Some(request.node.trim().to_owned()).filter(|n| !n.is_empty());
     let by = match request.actor.trim() {
@@ -408,13 +410,7 @@ async fn advance(
     State(state): State<ApiState>,
     Body(request): Body<AdvanceRequest>,
 ) -> Result<Json<NodeRow>, ApiError> {
-    let address = Address {
-        repo: &request.repo,
-        work_item: &request.work_item,
-        reference: request.reference.as_deref().unwrap_or_default(),
-        pr: request.pr.as_ref(),
-        pr_repo: request.pr_repo.as_deref().unwrap_or_default(),
-    };
+    let address = address_of!(request);
     let target = address.target(&state).await?;
     let claimed = state.dispatcher.graph_judge(&target).await.ok_or_else(|| no_graph(&target))?;
     let Some(verdict) = verdict(&claimed) else {

@@ -192,7 +192,12 @@ pub fn check(graph: &Loop, state: Option<&WorkItemState>) -> (String, bool) {
             _ => "not reached yet".to_owned(),
         };
         let gates: Vec<&str> = node.exit.iter().map(|c| c.hook.name()).collect();
-        out.push_str(&format!("{mark} {:<22} {:<6} {result}", node.id, node.actor.as_str()));
+        let forced = if row.forced { " (forced)" } else { "" };
+        out.push_str(&format!(
+            "{mark} {:<22} {:<6} {result}{forced}",
+            node.id,
+            node.actor.as_str()
+        ));
         if !gates.is_empty() {
             out.push_str(&format!("  [{}]", gates.join(", ")));
         }

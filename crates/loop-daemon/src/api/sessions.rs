@@ -325,7 +325,7 @@ async fn control(
 
 /// The actor recorded for a command from the control plane: the body's, else
 /// `operator`.
-fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
+pub(super) fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
     actor
         .unwrap_or("operator")
         .parse()

@@ -50,6 +50,11 @@ async fn served() -> (ApiService, PathBuf) {
     (api, dir)
 }
 
+/// The first listed work item's `graph` section.
+async fn listed_graph(api: &ApiService) -> Value {
+    json(&api.get("/api/v1/work-items", &[]).await)[0]["graph"].clone()
+}
+
 async fn post(api: &ApiService, path: &str, body: Value) -> (u16, Value) {
     let answer = api.post(path, &[], &body.to_string()).await;
     (answer.status, json(&answer))
@@ -71,6 +76,19 @@ async fn a_claim_advances_the_item_the_gate_then_waits_and_check_says_where_it_i
     assert_eq!(checked["nodes"][0]["node"], "work");
     assert_eq!(checked["nodes"][0]["status"], "in-progress");
 
+    // The listing's `graph`, derived from the state file, follows the pointer.
+    let graph = listed_graph(&api).await;
+    assert_eq!(
+        (graph["loop"].as_str(), graph["workItem"].as_str(), graph["currentNode"].as_str()),
+        (Some("pdlc-adhoc-loop"), Some("issue-7"), Some("work")),
+        "{graph:#}"
+    );
+    assert_eq!(graph["phase"], "implementation");
+    assert_eq!(
+        graph["nodes"][1],
+        json!({"id": "review", "phase": null, "skipped": false, "selectable": false, "optIn": false})
+    );
+
     let (status, completed) = post(
         &api,
         "/api/v1/graph/complete",
@@ -88,6 +106,7 @@ async fn a_claim_advances_the_item_the_gate_then_waits_and_check_says_where_it_i
     let state = state_of(&dir);
     assert_eq!(state.current_node, "review", "saved in the checkout's state file");
     assert_eq!(state.completions["work"].by, "octocat");
+    assert_eq!(listed_graph(&api).await["currentNode"], "review", "the listing follows the state");
 
     // The human gate reads no comment: it waits, and the item is parked there.
     let (status, advanced) =

@@ -177,14 +177,24 @@ impl Pasted {
 }
 
 /// Waits until item `number`'s session was launched (the launch record stays small; the
-/// messages grow to hundreds of megabytes).
+/// messages grow to hundreds of megabytes). Gives up after two minutes with what the
+/// live event log says about the item.
 fn wait_for_launch(machine: &Machine, number: u64) {
     let item = format!("github:{REPO}#{number}");
-    wait_for_within(Duration::from_secs(120), Duration::from_millis(100), "a launch", || {
+    let needle = format!("\"workItem\":\"{item}\"");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
         let launches = std::fs::read_to_string(&machine.launches).unwrap_or_default();
-        let needle = format!("\"workItem\":\"{item}\"");
-        launches.contains(&needle).then_some(()).ok_or(format!("no launch of {item} yet"))
-    });
+        if launches.contains(&needle) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(machine.root.join("logs/events.jsonl")).unwrap_or_default();
+    let quoted = format!("\"{item}\"");
+    let about: Vec<&str> = log.lines().filter(|line| line.contains(&quoted)).collect();
+    let last = &about[about.len().saturating_sub(30)..];
+    panic!("no launch of {item} within 120 s; the event log about it:\n{}", last.join("\n"));
 }
 
 /// The service's pid, from the poller's pidfile (the service holds it).

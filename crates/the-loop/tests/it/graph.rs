@@ -344,7 +344,12 @@ fn choices_outside_what_the_operator_offers_launch_and_route_on_its_defaults() {
         "{refused:?}"
     );
     // A pull request's event routes on the operator's default (cross-repository: a pull
-    // request in the same repository shares the work item's session).
+    // request in the same repository shares the work item's session). The record is
+    // written once the spawn ends, which may be after the agent has its prompt.
+    wait_for("the spawn recorded", || {
+        let spawned = site.events("session.spawned");
+        (!spawned.is_empty()).then_some(()).ok_or("not yet")
+    });
     site.run(&["sessions", "link-pr", "--work-item", ITEM, "--pull-request", "2"]).expect_code(0);
     site.world.sim.open_pull_request(REPO, "octocat", "Search", "", "search", &[LABEL]).unwrap();
     site.two_cycles();
@@ -389,6 +394,10 @@ fn a_frozen_model_the_operator_offers_launches_the_session_and_its_respawn() {
     // The harness exits; the next comment respawns it, resuming on what it was launched
     // with.
     site.type_into(1, "/exit");
+    wait_for("the harness to exit", || {
+        let pane = site.tmux_pane_dead("=loop-github-octo-app-1:");
+        (pane != "0").then_some(()).ok_or(pane)
+    });
     site.world.sim.comment(REPO, 1, "octocat", "still there?").unwrap();
     site.wait_for_message("still there?");
     let launches = site.launches();

@@ -170,6 +170,14 @@ impl Machine {
         }
     }
 
+    /// `#{pane_dead}` of tmux target `target`: `1` once its process exited, `0` while it
+    /// runs, empty when there is no such pane.
+    pub fn tmux_pane_dead(&self, target: &str) -> String {
+        let output =
+            self.tmux().args(["display-message", "-p", "-t", target, "#{pane_dead}"]).output();
+        output.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default()
+    }
+
     /// tmux on this machine's server.
     pub fn tmux(&self) -> Command {
         let mut tmux = Command::new("tmux");

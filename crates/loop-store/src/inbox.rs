@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -627,33 +627,35 @@ fn segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     Ok(found)
 }
 
-/// Reads a segment; receipts for which `want` says no are checked for shape only and not
-/// kept (their bodies are neither hashed nor copied).
+/// Reads a segment entry by entry through a buffer of [`READ_BUFFER`] bytes; receipts
+/// for which `want` says no are checked for shape only and skipped (their bodies are
+/// neither read into memory nor checksummed). A receipt's body is read into an
+/// allocation of its own size, so reading a segment back never holds the whole file.
 fn read_segment(path: &Path, want: &mut dyn FnMut(u64) -> bool) -> Result<SegmentRead, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
+    let file = match File::open(path) {
+        Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(SegmentRead::default()),
         Err(err) => return Err(StoreError::io("read", path)(err)),
     };
+    let mut segment = SegmentReader { file: BufReader::with_capacity(READ_BUFFER, file), at: 0 };
     let mut read = SegmentRead::default();
-    let mut at = 0;
-    while at < bytes.len() {
-        match parse_entry(&bytes[at..], want) {
-            Some((entry, used)) => {
-                match entry {
-                    Entry::Received(journalled) => read.received.push(journalled),
-                    Entry::Processed(seq) => {
-                        read.processed.insert(seq);
-                    }
-                    Entry::Unwanted => {}
-                }
-                at += used;
+    loop {
+        let start = segment.at;
+        match segment.next_entry(want).map_err(StoreError::io("read", path))? {
+            Some(Entry::Received(journalled)) => read.received.push(journalled),
+            Some(Entry::Processed(seq)) => {
+                read.processed.insert(seq);
             }
+            Some(Entry::Unwanted) => {}
+            Some(Entry::End) => break,
             None => {
+                // Everything from here on is unreadable: measure it for the report.
+                let end = segment.file.get_mut().metadata().map(|meta| meta.len());
+                let end = end.map_err(StoreError::io("stat", path))?;
                 read.ignored = Some(Ignored {
                     path: path.to_owned(),
-                    offset: at as u64,
-                    bytes: (bytes.len() - at) as u64,
+                    offset: start,
+                    bytes: end.saturating_sub(start),
                 });
                 break;
             }
@@ -662,53 +664,109 @@ fn read_segment(path: &Path, want: &mut dyn FnMut(u64) -> bool) -> Result<Segmen
     Ok(read)
 }
 
+/// How much of a segment is read at a time (below the allocator's threshold for a
+/// mapping of its own, so a read-back leaves no large free block behind).
+const READ_BUFFER: usize = 64 * 1024;
+
+/// A segment file being read from its start.
+struct SegmentReader {
+    file: BufReader<File>,
+    /// Where the next entry starts.
+    at: u64,
+}
+
 enum Entry {
     Received(Journalled),
     Processed(u64),
     /// A receipt the reader did not ask for.
     Unwanted,
+    /// The segment ends here, after a whole entry.
+    End,
 }
 
-/// One entry from the start of `bytes` and how many bytes it took; `None` when the
-/// entry is incomplete or damaged.
-fn parse_entry(bytes: &[u8], want: &mut dyn FnMut(u64) -> bool) -> Option<(Entry, usize)> {
-    let end = bytes.iter().position(|b| *b == b'\n')?;
-    let header: Header = serde_json::from_slice(&bytes[..end]).ok()?;
-    let (Header::Processed { seq } | Header::Received { seq, .. }) = &header;
-    if *seq >= SEQ_LIMIT {
-        return None;
-    }
-    let after_header = end + 1;
-    match header {
-        Header::Processed { seq } => Some((Entry::Processed(seq), after_header)),
-        Header::Received { seq, event, delivery, verified, at, len, crc32, sha256 } => {
-            let len = usize::try_from(len).ok()?;
-            let body_end = after_header.checked_add(len)?;
-            let body = bytes.get(after_header..body_end)?;
-            if bytes.get(body_end) != Some(&b'\n') {
-                return None;
-            }
-            if !want(seq) {
-                return Some((Entry::Unwanted, body_end + 1));
-            }
-            let intact = match (crc32, sha256) {
-                (Some(crc32), _) => crc32fast::hash(body) == crc32,
-                (None, Some(sha256)) => hex(&Sha256::digest(body)) == sha256,
-                (None, None) => false,
-            };
-            if !intact {
-                return None;
-            }
-            let receipt = Receipt {
-                event,
-                delivery_id: delivery,
-                verified,
-                received_at: at,
-                body: Bytes::copy_from_slice(body),
-            };
-            Some((Entry::Received(Journalled { seq, receipt }), body_end + 1))
+impl SegmentReader {
+    /// The next entry; `None` when it is incomplete or damaged (a torn tail).
+    fn next_entry(&mut self, want: &mut dyn FnMut(u64) -> bool) -> io::Result<Option<Entry>> {
+        let mut line = Vec::new();
+        let used = self.file.read_until(b'\n', &mut line)?;
+        if used == 0 {
+            return Ok(Some(Entry::End));
         }
+        if line.pop() != Some(b'\n') {
+            return Ok(None);
+        }
+        let Ok(header) = serde_json::from_slice::<Header>(&line) else { return Ok(None) };
+        let (Header::Processed { seq } | Header::Received { seq, .. }) = &header;
+        if *seq >= SEQ_LIMIT {
+            return Ok(None);
+        }
+        let mut used = used as u64;
+        let entry = match header {
+            Header::Processed { seq } => Entry::Processed(seq),
+            Header::Received { seq, event, delivery, verified, at, len, crc32, sha256 } => {
+                let entry = match self.body(len, want(seq))? {
+                    Body::Torn => return Ok(None),
+                    Body::Skipped => Entry::Unwanted,
+                    Body::Read(body) => {
+                        let intact = match (crc32, sha256) {
+                            (Some(crc32), _) => crc32fast::hash(&body) == crc32,
+                            (None, Some(sha256)) => hex(&Sha256::digest(&body)) == sha256,
+                            (None, None) => false,
+                        };
+                        if !intact {
+                            return Ok(None);
+                        }
+                        let receipt = Receipt {
+                            event,
+                            delivery_id: delivery,
+                            verified,
+                            received_at: at,
+                            body: Bytes::from(body),
+                        };
+                        Entry::Received(Journalled { seq, receipt })
+                    }
+                };
+                // The body was there, so its length fits the file.
+                used += len + 1;
+                entry
+            }
+        };
+        self.at += used;
+        Ok(Some(entry))
     }
+
+    /// A receipt's body of `len` bytes and its closing newline: read when `wanted`, else
+    /// skipped.
+    fn body(&mut self, len: u64, wanted: bool) -> io::Result<Body> {
+        let body = if wanted {
+            // Grown as bytes arrive, so a damaged length cannot claim memory the file
+            // does not hold; a whole body ends at exactly its length.
+            let mut body = Vec::with_capacity(usize::try_from(len).map_or(0, |l| l.min(1 << 20)));
+            (&mut self.file).take(len).read_to_end(&mut body)?;
+            if (body.len() as u64) < len {
+                return Ok(Body::Torn);
+            }
+            Body::Read(body)
+        } else {
+            // Past the end of the file the newline below is missing: a torn tail.
+            let Ok(skip) = i64::try_from(len) else { return Ok(Body::Torn) };
+            self.file.seek_relative(skip)?;
+            Body::Skipped
+        };
+        let mut newline = [0u8; 1];
+        if self.file.read(&mut newline)? != 1 || newline[0] != b'\n' {
+            return Ok(Body::Torn);
+        }
+        Ok(body)
+    }
+}
+
+/// A receipt's body as [`SegmentReader::body`] found it.
+enum Body {
+    Read(Vec<u8>),
+    Skipped,
+    /// The segment ends before the body and its newline do, or the newline is missing.
+    Torn,
 }
 
 fn hex(digest: &[u8]) -> String {

@@ -164,6 +164,30 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, durability: Durability) -> Resu
     result
 }
 
+/// Removes the temp files [`replace`] left in `dir` when its process died between
+/// creating one and renaming it (`.<name>.<pid>.<n>.tmp` whose process is gone); returns
+/// how many. Another live process's are left alone: it may be about to rename them.
+pub(crate) fn sweep_orphaned_temp_files(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let orphaned = |name: &str| {
+        let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+            return false;
+        };
+        let mut fields = stem.rsplitn(3, '.');
+        let (_counter, pid) = (fields.next(), fields.next());
+        let pid = pid.and_then(|p| p.parse::<i32>().ok()).and_then(rustix::process::Pid::from_raw);
+        pid.is_some_and(|pid| {
+            pid.as_raw_nonzero().get() != std::process::id() as i32
+                && rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
+        })
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_name().to_str().is_some_and(orphaned))
+        .filter(|entry| fs::remove_file(entry.path()).is_ok())
+        .count()
+}
+
 /// Removes a file (absent is fine) and fsyncs its directory.
 pub(crate) fn remove(path: &Path) -> Result<(), StoreError> {
     match fs::remove_file(path) {
@@ -254,6 +278,34 @@ pub(crate) fn quarantine(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_removes_the_temp_files_of_dead_writers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let names = [
+            format!(".github-octo-app-3.json.{dead}.62.tmp"),
+            format!(".github-octo-app-3.json.{}.63.tmp", std::process::id()),
+            // pid 1 is always alive: its write may still be renamed.
+            ".index.json.1.0.tmp".to_owned(),
+            "github-octo-app-3.json".to_owned(),
+            ".notes.tmp".to_owned(),
+        ];
+        for name in &names {
+            fs::write(dir.path().join(name), b"{}").unwrap();
+        }
+        assert_eq!(sweep_orphaned_temp_files(dir.path()), 1);
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut kept = names[1..].to_vec();
+        kept.sort();
+        assert_eq!(left, kept);
+    }
 
     #[test]
     fn write_atomically_gives_the_bytes_exactly_the_mode_asked_for() {

@@ -64,6 +64,17 @@ impl StateStore {
         Self { layout, events, listed: std::sync::Arc::default() }
     }
 
+    /// Removes the temp files writers killed mid-write left in `portable/`, `local/` and
+    /// the registry directory (see `json_file`); returns how many. For a service start.
+    pub fn sweep_orphaned_temp_files(&self) -> usize {
+        let layout = &self.layout;
+        let mut dirs = vec![layout.portable_dir(), layout.local_dir()];
+        if !dirs.iter().any(|dir| dir == layout.registry_dir()) {
+            dirs.push(layout.registry_dir().to_owned());
+        }
+        dirs.iter().map(|dir| json_file::sweep_orphaned_temp_files(dir)).sum()
+    }
+
     pub fn layout(&self) -> &StateLayout {
         &self.layout
     }

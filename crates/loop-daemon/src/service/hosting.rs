@@ -64,6 +64,12 @@ impl Service {
         let Self { mode, config, events, dispatcher, metrics, receiver, poller, api, .. } = self;
         let (stop, _) = broadcast::channel::<()>(1);
         dispatcher.count_in(metrics.clone());
+        // What a predecessor killed mid-write left beside its records: never read, so gone.
+        let store = dispatcher.store().clone();
+        let swept = blocking(move || store.sweep_orphaned_temp_files()).await;
+        if swept > 0 {
+            tracing::info!(swept, "removed the temp files of writes a killed process left");
+        }
 
         let (mut poller, poll_lock) = match poller {
             Some(Polling { poller, lock }) => {

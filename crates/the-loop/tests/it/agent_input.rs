@@ -17,7 +17,7 @@ use loop_sim::test_support::{PATIENCE, last_lines, pastes_logged, read_lines, wa
 use loop_sim::{AnnotationDraft, Fault, FaultKind, JobDraft, ReviewState, Sim, StepDraft};
 use serde_json::Value;
 
-use crate::common::Cli;
+use crate::common::{self, Cli};
 
 const REPO: &str = "octo/app";
 const LABEL: &str = "the-loop: auto-execute";
@@ -66,22 +66,8 @@ impl Site {
             std::fs::create_dir_all(dir).expect("a test directory");
         }
         let messages = cli.cwd().join("messages.jsonl");
-        // `claude` on PATH is the binary's stand-in harness (it records what it is given).
-        let claude = bin.join("claude");
-        std::fs::write(
-            &claude,
-            format!(
-                "#!/bin/sh\nexec '{}' stand-in-harness \"$@\"\n",
-                env!("CARGO_BIN_EXE_the-loop")
-            ),
-        )
-        .expect("the harness shim");
-        let made_executable = Command::new("chmod").arg("+x").arg(&claude).status();
-        assert!(made_executable.is_ok_and(|s| s.success()), "chmod +x the harness shim");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        common::stand_in_claude(&bin);
+        let port = common::free_port();
         let quoted = |path: &Path| Value::from(path.display().to_string()).to_string();
         cli.write(
             ".the-loop/cli-config.yaml",

@@ -10,6 +10,30 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A port nothing listens on right now, for a service the test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Writes `script` as an executable `sh` script at `path` (a stand-in on a test's PATH).
+pub fn executable(path: &Path, script: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{script}\n")).expect("a script");
+    let status = Command::new("chmod").arg("+x").arg(path).status();
+    assert!(status.is_ok_and(|s| s.success()), "chmod +x {}", path.display());
+}
+
+/// Writes `bin/claude`: the binary's stand-in harness (it records what it is given),
+/// taking the rest of its arguments from the config's `harnessArgs.claude`.
+pub fn stand_in_claude(bin: &Path) {
+    executable(
+        &bin.join("claude"),
+        &format!("exec '{}' stand-in-harness \"$@\"", env!("CARGO_BIN_EXE_the-loop")),
+    );
+}
+
 /// A private home and working directory for running the binary.
 #[derive(Debug)]
 pub struct Cli {

@@ -35,7 +35,7 @@ use loop_sim::test_support::{
 };
 use serde_json::Value;
 
-use crate::common::Cli;
+use crate::common::{self, Cli};
 
 const REPO: &str = "octo/app";
 const LABEL: &str = "the-loop: auto-execute";
@@ -211,21 +211,8 @@ impl Rig {
         // Claude's (the in-doubt check after a kill between a paste and its record).
         let claude_dir = cli.cwd().join("claude");
         // `claude` on PATH is this binary's stand-in harness (it records what it is given).
-        let claude = bin.join("claude");
-        std::fs::write(
-            &claude,
-            format!(
-                "#!/bin/sh\nexec '{}' stand-in-harness \"$@\"\n",
-                env!("CARGO_BIN_EXE_the-loop")
-            ),
-        )
-        .expect("the harness shim");
-        let made_executable = Command::new("chmod").arg("+x").arg(&claude).status();
-        assert!(made_executable.is_ok_and(|s| s.success()), "chmod +x the harness shim");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        common::stand_in_claude(&bin);
+        let port = common::free_port();
         let quoted = |path: &Path| Value::from(path.display().to_string()).to_string();
         cli.write(
             ".the-loop/cli-config.yaml",
@@ -796,7 +783,25 @@ fn findings(
         .filter(|id| abandoned.contains(&loop_sim::world::node_id("IC", **id)))
         .count();
     findings.corrupt = corrupt_state_files(&rig.root);
+    findings.corrupt.extend(orphaned_temp_files(rig));
     findings
+}
+
+/// Temp files of writes a killed service never renamed, still in `portable/` or `local/`
+/// although a service started after the kill (each start sweeps them).
+fn orphaned_temp_files(rig: &Rig) -> Vec<String> {
+    let running = rig.service.as_ref().map(Child::id);
+    ["portable", "local"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(rig.root.join(dir)).into_iter().flatten().flatten())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with('.') && name.ends_with(".tmp"))
+        .filter(|name| {
+            let pid = name.rsplit('.').nth(2).and_then(|pid| pid.parse::<u32>().ok());
+            pid != running
+        })
+        .map(|name| format!("{name}: a killed writer's temp file was not swept"))
+        .collect()
 }
 
 /// The event-log lines naming each wrongly delivered comment, for the diagnosis.

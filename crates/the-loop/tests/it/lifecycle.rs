@@ -21,7 +21,7 @@ struct Site {
 impl Site {
     /// The receiver on a port the OS just handed out and released (the config refuses 0).
     fn new() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::common::free_port();
         Self::on_port(port)
     }
 
@@ -203,7 +203,7 @@ fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
     sim.create_repo("octo/app").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let mut site = Site::on_port(port);
     site.cli.write(
         ".the-loop/cli-config.yaml",
@@ -247,7 +247,7 @@ fn http_get(port: u16, path: &str) -> String {
 
 #[test]
 fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveries() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let site = Site::on_port(port);
     site.cli.write(
         ".the-loop/cli-config.yaml",
@@ -329,7 +329,7 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
     let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
     sim.create_repo("octo/app").unwrap();
     let issue = sim.open_issue("octo/app", "octocat", "A bug", &[]).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let site = Site::on_port(port);
     std::fs::remove_file(site.cli.cwd().join(".the-loop/cli-config.yaml")).unwrap();
     site.run(&["config", "init"]).expect_code(0);
@@ -376,7 +376,7 @@ fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
     sim.create_repo("octo/app").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     let mut site = Site::on_port(port);
     site.cli.write(
         ".the-loop/cli-config.yaml",

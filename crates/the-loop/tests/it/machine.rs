@@ -14,7 +14,7 @@ use loop_sim::Sim;
 use loop_sim::test_support::{git_origin, read_lines, wait_for};
 use serde_json::Value;
 
-use crate::common::{Cli, Run};
+use crate::common::{Cli, Run, executable, free_port};
 
 /// One simulated GitHub holding `octo/app`, on a runtime of its own (the binary is run
 /// from the test's thread).
@@ -92,10 +92,7 @@ impl Machine {
         } else {
             String::new()
         };
-        let api_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
+        let api_port = free_port();
         let binary = env!("CARGO_BIN_EXE_the-loop");
         executable(
             &bin.join("claude"),
@@ -185,10 +182,4 @@ impl Drop for Machine {
         let _ = self.cli.run(["stop", "--timeout", "10"]);
         let _ = self.tmux().arg("kill-server").stderr(std::process::Stdio::null()).status();
     }
-}
-
-fn executable(path: &std::path::Path, script: &str) {
-    std::fs::write(path, format!("#!/bin/sh\n{script}\n")).expect("a script in bin/");
-    let status = Command::new("chmod").arg("+x").arg(path).status();
-    assert!(status.is_ok_and(|s| s.success()), "chmod +x {}", path.display());
 }

@@ -1,7 +1,12 @@
 //! The soak (issue #16, SPEC §8): `SOAK_EVENTS` comments (100 000 by `scripts/soak.sh`)
 //! through both ingresses at once — each one delivered by the simulator's signed webhook
 //! AND found by the poller every second — into 20 live sessions of the real service, on
-//! real tmux with the stand-in agent. Every comment must reach its session exactly once;
+//! real tmux with the stand-in agent. As in a long-lived daemon's life, work items come
+//! and go: once an item's thread holds [`THREAD_LENGTH`] soak comments it is closed (its
+//! session ends) and a new labelled item is started in its place, so the threads stay
+//! the length real ones have and what grows is the service's age, not one thread (how
+//! the cost grows with a thread's length is measured apart; docs/performance.md). Every
+//! comment must reach its session exactly once;
 //! along the way the service's RSS, its open file descriptors and the event log's size on
 //! disk (live file plus rotated ones) are sampled and written, one JSON line per sample,
 //! to `SOAK_REPORT` for the script to judge flatness. Ignored by `cargo test`: it runs
@@ -21,6 +26,8 @@ const ITEMS: u64 = 20;
 const SECRET: &str = "soak-secret";
 /// Comments posted between two samples.
 const SAMPLE_EVERY: usize = 2_000;
+/// How many soak comments an item gets before it is closed and replaced.
+const THREAD_LENGTH: usize = 200;
 
 #[test]
 #[ignore = "a soak of many minutes: scripts/soak.sh runs it"]
@@ -29,10 +36,7 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
         std::env::var("SOAK_EVENTS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let report = std::env::var("SOAK_REPORT").unwrap_or_else(|_| "target/soak.jsonl".into());
     let world = World::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = crate::common::free_port();
     let webhooks = format!("webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n");
     let mut machine = Machine::new(&world, &webhooks);
     machine.cli.env("THE_LOOP_GH_WEBHOOK_SECRET", SECRET);
@@ -40,16 +44,17 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
         url: format!("http://127.0.0.1:{port}/gh-webhook"),
         secret: Some(SECRET.to_owned()),
     }));
-    let numbers: Vec<u64> = (0..ITEMS)
-        .map(|i| world.sim.open_issue(REPO, "octocat", &format!("Soak {i}"), &[LABEL]).unwrap())
-        .collect();
+    let open_item =
+        |i: usize| world.sim.open_issue(REPO, "octocat", &format!("Soak {i}"), &[LABEL]).unwrap();
+    let mut numbers: Vec<u64> = (0..ITEMS as usize).map(open_item).collect();
     machine.start();
     for &number in &numbers {
         world.sim.comment(REPO, number, "octocat", "the-loop start").unwrap();
     }
     for &number in &numbers {
-        machine.wait_for_message(&format!("github:{REPO}#{number}"));
+        wait_for_launch(&machine, number);
     }
+    let mut opened = numbers.len();
     let pid = service_pid(&machine);
     let mut pasted = Pasted::new(&machine);
 
@@ -68,7 +73,16 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     };
     sample(0, pasted.now(), &mut out);
     for posted in 1..=events {
-        let number = numbers[posted % numbers.len()];
+        let slot = posted % numbers.len();
+        if posted > numbers.len() && (posted - slot).is_multiple_of(numbers.len() * THREAD_LENGTH) {
+            // This slot's item has its THREAD_LENGTH comments: close it, start a new one.
+            world.sim.close(REPO, numbers[slot], "octocat").unwrap();
+            numbers[slot] = open_item(opened);
+            opened += 1;
+            world.sim.comment(REPO, numbers[slot], "octocat", "the-loop start").unwrap();
+            wait_for_launch(&machine, numbers[slot]);
+        }
+        let number = numbers[slot];
         world.sim.comment(REPO, number, "octocat", &format!("soak comment {posted} .")).unwrap();
         if posted % SAMPLE_EVERY == 0 {
             sample(posted, pasted.now(), &mut out);
@@ -160,6 +174,17 @@ impl Pasted {
         }
         self.count
     }
+}
+
+/// Waits until item `number`'s session was launched (the launch record stays small; the
+/// messages grow to hundreds of megabytes).
+fn wait_for_launch(machine: &Machine, number: u64) {
+    let item = format!("github:{REPO}#{number}");
+    wait_for_within(Duration::from_secs(120), Duration::from_millis(100), "a launch", || {
+        let launches = std::fs::read_to_string(&machine.launches).unwrap_or_default();
+        let needle = format!("\"workItem\":\"{item}\"");
+        launches.contains(&needle).then_some(()).ok_or(format!("no launch of {item} yet"))
+    });
 }
 
 /// The service's pid, from the poller's pidfile (the service holds it).

@@ -25,7 +25,7 @@ const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
 fn site() -> (Cli, PathBuf) {
     let mut cli = Cli::new();
     let root = cli.cwd().join("state");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::common::free_port();
     cli.write(
         ".the-loop/cli-config.yaml",
         &format!(

@@ -7,7 +7,8 @@
 //! harness — can be hosted.
 //!
 //! Argv shape: program, the conversation pair, the operator's `routing.harnessArgs`, then
-//! `--model`/`--effort` when the work item chose values the operator declared. No prompt
+//! `--model`/`--effort` for the [`LaunchChoice`] — already resolved against what the
+//! operator offers (`routing.harnessChoices`), so an adapter passes it as given. No prompt
 //! is ever part of an argv (SPEC §8): the first prompt is pasted once the harness reads
 //! its terminal. A conversation id is validated ([`ConversationId`]) so a recorded id can
 //! never be read as a flag.
@@ -98,8 +99,8 @@ impl fmt::Display for ConversationId {
     }
 }
 
-/// What a work item asked to run on (its frozen selection), before the operator's
-/// declarations filter it.
+/// What a session is launched on: the model and effort a work item chose, as far as the
+/// operator offers them (`routing.harnessChoices`); `None`: the harness's own default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LaunchChoice {
     pub model: Option<String>,
@@ -114,9 +115,9 @@ pub struct Launch {
     pub conversation: ConversationId,
     /// Whether this launch resumes an existing conversation.
     pub resumed: bool,
-    /// The model actually passed (a declared one), if any.
+    /// The model actually passed, if any.
     pub model: Option<String>,
-    /// The effort actually passed (a declared one), if any.
+    /// The effort actually passed, if any.
     pub effort: Option<String>,
     /// The operator's arguments as launched.
     pub harness_args: Vec<String>,
@@ -127,13 +128,6 @@ pub trait Harness: fmt::Debug + Send + Sync {
     /// The name recorded in the session record (`claude`, `cursor`, or the configured
     /// name of a command harness).
     fn name(&self) -> &str;
-
-    /// The models and efforts the operator declared for it: the only ones a work item's
-    /// choice can launch it on.
-    fn declared(&self) -> &Declared {
-        static NONE: Declared = Declared { models: Vec::new(), efforts: Vec::new() };
-        &NONE
-    }
 
     /// Mints the id of a new conversation.
     fn new_conversation(&self) -> Result<ConversationId, HarnessError>;
@@ -191,50 +185,22 @@ pub fn claude_project_dir_name(cwd: &Path) -> String {
 }
 
 /// The adapter for a configured harness (`routing.defaultHarness`), with its
-/// `routing.harnessArgs` and the operator's declared models and efforts.
+/// `routing.harnessArgs`.
 /// `claude_config_dir` is where Claude Code keeps its files (its transcripts are under
 /// `projects/`).
 pub fn configured(
     harness: ConfiguredHarness,
     args: &HarnessArgsConfig,
-    declared: Declared,
     claude_config_dir: &Path,
 ) -> Box<dyn Harness> {
     match harness {
         ConfiguredHarness::Claude => {
-            let mut claude = ClaudeCode::new(args.claude.clone(), declared);
+            let mut claude = ClaudeCode::new(args.claude.clone());
             claude.transcripts = Some(claude_config_dir.join("projects"));
             Box::new(claude)
         }
-        ConfiguredHarness::Cursor => Box::new(CursorAgent::new(args.cursor.clone(), declared)),
+        ConfiguredHarness::Cursor => Box::new(CursorAgent::new(args.cursor.clone())),
     }
-}
-
-/// The models and efforts the operator declared for a harness; anything else a work item
-/// asks for is dropped (the session launches on the operator's own arguments).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Declared {
-    pub models: Vec<String>,
-    pub efforts: Vec<String>,
-}
-
-impl Declared {
-    fn model(&self, choice: &LaunchChoice) -> Option<String> {
-        pick(&self.models, choice.model.as_deref())
-    }
-
-    fn effort(&self, choice: &LaunchChoice) -> Option<String> {
-        pick(&self.efforts, choice.effort.as_deref())
-    }
-}
-
-fn pick(declared: &[String], wanted: Option<&str>) -> Option<String> {
-    let wanted = wanted?;
-    let found = declared.iter().find(|value| value.as_str() == wanted).cloned();
-    if found.is_none() {
-        tracing::warn!(value = wanted, "not declared by the operator; launching without it");
-    }
-    found
 }
 
 /// Claude Code.
@@ -244,15 +210,14 @@ pub struct ClaudeCode {
     pub program: String,
     /// `routing.harnessArgs.claude`.
     pub args: Vec<String>,
-    pub declared: Declared,
     /// `<config dir>/projects`, where the session transcripts are
     /// (`<escaped cwd>/<session id>.jsonl`); `None`: [`Harness::received`] cannot tell.
     pub transcripts: Option<PathBuf>,
 }
 
 impl ClaudeCode {
-    pub fn new(args: Vec<String>, declared: Declared) -> Self {
-        Self { program: "claude".to_owned(), args, declared, transcripts: None }
+    pub fn new(args: Vec<String>) -> Self {
+        Self { program: "claude".to_owned(), args, transcripts: None }
     }
 
     fn launch(
@@ -262,18 +227,16 @@ impl ClaudeCode {
         choice: &LaunchChoice,
         resumed: bool,
     ) -> Launch {
-        let model = self.declared.model(choice);
-        let effort = self.declared.effort(choice);
         let mut argv = vec![self.program.clone(), flag.to_owned(), conversation.to_string()];
         argv.extend(self.args.iter().cloned());
-        push_pair(&mut argv, "--model", model.as_deref());
-        push_pair(&mut argv, "--effort", effort.as_deref());
+        push_pair(&mut argv, "--model", choice.model.as_deref());
+        push_pair(&mut argv, "--effort", choice.effort.as_deref());
         Launch {
             argv,
             conversation: conversation.clone(),
             resumed,
-            model,
-            effort,
+            model: choice.model.clone(),
+            effort: choice.effort.clone(),
             harness_args: self.args.clone(),
         }
     }
@@ -282,10 +245,6 @@ impl ClaudeCode {
 impl Harness for ClaudeCode {
     fn name(&self) -> &str {
         "claude"
-    }
-
-    fn declared(&self) -> &Declared {
-        &self.declared
     }
 
     fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
@@ -323,13 +282,11 @@ pub struct CursorAgent {
     pub program: String,
     /// `routing.harnessArgs.cursor`.
     pub args: Vec<String>,
-    /// Cursor takes a model (`--model`); it has no effort setting.
-    pub declared: Declared,
 }
 
 impl CursorAgent {
-    pub fn new(args: Vec<String>, declared: Declared) -> Self {
-        Self { program: "cursor-agent".to_owned(), args, declared }
+    pub fn new(args: Vec<String>) -> Self {
+        Self { program: "cursor-agent".to_owned(), args }
     }
 
     fn launch(
@@ -338,15 +295,14 @@ impl CursorAgent {
         choice: &LaunchChoice,
         resumed: bool,
     ) -> Launch {
-        let model = self.declared.model(choice);
         let mut argv = vec![self.program.clone(), "--resume".to_owned(), conversation.to_string()];
         argv.extend(self.args.iter().cloned());
-        push_pair(&mut argv, "--model", model.as_deref());
+        push_pair(&mut argv, "--model", choice.model.as_deref());
         Launch {
             argv,
             conversation: conversation.clone(),
             resumed,
-            model,
+            model: choice.model.clone(),
             effort: None,
             harness_args: self.args.clone(),
         }
@@ -356,10 +312,6 @@ impl CursorAgent {
 impl Harness for CursorAgent {
     fn name(&self) -> &str {
         "cursor"
-    }
-
-    fn declared(&self) -> &Declared {
-        &self.declared
     }
 
     fn new_conversation(&self) -> Result<ConversationId, HarnessError> {
@@ -498,12 +450,10 @@ mod tests {
     #[test]
     fn the_configured_harness_gets_its_own_arguments() {
         let args = HarnessArgsConfig { claude: strings(&["--a"]), cursor: strings(&["--b"]) };
-        let claude =
-            configured(ConfiguredHarness::Claude, &args, Declared::default(), Path::new("/c"));
+        let claude = configured(ConfiguredHarness::Claude, &args, Path::new("/c"));
         assert_eq!(claude.name(), "claude");
         assert_eq!(claude.fresh(&id("u"), &LaunchChoice::default()).unwrap().harness_args, ["--a"]);
-        let cursor =
-            configured(ConfiguredHarness::Cursor, &args, Declared::default(), Path::new("/c"));
+        let cursor = configured(ConfiguredHarness::Cursor, &args, Path::new("/c"));
         assert_eq!(cursor.name(), "cursor");
         assert_eq!(
             cursor.resume(&id("c"), &LaunchChoice::default()).unwrap().harness_args,
@@ -525,8 +475,7 @@ mod tests {
 
     #[test]
     fn claude_fresh_and_resume_put_operator_args_after_the_id_pair() {
-        let claude =
-            ClaudeCode::new(strings(&["--permission-mode", "acceptEdits"]), Declared::default());
+        let claude = ClaudeCode::new(strings(&["--permission-mode", "acceptEdits"]));
         let fresh = claude.fresh(&id("u-1"), &LaunchChoice::default()).unwrap();
         assert_eq!(
             fresh.argv,
@@ -543,31 +492,35 @@ mod tests {
     }
 
     #[test]
-    fn model_and_effort_are_passed_only_when_the_operator_declared_them() {
-        let declared = Declared { models: strings(&["opus"]), efforts: strings(&["high"]) };
-        let claude = ClaudeCode::new(Vec::new(), declared);
+    fn a_chosen_model_and_effort_follow_the_operators_arguments() {
+        let claude = ClaudeCode::new(strings(&["--verbose"]));
         let chosen = LaunchChoice { model: Some("opus".into()), effort: Some("high".into()) };
         let launch = claude.fresh(&id("u"), &chosen).unwrap();
         assert_eq!(
             launch.argv,
-            strings(&["claude", "--session-id", "u", "--model", "opus", "--effort", "high"])
+            strings(&[
+                "claude",
+                "--session-id",
+                "u",
+                "--verbose",
+                "--model",
+                "opus",
+                "--effort",
+                "high"
+            ])
         );
         assert_eq!(
             (launch.model.as_deref(), launch.effort.as_deref()),
             (Some("opus"), Some("high"))
         );
-        let undeclared = LaunchChoice { model: Some("--evil".into()), effort: Some("max".into()) };
-        let launch = claude.resume(&id("u"), &undeclared).unwrap();
-        assert_eq!(launch.argv, strings(&["claude", "--resume", "u"]));
+        let launch = claude.resume(&id("u"), &LaunchChoice::default()).unwrap();
+        assert_eq!(launch.argv, strings(&["claude", "--resume", "u", "--verbose"]));
         assert_eq!((launch.model, launch.effort), (None, None));
     }
 
     #[test]
     fn cursor_opens_a_created_chat_with_resume_and_has_no_effort() {
-        let cursor = CursorAgent::new(
-            strings(&["--force"]),
-            Declared { models: strings(&["gpt-5"]), efforts: strings(&["high"]) },
-        );
+        let cursor = CursorAgent::new(strings(&["--force"]));
         let chosen = LaunchChoice { model: Some("gpt-5".into()), effort: Some("high".into()) };
         let launch = cursor.fresh(&id("chat-9"), &chosen).unwrap();
         assert_eq!(
@@ -584,7 +537,7 @@ mod tests {
         std::fs::write(&script, format!("#!/bin/sh\n[ \"$1\" = create-chat ] && echo '{chat}'\n"))
             .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut cursor = CursorAgent::new(Vec::new(), Declared::default());
+        let mut cursor = CursorAgent::new(Vec::new());
         cursor.program = script.display().to_string();
         cursor
     }
@@ -595,7 +548,7 @@ mod tests {
         assert_eq!(fake_cursor(dir.path(), "chat-42").new_conversation().unwrap(), id("chat-42"));
         let flag = fake_cursor(dir.path(), "--oops-flag");
         assert!(matches!(flag.new_conversation(), Err(HarnessError::ConversationId { .. })));
-        let mut missing = CursorAgent::new(Vec::new(), Declared::default());
+        let mut missing = CursorAgent::new(Vec::new());
         missing.program = dir.path().join("absent").display().to_string();
         assert!(matches!(missing.new_conversation(), Err(HarnessError::NewChat { .. })));
     }
@@ -627,7 +580,7 @@ mod tests {
     #[test]
     fn claude_answers_from_the_session_transcript_under_its_escaped_cwd() {
         let dir = tempfile::tempdir().unwrap();
-        let mut claude = ClaudeCode::new(Vec::new(), Declared::default());
+        let mut claude = ClaudeCode::new(Vec::new());
         let cwd = Path::new("/work/my_repo.git");
         assert_eq!(claude.received("u-1", cwd, "Delivery: d-1"), None, "no transcripts dir");
         claude.transcripts = Some(dir.path().to_owned());
@@ -656,7 +609,7 @@ mod tests {
         std::fs::write(dir.path().join("s1.jsonl"), "{\"text\":\"x\\nDelivery: k\"}\n").unwrap();
         assert_eq!(harness.received("s1", dir.path(), "Delivery: k"), Some(true));
         assert_eq!(harness.received("s2", dir.path(), "Delivery: k"), None);
-        let cursor = CursorAgent::new(Vec::new(), Declared::default());
+        let cursor = CursorAgent::new(Vec::new());
         assert_eq!(cursor.received("s1", dir.path(), "Delivery: k"), None);
     }
 }

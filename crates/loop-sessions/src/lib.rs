@@ -27,8 +27,8 @@ pub mod trust;
 pub mod workspace;
 
 pub use harness::{
-    ClaudeCode, CommandHarness, ConversationId, CursorAgent, Declared, Harness, HarnessError,
-    Launch, LaunchChoice,
+    ClaudeCode, CommandHarness, ConversationId, CursorAgent, Harness, HarnessError, Launch,
+    LaunchChoice,
 };
 pub use session::{
     CloseSettings, Closed, Delivered, RespawnSettings, Respawned, SessionError, Settled,

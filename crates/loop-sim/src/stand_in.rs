@@ -6,7 +6,8 @@
 //! composed message on a carriage return typed outside a paste, and appends each submitted
 //! message as one JSON line `{"ts", "text"}` to its message record. Every launch appends
 //! `{"ts", "argv", "cwd", "workItem", "instance"}` to an optional launch record, so a test
-//! can assert that a respawn passed `--resume <id>`. With `--claude-transcripts DIR` it
+//! can assert that a respawn passed `--resume <id>` (Claude Code's `--model` and `--effort`
+//! are taken and show only there). With `--claude-transcripts DIR` it
 //! also keeps a transcript where Claude Code keeps one
 //! (`DIR/projects/<escaped cwd>/<session id>.jsonl`, a `{"type":"user","message":…}`
 //! line per message), so the-loop's Claude adapter can be tested against it.
@@ -100,6 +101,11 @@ impl StandInOptions {
                     options.session_id = Some(value()?.to_string_lossy().into_owned());
                 }
                 "--resume" => options.resume = Some(value()?.to_string_lossy().into_owned()),
+                // Claude Code's launch choices: taken, and shown by the launch record's
+                // argv; the stand-in answers the same whatever the model.
+                "--model" | "--effort" => {
+                    value()?;
+                }
                 "--fail-resume" => options.fail_resume = true,
                 "--claude-transcripts" => {
                     options.claude_transcripts = Some(PathBuf::from(value()?));
@@ -329,15 +335,17 @@ mod tests {
 
     #[test]
     fn arguments_parse_and_fall_back_to_the_environment() {
-        let args = ["--resume", "abc", "--fail-resume"].map(OsString::from);
+        let args = ["--resume", "abc", "--model", "opus", "--fail-resume"].map(OsString::from);
         let options = StandInOptions::parse(args, Some("/r.jsonl".into()), None).unwrap();
         assert_eq!(options.record, Some(PathBuf::from("/r.jsonl")));
         assert_eq!(options.resume.as_deref(), Some("abc"));
         assert_eq!(options.exit_at_start(), Some(1));
         let err = StandInOptions::parse([OsString::from("--bogus")], None, None).unwrap_err();
         assert!(err.to_string().contains("--bogus"));
-        let err = StandInOptions::parse([OsString::from("--record")], None, None).unwrap_err();
-        assert!(err.to_string().contains("needs a value"));
+        for flag in ["--record", "--effort"] {
+            let err = StandInOptions::parse([OsString::from(flag)], None, None).unwrap_err();
+            assert!(err.to_string().contains("needs a value"), "{flag}");
+        }
     }
 
     #[test]

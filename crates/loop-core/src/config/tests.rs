@@ -557,3 +557,56 @@ fn the_service_refuses_what_would_open_it_to_other_machines_or_pages() {
     let origins = parse(fine).unwrap_or_else(|e| panic!("{e}")).config.service.cors.allow_origins;
     assert_eq!(origins.len(), 4);
 }
+
+#[test]
+fn harness_choices_offer_flag_values_per_harness_and_refuse_anything_else() {
+    let text = "routing:\n  harnessChoices:\n    claude:\n      models: [opus, claude-sonnet-4-5, \"sonnet[1m]\", opus]\n      efforts: [high, max]\n    cursor:\n      models: [gpt-5]\n";
+    let offered = parse(text).unwrap().config.routing.harness_choices;
+    assert_eq!(
+        offered.claude.models,
+        ["opus", "claude-sonnet-4-5", "sonnet[1m]"],
+        "a repeat drops"
+    );
+    assert_eq!(offered.claude.efforts, ["high", "max"]);
+    let claude = offered.offered_to("claude");
+    assert_eq!(claude.model(Some("opus")).as_deref(), Some("opus"));
+    assert_eq!((claude.model(Some("gpt-5")), claude.effort(None)), (None, None));
+    let cursor = offered.offered_to("cursor");
+    assert_eq!((cursor.models, cursor.efforts), (&["gpt-5".to_owned()][..], &[][..]));
+    assert!(offered.offered_to("stand-in").models.is_empty(), "a command harness: nothing");
+    assert!(Config::default().routing.harness_choices.claude.models.is_empty(), "none by default");
+
+    for (text, expected) in [
+        (
+            "routing:\n  harnessChoices:\n    claude:\n      models: [\"-x\"]\n",
+            "routing.harnessChoices.claude.models[0]: expected a model or effort name",
+        ),
+        (
+            "routing:\n  harnessChoices:\n    claude:\n      efforts: [\"high effort\"]\n",
+            "routing.harnessChoices.claude.efforts[0]: expected a model or effort name",
+        ),
+        (
+            "routing:\n  harnessChoices:\n    claude:\n      models: opus\n",
+            "routing.harnessChoices.claude.models: expected a list of strings, got string",
+        ),
+        (
+            "routing:\n  harnessChoices:\n    claude:\n      models: [3]\n",
+            "routing.harnessChoices.claude.models[0]: expected a string, got number 3",
+        ),
+        (
+            "routing:\n  harnessChoices:\n    cursor:\n      efforts: [high]\n",
+            "routing.harnessChoices.cursor.efforts: unknown key",
+        ),
+        (
+            "routing:\n  harnessChoices:\n    codex: {}\n",
+            "routing.harnessChoices.codex: unknown key",
+        ),
+    ] {
+        let found = problems(text);
+        assert!(found.iter().any(|p| p.starts_with(expected)), "{text:?}\n{found:#?}");
+    }
+    let found = warnings("routing:\n  harnessChoices:\n    claude:\n      efforts: [high, hihg]\n");
+    let efforts: Vec<&String> = found.iter().filter(|w| w.contains("efforts")).collect();
+    assert_eq!(efforts.len(), 1, "{found:#?}");
+    assert!(efforts[0].starts_with("routing.harnessChoices.claude.efforts[1]: `hihg` is not"));
+}

@@ -537,21 +537,25 @@ fn section_body<'a>(body: &'a str, title: &str) -> Option<&'a str> {
     start.map(|at| &body[at..])
 }
 
+/// A spec folder held in memory (artifact name → text, no inner loops): the facts the
+/// gate tests here and in the runtime judge.
+#[cfg(test)]
+pub(crate) struct Files(pub(crate) Vec<(&'static str, &'static str)>);
+
+#[cfg(test)]
+impl GateFacts for Files {
+    fn artifact(&self, name: &str) -> Option<String> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| (*t).to_owned())
+    }
+    fn inner_loops(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::graph::LoopName;
-
-    struct Files(Vec<(&'static str, &'static str)>);
-
-    impl GateFacts for Files {
-        fn artifact(&self, name: &str) -> Option<String> {
-            self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| (*t).to_owned())
-        }
-        fn inner_loops(&self) -> Vec<(String, String)> {
-            Vec::new()
-        }
-    }
 
     fn login(name: &str) -> Login {
         name.parse().unwrap()

@@ -167,7 +167,9 @@ pub fn advance(
                     .field("attempts", record.attempts),
             );
             report.messages = messages;
-            report.changed = true;
+            // The same block again changes nothing to save: every comment at a blocked
+            // node is judged, and it must not cost the delivery a write.
+            report.changed = !repeated;
             report
         }
         None => {
@@ -374,19 +376,8 @@ fn enter(
 mod tests {
     use super::*;
     use crate::graph::LoopName;
-    use crate::graph::hooks::Comment;
+    use crate::graph::hooks::{Comment, Files};
     use crate::login::Login;
-
-    struct Files(Vec<(&'static str, &'static str)>);
-
-    impl GateFacts for Files {
-        fn artifact(&self, name: &str) -> Option<String> {
-            self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| (*t).to_owned())
-        }
-        fn inner_loops(&self) -> Vec<(String, String)> {
-            Vec::new()
-        }
-    }
 
     fn now() -> Timestamp {
         "2026-12-01T10:00:00Z".parse().unwrap()
@@ -473,6 +464,22 @@ mod tests {
         assert!(
             matches!(&moved.effects[1], Effect::PhaseLabel { phase } if phase == "brainstorming")
         );
+    }
+
+    #[test]
+    fn a_comment_at_a_blocked_node_escalates_and_the_same_block_again_saves_nothing() {
+        let (mut state, _) = started(LoopName::WorkItem);
+        run(LoopName::WorkItem, &mut state, &[said("the-loop execute")], &Files(vec![]));
+        let first = run(LoopName::WorkItem, &mut state, &[said("also X")], &Files(vec![]));
+        assert_eq!(
+            (first.step, first.changed),
+            (Step::Blocked { node: "brainstorming".into() }, true)
+        );
+        let saved = state.clone();
+        let again = run(LoopName::WorkItem, &mut state, &[said("and Y")], &Files(vec![]));
+        assert_eq!(again.step, Step::Escalated { node: "brainstorming".into() });
+        assert!(!again.changed, "nothing to save");
+        assert_eq!(state, saved);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::SessionPerPr;
+use crate::config::{Offer, SessionPerPr};
 
 /// The state file's name in its spec folder.
 pub const STATE_FILE: &str = "work-item-state.json";
@@ -219,8 +219,8 @@ pub enum Upstream {
 #[derive(Debug, Clone, Copy)]
 pub struct Offered<'a> {
     pub session_per_pr: SessionPerPr,
-    pub models: &'a [String],
-    pub efforts: &'a [String],
+    /// What `routing.harnessChoices` offers the harness sessions run on.
+    pub harness: Offer<'a>,
 }
 
 /// The choices a file froze, as written: `""` is "no choice". Read from the state
@@ -298,8 +298,8 @@ impl Choices {
             Some(_) => SessionPerPr::CrossRepository,
             None => offered.session_per_pr,
         };
-        let models: Vec<&str> = offered.models.iter().map(String::as_str).collect();
-        let efforts: Vec<&str> = offered.efforts.iter().map(String::as_str).collect();
+        let models: Vec<&str> = offered.harness.models.iter().map(String::as_str).collect();
+        let efforts: Vec<&str> = offered.harness.efforts.iter().map(String::as_str).collect();
         let model = pick("model", &frozen.model, &models);
         let effort = pick("effort", &frozen.effort, &efforts);
         Choices { session_per_pr, model, effort, refused }
@@ -354,8 +354,8 @@ mod tests {
     #[test]
     fn choices_outside_the_vocabulary_resolve_to_the_operators_defaults_and_are_named() {
         let (models, efforts) = offered();
-        let offer =
-            Offered { session_per_pr: SessionPerPr::Never, models: &models, efforts: &efforts };
+        let harness = Offer { models: &models, efforts: &efforts };
+        let offer = Offered { session_per_pr: SessionPerPr::Never, harness };
         let mut state = WorkItemState::new("github:o/r#1", "pdlc-work-item-loop");
         (state.session_per_pr, state.model, state.effort) =
             ("bogus".into(), "gpt-9".into(), "high".into());

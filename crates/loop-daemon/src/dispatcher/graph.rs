@@ -215,14 +215,8 @@ impl Dispatcher {
                 .find(|c| c.body.contains(CHECKLIST_MARKER) && is_self_authored(&c.body))
                 .map(|c| c.body),
             Err(err) => {
-                self.events()
-                    .emit_async(
-                        Line::warning(Kind::GraphHookDegraded)
-                            .work_item(&link.item)
-                            .field("hook", Hook::ClassifyPhaseSelection.name())
-                            .field("error", err.to_string()),
-                    )
-                    .await;
+                let hook = Hook::ClassifyPhaseSelection.name();
+                self.events().emit_async(hook_degraded(&link.item, hook, &err)).await;
                 None
             }
         }
@@ -305,12 +299,7 @@ impl Dispatcher {
 
     async fn graph_effect(&self, link: &Link, effect: Effect, tmux: &str) {
         let item = &link.item;
-        let degraded = |hook: &str, error: String| {
-            Line::warning(Kind::GraphHookDegraded)
-                .work_item(item)
-                .field("hook", hook)
-                .field("error", error)
-        };
+        let degraded = |hook: &str, err: &dyn std::fmt::Display| hook_degraded(item, hook, err);
         match effect {
             Effect::PhaseLabel { phase } => {
                 let Some(github) = &self.inner.github else { return };
@@ -324,14 +313,14 @@ impl Dispatcher {
                 }
                 .await;
                 if let Err(err) = result {
-                    self.events().emit_async(degraded("set-phase-label", err.to_string())).await;
+                    self.events().emit_async(degraded("set-phase-label", &err)).await;
                 }
             }
             Effect::LogEntry { heading } => {
                 let path = link.folder.dir().join("execution-log.md");
                 let appended = blocking(move || append_if_present(&path, &heading)).await;
                 if let Err(err) = appended {
-                    self.events().emit_async(degraded("log-entry", err.to_string())).await;
+                    self.events().emit_async(degraded("log-entry", &err)).await;
                 }
             }
             Effect::Assignment { node, text } => {
@@ -348,7 +337,7 @@ impl Dispatcher {
             Effect::Comment { hook, body } => {
                 let Some(github) = &self.inner.github else { return };
                 if let Err(err) = github.post_comment(item, &mark_self_authored(&body)).await {
-                    self.events().emit_async(degraded(hook.name(), err.to_string())).await;
+                    self.events().emit_async(degraded(hook.name(), &err)).await;
                 }
             }
             Effect::Checklist { body } => {
@@ -362,9 +351,7 @@ impl Dispatcher {
                 }
                 .await;
                 if let Err(err) = result {
-                    self.events()
-                        .emit_async(degraded("post-phase-selection", err.to_string()))
-                        .await;
+                    self.events().emit_async(degraded("post-phase-selection", &err)).await;
                 }
             }
         }
@@ -375,9 +362,9 @@ impl Dispatcher {
     /// The work item's frozen `sessionPerPr`, `model` and `effort` (seed 003 R4), from
     /// the state file in its checkout `cwd` — each key it leaves empty from a legacy
     /// portable `graph` section, read and never written — resolved against what the
-    /// operator offers: its `routing.tmux.sessionPerPr` and the models and efforts
-    /// declared for the harness. A value outside them is refused (`graph.choice_refused`)
-    /// and the operator's default stands (abuse cases 1–2).
+    /// operator offers: its `routing.tmux.sessionPerPr` and what its
+    /// `routing.harnessChoices` offers the harness. A value outside them is refused
+    /// (`graph.choice_refused`) and the operator's default stands (abuse cases 1–2).
     pub(crate) async fn choices(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> Choices {
         let (events, store) = (self.events().clone(), self.inner.store.clone());
         let (spec_dir, target, dir) =
@@ -393,11 +380,9 @@ impl Dispatcher {
             own.or(legacy.map(|graph| Frozen::of_legacy(&graph.0)).unwrap_or_default())
         })
         .await;
-        let declared = self.inner.harness.declared();
         let offered = Offered {
             session_per_pr: config.routing.tmux.session_per_pr,
-            models: &declared.models,
-            efforts: &declared.efforts,
+            harness: config.routing.harness_choices.offered_to(self.inner.harness.name()),
         };
         let choices = Choices::resolve(&frozen, offered);
         if !choices.refused.is_empty() {
@@ -474,6 +459,15 @@ pub fn record_pull_request(
 
 fn link_failed(item: &WorkItemRef, err: &dyn std::fmt::Display) -> Line {
     Line::error(Kind::GraphLinkFailed).work_item(item).field("error", err.to_string())
+}
+
+/// `graph.hook_degraded`: `hook` could not do its outward part (a label, a comment, a
+/// read); the walk goes on without it.
+fn hook_degraded(item: &WorkItemRef, hook: &str, err: &dyn std::fmt::Display) -> Line {
+    Line::warning(Kind::GraphHookDegraded)
+        .work_item(item)
+        .field("hook", hook)
+        .field("error", err.to_string())
 }
 
 /// What `the-loop graph status|check` shows for a work item.

@@ -250,9 +250,13 @@ impl Dispatcher {
         let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
         let registry = self.inner.registry.clone();
         let recorded = endpoint.harness_session_id.clone();
-        // A respawn relaunches on what the session was launched with.
-        let relaunch =
-            LaunchChoice { model: endpoint.model.clone(), effort: endpoint.effort.clone() };
+        // A respawn relaunches on what the session was launched with, as far as the
+        // operator still offers it.
+        let offer = config.routing.harness_choices.offered_to(harness.name());
+        let relaunch = LaunchChoice {
+            model: offer.model(endpoint.model.as_deref()),
+            effort: offer.effort(endpoint.effort.as_deref()),
+        };
         let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
             (lead.event.clone(), site.clone(), item.clone(), endpoint_ref.clone());

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use loop_core::config::Config;
 use loop_github::{GithubClient, GithubError};
-use loop_sessions::harness::{Declared, configured};
+use loop_sessions::harness::configured;
 use loop_sessions::plugin::PluginSite;
 use loop_sessions::trust::ClaudeFiles;
 use loop_sessions::{Harness, Tmux, TmuxSettings, TmuxSocket};
@@ -307,7 +307,6 @@ impl Service {
             Arc::from(configured(
                 config.routing.default_harness,
                 &config.routing.harness_args,
-                Declared::default(),
                 &located.config_dir,
             ))
         });

@@ -254,3 +254,30 @@ fn a_missing_config_file_checks_as_all_defaults() {
         .expect_code(0)
         .expect_stderr("no such file; every key takes its default");
 }
+
+#[test]
+fn a_harness_choice_that_is_no_model_name_is_refused_before_anything_starts() {
+    let cli = Cli::new();
+    cli.write(
+        "c.yaml",
+        "routing:\n  harnessChoices:\n    claude:\n      models: [opus, \"--dangerously-skip-permissions\"]\n    cursor:\n      efforts: [high]\n",
+    );
+    for verb in [&["config", "check"][..], &["start", "--foreground"]] {
+        let run = cli.run([&["-c", "c.yaml"], verb].concat());
+        run.expect_code(2)
+            .expect_stderr(
+                "error: routing.harnessChoices.claude.models[1]: expected a model or effort name",
+            )
+            .expect_stderr("got \"--dangerously-skip-permissions\" (line 4)")
+            .expect_stderr("error: routing.harnessChoices.cursor.efforts: unknown key (line 6)");
+    }
+    cli.write("ok.yaml", "routing:\n  harnessChoices:\n    claude:\n      efforts: [hihg]\n");
+    let run = cli.run(["-c", "ok.yaml", "config", "show", "--json"]);
+    run.expect_code(0).expect_stderr("`hihg` is not an effort level Claude Code is known to take");
+    let doc: serde_json::Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}\n{run}"));
+    assert_eq!(
+        doc["routing"]["harnessChoices"],
+        serde_json::json!({"claude": {"models": [], "efforts": ["hihg"]}, "cursor": {"models": []}})
+    );
+}

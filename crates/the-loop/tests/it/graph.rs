@@ -34,9 +34,24 @@ impl Deref for Site {
 
 impl Site {
     fn new() -> Self {
+        Self::with_routing("")
+    }
+
+    /// A site whose machine's `routing:` section also holds `routing` (keys indented by
+    /// two spaces).
+    fn with_routing(routing: &str) -> Self {
         let world = World::new();
-        let machine = Machine::with_checkouts(&world);
+        let machine = Machine::with_checkouts(&world, routing);
         Self { world, machine }
+    }
+
+    /// The argv of each launch of the stand-in agent, in order.
+    fn launches(&self) -> Vec<Vec<String>> {
+        read_lines(&self.launches)
+            .values
+            .iter()
+            .map(|launch| serde_json::from_value(launch["argv"].clone()).expect("an argv"))
+            .collect()
     }
 
     /// Types `line` into issue `number`'s session pane.
@@ -345,4 +360,44 @@ fn choices_outside_what_the_operator_offers_launch_and_route_on_its_defaults() {
             || site.state_text(1).contains("\"sessionPerPr\":\"bogus\""),
         "the choice is refused, never rewritten"
     );
+}
+
+#[test]
+fn a_frozen_model_the_operator_offers_launches_the_session_and_its_respawn() {
+    let site = Site::with_routing(
+        "  harnessChoices:\n    claude:\n      models: [opus, sonnet]\n      efforts: [high]\n",
+    );
+    site.commit_to_origin(
+        "docs/specs/issue-1/work-item-state.json",
+        r#"{"version":1,"workItem":"github:octo/app#1","loop":"pdlc-work-item-loop",
+            "currentNode":"","model":"sonnet","effort":"max"}"#,
+    );
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_message("the-loop auto-execute: github:octo/app#1");
+
+    // The offered model is passed; the effort the operator does not offer is refused
+    // and the harness's own default stands.
+    let first = &site.launches()[0];
+    assert!(value_of(first, "--session-id").is_some(), "{first:?}");
+    assert_eq!((value_of(first, "--model"), value_of(first, "--effort")), (Some("sonnet"), None));
+    let refused = site.events("graph.choice_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["refused"], serde_json::json!(["effort: \"max\""]));
+
+    // The harness exits; the next comment respawns it, resuming on what it was launched
+    // with.
+    site.type_into(1, "/exit");
+    site.world.sim.comment(REPO, 1, "octocat", "still there?").unwrap();
+    site.wait_for_message("still there?");
+    let launches = site.launches();
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert!(value_of(&launches[1], "--resume").is_some(), "{launches:?}");
+    assert_eq!(value_of(&launches[1], "--model"), Some("sonnet"), "{launches:?}");
+}
+
+/// The value following `flag` in `argv`.
+fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+    argv.iter().position(|arg| arg == flag).and_then(|i| argv.get(i + 1)).map(String::as_str)
 }

@@ -62,17 +62,18 @@ impl Machine {
     /// auto-execute label; `extra` is appended to its config as further top-level
     /// sections (e.g. an `instance:` block).
     pub fn new(world: &World, extra: &str) -> Self {
-        Self::build(world, false, extra)
+        Self::build(world, false, "", extra)
     }
 
     /// A machine whose sessions each run in a clone of `octo/app`, served from a real
     /// git repository on this machine (`routing.workspace`, strategy `clone`), so the
-    /// process graph is driven in them.
-    pub fn with_checkouts(world: &World) -> Self {
-        Self::build(world, true, "")
+    /// process graph is driven in them; `routing` is appended to its `routing:` section
+    /// (keys indented by two spaces).
+    pub fn with_checkouts(world: &World, routing: &str) -> Self {
+        Self::build(world, true, routing, "")
     }
 
-    fn build(world: &World, checkouts: bool, extra: &str) -> Self {
+    fn build(world: &World, checkouts: bool, routing: &str, extra: &str) -> Self {
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -106,7 +107,7 @@ impl Machine {
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
-                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\n{workspace}polling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
+                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\n{workspace}{routing}polling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
                 root = root.display(),
                 repo = World::REPO,
                 work = cli.cwd().display(),

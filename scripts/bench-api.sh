@@ -35,20 +35,8 @@ fi
 
 work="$(mktemp -d "${CARGO_TARGET_DIR:-target}/bench-api.XXXXXX")"
 trap 'stop_service; rm -rf "$work"' EXIT
-hook_port="$(free_port)"
-api_port="$(free_port)"
-cat > "$work/cli-config.yaml" <<YAML
-state:
-  root: $work/state
-webhooks:
-  ghWebhook:
-    enabled: true
-    port: $hook_port
-service:
-  port: $api_port
-  stream:
-    maxSubscribers: $CLIENTS
-YAML
+write_service_config "$work" "  stream:
+    maxSubscribers: $CLIENTS"
 
 # RECORDS portable records the size of a polled, armed item's.
 python3 - "$work/state/portable" "$RECORDS" <<'PY'

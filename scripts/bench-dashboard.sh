@@ -11,6 +11,7 @@
 # Environment: RECORDS, LOADS, BIN (a prebuilt binary; default: build target/release/the-loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/service.sh
 
 target="${CARGO_TARGET_DIR:-target}"
 # shellcheck source=scripts/browser-setup.sh
@@ -22,15 +23,9 @@ if [ -z "${BIN:-}" ]; then
 fi
 records="${RECORDS:-10000}"
 
+bin="$BIN"
 work="$(mktemp -d)"
-stop() {
-  if [ -n "${service_pid:-}" ]; then
-    kill "$service_pid" 2>/dev/null || true
-    wait "$service_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap stop EXIT
+trap 'stop_service; rm -rf "$work"' EXIT
 
 RECORDS="$records" STATE="$work/state" node -e '
 const fs = require("fs");
@@ -48,30 +43,8 @@ for (let n = 1; n <= Number(process.env.RECORDS); n++) {
   fs.writeFileSync(`${dir}/github-octo-app-${n}.json`, JSON.stringify(record));
 }'
 
-hook_port="$(free_port)"
-api_port="$(free_port)"
-cat > "$work/cli-config.yaml" <<YAML
-state:
-  root: $work/state
-webhooks:
-  ghWebhook:
-    enabled: true
-    port: $hook_port
-service:
-  port: $api_port
-YAML
-THE_LOOP_GH_WEBHOOK_SECRET=bench "$BIN" --config "$work/cli-config.yaml" start --foreground \
-  >"$work/service.out" 2>&1 &
-service_pid=$!
-for _ in $(seq 1 150); do
-  curl -fs "http://127.0.0.1:$api_port/api/v1/health" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fs "http://127.0.0.1:$api_port/api/v1/health" >/dev/null || {
-  echo "bench-dashboard: the service did not start; it said:" >&2
-  cat "$work/service.out" >&2
-  exit 1
-}
+write_service_config "$work"
+start_service "$work" "$api_port"
 
 echo "bench-dashboard: $records portable records, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 DASHBOARD_URL="http://127.0.0.1:$api_port/" LOADS="${LOADS:-5}" RECORDS="$records" \

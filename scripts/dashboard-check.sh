@@ -4,8 +4,10 @@
 # free port) and a real tmux session running the stand-in agent — then headless Chromium
 # driven by Playwright (scripts/dashboard_check.mjs): the board shows the started item,
 # a new comment appears on its page without a reload, a pause from the page (confirmed)
-# moves it to "Needs you" and `the-loop sessions show` agrees, a phone-sized viewport does
-# not overflow. Screenshots land in target/dashboard/. Run by .ci/run.
+# moves it to "Needs you" and `the-loop sessions show` agrees; its session runs in a clone
+# of the repository, so its process graph waits at the human gate `phase-selection`,
+# which "Needs you" shows, its page's "Approve" asks again, and an authorized `the-loop
+# execute` passes; a phone-sized viewport does not overflow. Screenshots land in target/dashboard/. Run by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +47,14 @@ for _ in $(seq 1 100); do [ -s "$work/sim.url" ] && break; sleep 0.1; done
 sim="$(head -n1 "$work/sim.url")"
 act() { curl -fsS -X POST -H 'Content-Type: application/json' -d "$1" "$sim/_sim/actions" >/dev/null; }
 
+# The repository every session checks out: a bare `octo/app` with one commit, so the
+# item's session runs in a clone of it and its process graph is driven there.
+git init -q -b main "$work/seed"
+echo "# octo/app" > "$work/seed/README.md"
+git -C "$work/seed" add README.md
+git -C "$work/seed" -c user.name=check -c user.email=check@example.com commit -q -m initial
+git clone -q --bare "$work/seed" "$work/git/octo/app.git"
+
 api_port="$(free_port)"
 config="$work/cli-config.yaml"
 cat > "$config" <<YAML
@@ -58,6 +68,12 @@ routing:
   spawnWorkdir: $work/spawn
   harnessTrust:
     enabled: false
+  workspace:
+    root: $work/workspaces
+    strategy: clone
+    cloneUrls:
+      - host: github.com
+        base: file://$work/git
 polling:
   enabled: true
   intervalSeconds: 1

@@ -124,6 +124,38 @@ try {
     execFileSync('sh', ['-c', attach.replace(' attach-session ', ' has-session ')]);
   });
 
+  await check('an item waiting at its human gate needs you, and "Approve" asks the gate again', async () => {
+    await page.locator('a[href="#/"]').first().click();
+    const need = page.locator(`#needs-you .need[data-kind="human-gate"][data-ref="${ITEM}"]`);
+    await need.waitFor();
+    if (!(await need.textContent()).includes('phase-selection')) throw new Error(await need.textContent());
+    await need.locator('a.action').click();
+    await page.locator('button[data-action="approve"]').click();
+    const dialog = page.locator('dialog#confirm');
+    await dialog.waitFor();
+    if (!(await dialog.textContent()).includes('Approve octo/app#1 at phase-selection')) {
+      throw new Error(`not the approval's confirmation: ${await dialog.textContent()}`);
+    }
+    await page.locator('#confirm-ok').click();
+    // Its gate reads the `the-loop execute` reply, which nobody gave yet: it still waits.
+    await page.locator('[data-part="gate-notice"]', { hasText: 'Still waiting at phase-selection' }).waitFor();
+    await page.screenshot({ path: `${SHOTS}/item-gate.png`, fullPage: true });
+    const checked = cli('graph', 'check', ITEM);
+    if (!checked.includes('→ phase-selection')) throw new Error(`graph check: ${checked}`);
+  });
+
+  await check('an authorized `the-loop execute` passes the gate, which leaves "Needs you" live', async () => {
+    await act({ action: 'comment', repo: 'octo/app', number: 1, author: 'alice', body: 'the-loop execute' });
+    await page.locator('button[data-action="approve"]').waitFor({ state: 'detached' });
+    await page.locator('a[href="#/"]').first().click();
+    await page.locator(`.card[data-ref="${ITEM}"]`).waitFor();
+    if ((await page.locator('.need[data-kind="human-gate"]').count()) !== 0) throw new Error('the gate still needs you');
+    const checked = cli('graph', 'check', ITEM);
+    if (!checked.includes('→ brainstorming')) throw new Error(`graph check: ${checked}`);
+    await page.locator(`.card[data-ref="${ITEM}"] a.ref`).click();
+    await page.locator('button[data-verb="pause"]').waitFor();
+  });
+
   await check('pausing from the page, confirmed, moves it to "Needs you"; the CLI agrees', async () => {
     await page.locator('button[data-verb="pause"]').click();
     const dialog = page.locator('dialog#confirm');

@@ -12,18 +12,7 @@ work="$(mktemp -d)"
 trap 'stop_service; rm -rf "$work"' EXIT
 venv="$(python_venv mcp 'mcp>=2,<3')"
 
-hook_port="$(free_port)"
-api_port="$(free_port)"
-cat > "$work/cli-config.yaml" <<YAML
-state:
-  root: $work/state
-webhooks:
-  ghWebhook:
-    enabled: true
-    port: $hook_port
-service:
-  port: $api_port
-YAML
+write_service_config "$work"
 start_service "$work" "$api_port"
 "$venv/bin/python" scripts/mcp_check.py "http://127.0.0.1:$api_port/mcp" || {
   echo "mcp-check: failed; the service said:" >&2

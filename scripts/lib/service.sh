@@ -1,7 +1,8 @@
 # Sourced by the scripts that check a running service with someone else's client
-# (scripts/mcp-check.sh, scripts/api-contract.sh, scripts/bench-api.sh): a Python venv
-# under target/ with a pinned package, free loopback ports, and the-loop's service
-# started in the foreground on a config the caller wrote, stopped on exit.
+# (scripts/mcp-check.sh, scripts/api-contract.sh, scripts/bench-api.sh,
+# scripts/bench-dashboard.sh): a Python venv under target/ with a pinned package, free
+# loopback ports, the service's config, and the-loop's service started in the
+# foreground on it, stopped on exit.
 
 bin="${CARGO_TARGET_DIR:-target}/debug/the-loop"
 
@@ -22,6 +23,26 @@ python_venv() {
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# write_service_config WORK [SERVICE_YAML]: WORK/cli-config.yaml for a service over the
+# state root WORK/state with its webhook receiver and control plane on free loopback
+# ports (the control plane's in $api_port); SERVICE_YAML, lines indented two spaces, is
+# added to the `service:` section.
+write_service_config() {
+  local work="$1" service="${2:-}"
+  api_port="$(free_port)"
+  cat > "$work/cli-config.yaml" <<YAML
+state:
+  root: $work/state
+webhooks:
+  ghWebhook:
+    enabled: true
+    port: $(free_port)
+service:
+  port: $api_port
+$service
+YAML
 }
 
 # start_service WORK API_PORT: runs `the-loop start --foreground` on WORK/cli-config.yaml

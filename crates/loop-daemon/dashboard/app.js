@@ -3,11 +3,12 @@
 // (the "Needs you" count, the ingresses, how updates arrive), the confirmation every
 // action passes through, and the token form when the service asks for a token.
 
-import { ApiError, get, setToken } from './api.js';
+import { ApiError, get, post, setToken } from './api.js';
 import { daemonChips, renderBoard, renderNeedsYou } from './board.js';
 import { fill, h } from './dom.js';
 import { renderItem } from './item.js';
 import { watch } from './live.js';
+import { needsYou } from './model.js';
 
 const view = document.getElementById('view');
 
@@ -59,7 +60,8 @@ async function refresh() {
       get('/api/v1/attention'),
       get('/api/v1/daemons').catch(() => []),
     ]);
-    const data = { records, sessions, attention, daemons };
+    const graphs = await graphChecks(records, sessions);
+    const data = { records, sessions, attention, daemons, graphs };
     header(data);
     const now = route();
     if (now.name === 'item') await renderItem(view, now.ref, data, { confirm, refresh });
@@ -77,8 +79,36 @@ async function refresh() {
   }
 }
 
+/** How many graph checks run at once. */
+const CHECKS_AT_ONCE = 4;
+
+/**
+ * The join's second round: the graph of each live session's work item, in its checkout
+ * (`/graph/check`), by ref. An item with no graph driven there has none (a refusal is
+ * not an error here).
+ */
+async function graphChecks(records, sessions) {
+  const byRef = new Map((records || []).map((r) => [r.ref, r]));
+  const live = (sessions || []).filter((s) => (s.status === 'active' || s.status === 'paused') && s.cwd);
+  const graphs = new Map();
+  let next = 0;
+  const worker = async () => {
+    while (next < live.length) {
+      const session = live[next++];
+      const workItem = byRef.get(session.ref)?.graph?.workItem || `issue-${session.workItem?.number}`;
+      try {
+        graphs.set(session.ref, await post('/api/v1/graph/check', { repo: session.cwd, workItem, ref: session.ref }));
+      } catch {
+        // No graph driven for it there.
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CHECKS_AT_ONCE, live.length) }, worker));
+  return graphs;
+}
+
 function header(data) {
-  fill(document.getElementById('needs-count'), (data.attention || []).length);
+  fill(document.getElementById('needs-count'), needsYou(data).length);
   fill(document.getElementById('daemon-chips'), daemonChips(data.daemons));
   const now = route().name;
   for (const link of document.querySelectorAll('[data-nav]')) {

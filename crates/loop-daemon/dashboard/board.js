@@ -12,7 +12,7 @@ const expanded = new Set();
 
 export function renderBoard(view, data) {
   const rows = board(data);
-  const needs = needsYou(data.attention);
+  const needs = needsYou(data);
   const columns = STATES.map((state) => ({ state, rows: rows.filter((r) => r.state === state.id) }))
     .filter((c) => c.state.id !== 'watched' || c.rows.length > 0);
   fill(
@@ -86,7 +86,7 @@ function card(row) {
 }
 
 export function renderNeedsYou(view, data) {
-  const needs = needsYou(data.attention);
+  const needs = needsYou(data);
   fill(
     view,
     h(
@@ -100,6 +100,7 @@ export function renderNeedsYou(view, data) {
 
 const ACTION = {
   'awaiting-input': 'Reply',
+  'human-gate': 'Review',
   'session-paused': 'Resume or stop',
   'armed-without-session': 'Open',
   'recent-error': 'Explain',

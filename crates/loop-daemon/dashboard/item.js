@@ -1,6 +1,7 @@
 // A work item's page (`#/item/<ref>`): where it stands, its sessions with the commands
-// that attach to them, the operator's levers (pause, resume, stop, start, cleanup, and a
-// reply to the agent) each behind a confirmation, its explain trail (what the-loop did
+// that attach to them, the operator's levers (pause, resume, stop, start, cleanup, a
+// reply to the agent, and at a human gate "Approve — advance graph") each behind a
+// confirmation, its explain trail (what the-loop did
 // with each delivery, in plain words) and its recent event-log lines. The reply box is
 // built once per visit, so a live refresh never loses what is being typed.
 
@@ -42,6 +43,8 @@ export async function renderItem(view, ref, data, ui) {
   fill(part('links'), github && h('a', { href: github, rel: 'noreferrer', target: '_blank' }, 'open on GitHub ↗'));
   fill(part('summary'), summary(row, explained));
   fill(part('actions'), actions(ref, row, ui));
+  fill(part('gate'), gateCard(ref, row, ui, part('gate-notice')));
+  part('gate-panel').hidden = !row?.gate && !part('gate-notice').textContent;
   const replyOpen = row?.session && row.state !== 'ended';
   part('reply').hidden = !replyOpen;
   fill(part('sessions'), sessions(row));
@@ -79,6 +82,12 @@ function skeleton(view, ref, ui) {
     h('p', { class: 'title', 'data-part': 'title' }),
     h('section', { 'data-part': 'summary', class: 'summary' }),
     h('section', { 'data-part': 'actions', class: 'actions', 'aria-label': 'Actions' }),
+    h(
+      'section',
+      { 'data-part': 'gate-panel', class: 'gate card-like', 'aria-label': 'Human gate', hidden: true },
+      h('div', { 'data-part': 'gate' }),
+      h('p', { class: 'notice', 'data-part': 'gate-notice', role: 'status' }),
+    ),
     h(
       'form',
       { 'data-part': 'reply', class: 'reply', onsubmit: send, hidden: true },
@@ -148,6 +157,50 @@ function actions(ref, row, ui) {
       ),
     ),
     notice,
+  ];
+}
+
+/**
+ * The human gate `row` waits at: the node and why, "Approve — advance graph" (its gate
+ * asked again, as `the-loop graph complete` asks it) and the ticket, where a review gate
+ * reads its decision. What the approval came to goes in `notice`.
+ */
+function gateCard(ref, row, ui, notice) {
+  const gate = row?.gate;
+  if (!gate) return null;
+  const approve = async () => {
+    const ok = await ui.confirm(
+      `Approve ${shortRef(ref)} at ${gate.node}?`,
+      `The gate of \`${gate.node}\` is asked again now, as \`the-loop graph complete\` asks it. A gate that reads its decision from the work item (an approval comment, the \`the-loop execute\` reply) waits until that comment is there.`,
+    );
+    if (!ok) return;
+    try {
+      const answer = await post('/api/v1/graph/complete', {
+        repo: row.session.cwd,
+        workItem: row.graph.workItem,
+        ref,
+        node: gate.node,
+      });
+      const said = (answer.messages || []).join('; ');
+      fill(
+        notice,
+        answer.moved
+          ? `Advanced: now at ${answer.currentNode}.`
+          : `Still waiting at ${answer.node}${said ? `: ${said}` : ''}${answer.reason ? ` (${answer.reason})` : ''}.`,
+      );
+    } catch (err) {
+      fill(notice, h('span', { class: 'error' }, `Refused: ${err.message}`));
+    }
+    ui.refresh();
+  };
+  return [
+    h('p', h('strong', 'Human gate: '), h('code', gate.node), ' waits for a decision', gate.reason && ` — ${gate.reason}`),
+    h(
+      'div',
+      { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary', 'data-action': 'approve', onclick: approve }, 'Approve — advance graph…'),
+      row.url && h('a', { href: row.url, rel: 'noreferrer', target: '_blank' }, 'Request changes on the ticket ↗'),
+    ),
   ];
 }
 

@@ -8,7 +8,9 @@
 //   ended          — its session is closed (stopped, or the item closed);
 //   armed          — its last command is `start` or `resume`, with no session yet;
 //   watched        — seen by the-loop, never started.
-// "Needs you" is the service's `/attention` rows: questions first, errors last.
+// "Needs you" is the service's `/attention` rows and the work items parked at a human
+// gate (their graph's check, `/graph/check`, says its current node is `waiting`):
+// questions first, then gates, errors last.
 
 export const STATES = [
   { id: 'armed', label: 'Armed', hint: 'started, no session yet' },
@@ -25,7 +27,7 @@ const ARMING = new Set(['start', 'resume']);
  * One row per work item: `{ref, url, title, record, session, state, question, activity}`,
  * newest first (the title is the poller's, from GitHub: text to show, never markup).
  */
-export function board({ records, sessions, attention }) {
+export function board({ records, sessions, attention, graphs }) {
   const rows = new Map();
   const row = (ref) => {
     if (!rows.has(ref)) rows.set(ref, { ref, url: null, record: null, session: null });
@@ -50,6 +52,8 @@ export function board({ records, sessions, attention }) {
   for (const r of rows.values()) {
     r.title = typeof r.record?.poll?.title === 'string' ? r.record.poll.title : '';
     r.question = questionOf(r, questions);
+    r.graph = graphs?.get(r.ref) || null;
+    r.gate = gateOf(r.graph);
     r.state = stateOf(r);
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
   }
@@ -83,20 +87,42 @@ function stateOf(r) {
   return 'watched';
 }
 
+/**
+ * The human gate a graph check (`/graph/check`'s answer) says the item waits at:
+ * `{node, reason}`, or null when its current node is not a human's waiting decision.
+ */
+export function gateOf(check) {
+  const at = (check?.nodes || []).find((n) => n.node === check.currentNode);
+  if (!at || at.status !== 'waiting') return null;
+  const reason = check.parked?.node === at.node ? check.parked.reason : (at.messages || []).join('; ');
+  return { node: at.node, reason: String(reason || '') };
+}
+
 /** How "Needs you" orders its kinds: a question first, errors last. */
-const RANK = ['awaiting-input', 'session-paused', 'armed-without-session', 'recent-error'];
+const RANK = ['awaiting-input', 'human-gate', 'session-paused', 'armed-without-session', 'recent-error'];
 
 const KIND_LABEL = {
+  'human-gate': 'human gate',
   'session-paused': 'paused',
   'armed-without-session': 'no session',
   'awaiting-input': 'needs input',
   'recent-error': 'error',
 };
 
-/** The "Needs you" entries `{workItem, kind, label, detail}`, in `RANK` order. */
-export function needsYou(attention) {
+/**
+ * The "Needs you" entries `{workItem, kind, label, detail}` of the board's answers (the
+ * service's rows, and a `human-gate` row per item parked at one), in `RANK` order.
+ */
+export function needsYou({ attention, graphs }) {
   const rank = (kind) => (RANK.includes(kind) ? RANK.indexOf(kind) : RANK.length);
-  return (attention || [])
+  const gates = [];
+  for (const [ref, check] of graphs || []) {
+    const gate = gateOf(check);
+    if (!gate) continue;
+    const detail = `\`${gate.node}\` waits for a human decision${gate.reason ? `: ${gate.reason}` : ''}`;
+    gates.push({ workItem: ref, kind: 'human-gate', detail });
+  }
+  return [...(attention || []), ...gates]
     .map((entry) => ({
       workItem: typeof entry.workItem === 'string' ? entry.workItem : '',
       kind: String(entry.kind || ''),

@@ -269,7 +269,23 @@ impl GithubClient {
         self.transport.restore_validators(validators);
     }
 
-    /// Changes whenever a remembered conditional answer is added or replaced.
+    /// Forgets the remembered answers of `item`'s comment surfaces (conversation, reviews,
+    /// inline comments): for an item the poller no longer lists, whose pages would
+    /// otherwise stay in memory and in the poll cache until evicted by count.
+    pub fn forget_threads(&self, item: &WorkItemRef) {
+        let (Ok(conversation), Ok(pull)) =
+            (self.item_url(item, "/issues", "/comments"), self.item_url(item, "/pulls", "/"))
+        else {
+            return;
+        };
+        self.transport.forget_answers(|url| {
+            url.strip_prefix(&conversation)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'))
+                || url.starts_with(&pull)
+        });
+    }
+
+    /// Changes whenever a remembered conditional answer is added, replaced or forgotten.
     pub fn validators_generation(&self) -> u64 {
         self.transport.validators_generation()
     }

@@ -239,6 +239,20 @@ impl EtagCache {
         if self.entries.insert(url.clone(), cached).is_none() {
             self.order.push_back(url);
         }
+        self.evict_beyond_capacity();
+    }
+
+    /// Forgets every answer whose URL `forget` picks.
+    fn forget(&mut self, forget: impl Fn(&str) -> bool) {
+        let before = self.entries.len();
+        self.entries.retain(|url, _| !forget(url));
+        if self.entries.len() != before {
+            self.order.retain(|url| !forget(url));
+            self.generation += 1;
+        }
+    }
+
+    fn evict_beyond_capacity(&mut self) {
         while self.entries.len() > self.capacity {
             match self.order.pop_front() {
                 Some(oldest) => {
@@ -388,6 +402,12 @@ impl Transport {
             };
             cache.put(v.url, cached);
         }
+    }
+
+    /// Forgets the remembered answers of every URL `forget` picks (their next `GET` asks
+    /// unconditionally).
+    pub(crate) fn forget_answers(&self, forget: impl Fn(&str) -> bool) {
+        lock(&self.shared.cache).forget(forget);
     }
 
     /// A number that changes whenever a remembered answer is added or replaced.

@@ -14,7 +14,8 @@
 //! - `json_file` (crate-private): atomic writes ([`write_atomically`] is public), quarantine.
 //! - `local`: session records (`local/<slug>.json`).
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
-//!   [`index`] derives `portable/index.json`; `legacy` reads old layouts forward.
+//!   [`index`] derives `portable/index.json`; [`listing`] keeps them all as one listing;
+//!   `legacy` reads old layouts forward.
 //! - `poll_clocks`: `local/poll-clocks.json`; [`poll_cache`]: `local/poll-cache.json`.
 //! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.log`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
@@ -33,6 +34,7 @@ pub mod index;
 mod json_file;
 pub mod layout;
 mod legacy;
+pub mod listing;
 mod local;
 mod lock;
 pub mod pidfile;
@@ -57,11 +59,18 @@ pub struct StateStore {
     events: EventLog,
     /// Session records parsed by listings, shared by the store's clones.
     listed: std::sync::Arc<local::ListedRecords>,
+    /// The portable records as last listed, likewise.
+    listed_portable: std::sync::Arc<listing::ListedPortable>,
 }
 
 impl StateStore {
     pub fn new(layout: StateLayout, events: EventLog) -> Self {
-        Self { layout, events, listed: std::sync::Arc::default() }
+        Self {
+            layout,
+            events,
+            listed: std::sync::Arc::default(),
+            listed_portable: std::sync::Arc::default(),
+        }
     }
 
     /// Removes the temp files writers killed mid-write left in `portable/`, `local/` and

@@ -232,7 +232,7 @@ pub(crate) struct ListedRecords {
 
 /// What tells one version of a record file from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileIdentity {
+pub(crate) struct FileIdentity {
     dev: u64,
     ino: u64,
     len: u64,
@@ -241,7 +241,7 @@ struct FileIdentity {
 }
 
 impl FileIdentity {
-    fn of(meta: &fs::Metadata) -> Self {
+    pub(crate) fn of(meta: &fs::Metadata) -> Self {
         Self {
             dev: meta.dev(),
             ino: meta.ino(),

@@ -326,7 +326,7 @@ fn section_of<S: Section>(record: Option<&Map<String, Value>>) -> Result<Slot<S>
     }
 }
 
-fn is_sealed(record: Option<&Map<String, Value>>) -> bool {
+pub(crate) fn is_sealed(record: Option<&Map<String, Value>>) -> bool {
     record.and_then(|map| map.get(SEALED_KEY)).and_then(Value::as_bool).unwrap_or(false)
 }
 

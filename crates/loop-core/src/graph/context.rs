@@ -101,6 +101,81 @@ names {id}'s work item); its gate decides.\n"
     out
 }
 
+/// One node as `check` reports it (the control plane's `graph/check` rows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCheck {
+    pub node: String,
+    pub status: NodeStatus,
+    /// What its exit chain gave when it was left; `""` otherwise.
+    pub outcome: String,
+    /// The current node's gate messages: the last block's, or why it waits.
+    pub messages: Vec<String>,
+    pub forced: bool,
+    pub attempts: u32,
+}
+
+/// Where a node stands in a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeStatus {
+    /// Left with an outcome of its gate's.
+    Passed,
+    /// Left as declared skipped, or declared away and not reached yet.
+    Skipped,
+    /// The node the item is at.
+    At(Status),
+    NotReached,
+}
+
+impl NodeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Passed => "pass",
+            NodeStatus::Skipped => "skipped",
+            NodeStatus::At(status) => status.as_str(),
+            NodeStatus::NotReached => "not-reached",
+        }
+    }
+}
+
+/// Every node of `graph` in declaration order, as `state` has it.
+pub fn node_checks(graph: &Loop, state: Option<&WorkItemState>) -> Vec<NodeCheck> {
+    let current = state.map(|s| s.current_node.as_str()).unwrap_or_default();
+    let declared_away = |node: &super::model::Node| {
+        state.is_some_and(|s| {
+            (node.skippable && s.skips.contains_key(&node.id))
+                || (node.opt_in && !s.opt_ins.contains_key(&node.id))
+        })
+    };
+    graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let record = state.and_then(|s| s.nodes.get(&node.id));
+            let outcome = record.map(|r| r.outcome.clone()).unwrap_or_default();
+            let (status, messages) = match (state, record) {
+                (Some(s), _) if node.id == current => {
+                    let block = record.and_then(|r| r.last_block.clone()).unwrap_or_default();
+                    let waiting = s.parked.iter().filter(|p| p.node == node.id);
+                    let messages = block.into_iter().chain(waiting.map(|p| p.reason.clone()));
+                    (NodeStatus::At(status(graph, s)), messages.collect())
+                }
+                (_, Some(_)) if outcome == "skipped" => (NodeStatus::Skipped, Vec::new()),
+                (_, Some(_)) if !outcome.is_empty() => (NodeStatus::Passed, Vec::new()),
+                _ if declared_away(node) => (NodeStatus::Skipped, Vec::new()),
+                _ => (NodeStatus::NotReached, Vec::new()),
+            };
+            NodeCheck {
+                node: node.id.clone(),
+                status,
+                outcome,
+                messages,
+                forced: record.is_some_and(|r| r.forced),
+                attempts: record.map_or(0, |r| r.attempts),
+            }
+        })
+        .collect()
+}
+
 /// `the-loop graph check`: every node of `graph` in declaration order — where the item
 /// is, what each passed node gave, every gate hook and which of them Tier 0 only stubs —
 /// and whether anything up to the current node is unsatisfied (a block there).
@@ -109,14 +184,11 @@ pub fn check(graph: &Loop, state: Option<&WorkItemState>) -> (String, bool) {
     let current = state.map(|s| s.current_node.as_str()).unwrap_or_default();
     let mut out = format!("{}\n", graph.name);
     let mut stubs: Vec<Hook> = Vec::new();
-    for node in &graph.nodes {
-        let record = state.and_then(|s| s.nodes.get(&node.id));
+    for (node, row) in graph.nodes.iter().zip(node_checks(graph, state)) {
         let mark = if node.id == current { "→" } else { " " };
-        let result = match record {
-            Some(r) if !r.outcome.is_empty() => r.outcome.clone(),
-            Some(_) if node.id == current => {
-                state.map_or("", |s| status(graph, s).as_str()).to_owned()
-            }
+        let result = match row.status {
+            NodeStatus::Passed | NodeStatus::Skipped if !row.outcome.is_empty() => row.outcome,
+            NodeStatus::At(status) => status.as_str().to_owned(),
             _ => "not reached yet".to_owned(),
         };
         let gates: Vec<&str> = node.exit.iter().map(|c| c.hook.name()).collect();
@@ -188,6 +260,35 @@ mod tests {
         state.nodes.entry("goal-definition".into()).or_default().last_block =
             Some(vec!["x".into()]);
         assert!(!check(LoopName::Contribution.graph(), Some(&state)).1);
+    }
+
+    #[test]
+    fn node_checks_say_what_was_passed_skipped_and_where_the_item_waits() {
+        let mut state = WorkItemState::new("github:o/r#15", "pdlc-work-item-loop");
+        state.current_node = "requirements-definition".into();
+        for (id, outcome) in [("phase-selection", "selected"), ("brainstorming", "skipped")] {
+            state.nodes.entry(id.into()).or_default().outcome = outcome.into();
+        }
+        state.skips.insert("design".into(), serde_json::json!({"via": "ticks"}));
+        let record = state.nodes.entry("requirements-definition".into()).or_default();
+        record.attempts = 2;
+        record.last_block = Some(vec!["requirements.md is missing".into()]);
+        let rows = node_checks(LoopName::WorkItem.graph(), Some(&state));
+        let row = |id: &str| rows.iter().find(|r| r.node == id).expect("a row");
+        assert_eq!(row("phase-selection").status, NodeStatus::Passed);
+        assert_eq!(row("phase-selection").outcome, "selected");
+        assert_eq!(row("brainstorming").status, NodeStatus::Skipped);
+        let at = row("requirements-definition");
+        assert_eq!((at.status, at.attempts), (NodeStatus::At(Status::Blocked), 2));
+        assert_eq!(at.messages, ["requirements.md is missing"]);
+        assert_eq!(row("design").status, NodeStatus::Skipped, "declared away");
+        assert_eq!(
+            row("design-critic-review").status,
+            NodeStatus::Skipped,
+            "an opt-in nobody chose"
+        );
+        assert_eq!(row("test-planning").status, NodeStatus::NotReached);
+        assert_eq!(rows.len(), LoopName::WorkItem.graph().nodes.len());
     }
 
     #[test]

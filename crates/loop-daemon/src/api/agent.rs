@@ -88,7 +88,7 @@ enum PullRequest {
 /// Records the pull request: 404 no session record, 400 a malformed pull request or a
 /// self-link.
 /// `number` as a whole number ≥ 0 (`12.0` is `12`), if it is one.
-fn whole(number: &serde_json::Number) -> Option<u64> {
+pub(super) fn whole(number: &serde_json::Number) -> Option<u64> {
     number.as_u64().or_else(|| {
         let float = number.as_f64()?;
         // 2^53: every whole number below it is exact as a float.

@@ -13,6 +13,8 @@
 //! - `work_items`: the portable records and the "Needs you" list (`attention`).
 //! - `sessions`: the session records, transcripts, and the operator's levers.
 //! - `observe`: the event log (`events`, `events/types`), `explain`, `daemons`.
+//! - `graph`: the process graph of a work item in a checkout (`graph`, `graph/check`,
+//!   `graph/complete`, `graph/advance`), through the dispatcher's graph verbs.
 //! - `settings`: the config in force and its schema.
 //! - `stream`: `GET /api/v1/stream`, the event log as Server-Sent Events.
 //! - `agent`: `POST /api/v1/sessions/reply` and `POST /api/v1/sessions/link-pr`.
@@ -28,6 +30,7 @@
 mod agent;
 mod dashboard;
 mod error;
+mod graph;
 mod guard;
 mod health;
 mod observe;
@@ -90,6 +93,7 @@ pub fn routes() -> OpenApiRouter<ApiState> {
         .merge(health::routes())
         .merge(agent::routes())
         .merge(work_items::routes())
+        .merge(graph::routes())
         .merge(sessions::routes())
         .merge(observe::routes())
         .merge(settings::routes())

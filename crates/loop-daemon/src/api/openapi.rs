@@ -112,6 +112,47 @@ impl PartialSchema for PullRequest {
 
 impl ToSchema for PullRequest {}
 
+/// The schema of a graph verb's `workItem`: the spec folder's id, `issue-<N>`, or a ref.
+pub(super) struct SpecId;
+
+impl PartialSchema for SpecId {
+    fn schema() -> RefOr<Schema> {
+        text(
+            &format!("issue-[1-9][0-9]{{0,17}}|{REF}"),
+            "`issue-<N>` (the spec folder's name) or a work item's ref",
+            "issue-7",
+        )
+    }
+}
+
+impl ToSchema for SpecId {}
+
+/// The schema of a graph verb's `ref`: a work item's ref, or empty (none given).
+pub(super) struct RefOrNone;
+
+impl PartialSchema for RefOrNone {
+    fn schema() -> RefOr<Schema> {
+        text(&format!("|{REF}"), "A work item's ref, or empty", "github:octo/app#7")
+    }
+}
+
+impl ToSchema for RefOrNone {}
+
+/// The schema of a graph verb's `prRepo`: `owner/repo`, or empty for the item's own.
+pub(super) struct PrRepository;
+
+impl PartialSchema for PrRepository {
+    fn schema() -> RefOr<Schema> {
+        text(
+            "([A-Za-z0-9._-]+/[A-Za-z0-9._-]+)?",
+            "The pull request's repository, `owner/repo`, when not the work item's",
+            "octo/lib",
+        )
+    }
+}
+
+impl ToSchema for PrRepository {}
+
 pub(super) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new().routes(routes!(openapi))
 }

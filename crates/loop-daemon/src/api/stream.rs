@@ -485,7 +485,9 @@ async fn subscribe(
     hub.0.events.emit(
         Line::info(Kind::StreamSubscribed)
             .field("subscribers", hub.0.open.load(Ordering::Acquire))
-            .field("work_items", (!ask.work_items.is_empty()).then(|| ask.work_items.clone()))
+            // Not `work_items`: the line is about the client, not about those items (so it
+            // neither passes their filter nor shows in their trail).
+            .field("watching", (!ask.work_items.is_empty()).then(|| ask.work_items.clone()))
             .field("transcripts", (!ask.transcripts.is_empty()).then(|| ask.transcripts.clone()))
             .field("cursor", ask.cursor),
     );

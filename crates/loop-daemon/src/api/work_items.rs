@@ -10,10 +10,12 @@
 //! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
 
 use axum::Json;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
 use loop_core::control::Command;
 use loop_core::record::{Control, EndpointStatus, LocalRecord};
+use loop_store::StoreError;
 use loop_store::event_log::read::{EventRecord, read_all};
-use loop_store::{Section as _, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
@@ -38,14 +40,15 @@ pub(super) struct RefQuery {
     pub(super) work_item: String,
 }
 
-/// Every portable record as stored, sorted by ref.
+/// Every portable record as stored, sorted by ref (the store's listing: only records
+/// changed since the last request are read again).
 #[utoipa::path(get, path = "/api/v1/work-items", tag = "work items", responses(
     (status = 200, description = "The records", body = Vec<Value>),
     (status = 500, description = "The state could not be read", body = Detail)))]
-async fn list(state: axum::extract::State<ApiState>) -> Result<Json<Value>, ApiError> {
+async fn list(state: axum::extract::State<ApiState>) -> Result<Response, ApiError> {
     let store = state.store.clone();
-    let records = read(move || store.list_portable_records()).await?;
-    Ok(Json(Value::Array(records.into_iter().map(Value::Object).collect())))
+    let listing = read(move || store.list_portable()).await?;
+    Ok(([(CONTENT_TYPE, "application/json")], listing.json.clone()).into_response())
 }
 
 /// One portable record.
@@ -78,27 +81,17 @@ async fn attention(
     state: axum::extract::State<ApiState>,
 ) -> Result<Json<Vec<Attention>>, ApiError> {
     let store = state.store.clone();
-    let (sessions, controls, events) = read(move || {
+    let (sessions, listing, events) = read(move || {
         let sessions = store.list_local_records()?;
-        let mut controls = Vec::new();
-        for record in store.list_portable_records()? {
-            let item = record.get("ref").and_then(Value::as_str).and_then(|r| r.parse().ok());
-            let control = record
-                .get(Control::KEY)
-                .cloned()
-                .and_then(|value| serde_json::from_value::<Control>(value).ok());
-            if let (Some(item), Some(control)) = (item, control) {
-                controls.push((item, control));
-            }
-        }
+        let listing = store.list_portable()?;
         let events = match store.events().path() {
             Some(path) => read_all(path)?,
             None => Vec::new(),
         };
-        Ok::<_, StoreError>((sessions, controls, events))
+        Ok::<_, StoreError>((sessions, listing, events))
     })
     .await?;
-    Ok(Json(needs_you(&sessions, &controls, &events)))
+    Ok(Json(needs_you(&sessions, &listing.controls, &events)))
 }
 
 /// One "Needs you" row.

@@ -235,6 +235,19 @@ impl Dispatcher {
         tmux: &str,
     ) -> Option<Step> {
         let comments = Comment::from_event(event);
+        self.advance_with(config, link, comments, boundary, tmux).await.map(|(step, _)| step)
+    }
+
+    /// [`Self::graph_advance`] with the gate reading `comments`; the step taken and the
+    /// gate's messages.
+    async fn advance_with(
+        &self,
+        config: &Arc<Config>,
+        link: &Link,
+        comments: Vec<Comment>,
+        boundary: Boundary,
+        tmux: &str,
+    ) -> Option<(Step, Vec<String>)> {
         let checklist = self.checklist_now(link, &comments).await;
         let authorized = config.routing.authorized_users.clone();
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
@@ -280,11 +293,11 @@ impl Dispatcher {
                 return None;
             }
         };
-        let step = reports.last().map(|r| r.step.clone());
+        let answer = reports.last().map(|r| (r.step.clone(), r.messages.clone()));
         for report in reports {
             self.carry_out_graph(link, report, tmux).await;
         }
-        step
+        answer
     }
 
     /// The lines and then the effects of one verb, in order.
@@ -470,6 +483,31 @@ fn hook_degraded(item: &WorkItemRef, hook: &str, err: &dyn std::fmt::Display) ->
         .field("error", err.to_string())
 }
 
+/// Which graph an operator verb is about: `item`'s, in its own session's checkout on this
+/// machine (the CLI), or in `checkout` (the control plane's `repo`); a pull request's
+/// inner loop there when `pull_request` says which.
+#[derive(Debug, Clone)]
+pub struct GraphTarget {
+    pub item: WorkItemRef,
+    pub checkout: Option<PathBuf>,
+    pub pull_request: Option<InnerLoop>,
+}
+
+impl GraphTarget {
+    /// `item`'s own graph, in its session's checkout.
+    pub fn session(item: WorkItemRef) -> Self {
+        Self { item, checkout: None, pull_request: None }
+    }
+}
+
+/// A pull request's inner loop: its number, and its repository when it is not the
+/// work item's (`pr-loops/<owner>__<repo>/pr-<n>/`).
+#[derive(Debug, Clone)]
+pub struct InnerLoop {
+    pub number: u64,
+    pub repository: Option<(String, String)>,
+}
+
 /// What `the-loop graph status|check` shows for a work item.
 #[derive(Debug, Clone)]
 pub struct GraphView {
@@ -479,40 +517,62 @@ pub struct GraphView {
     pub check: String,
     /// Nothing unsatisfied up to the current node.
     pub ok: bool,
+    /// The loop, and the state file as it is (`None`: never entered).
+    pub graph: LoopName,
+    pub state: Option<WorkItemState>,
 }
 
-/// What a `the-loop graph complete` claim came to.
+/// What a `the-loop graph complete` claim (or the control plane's `graph/advance`) came to.
 #[derive(Debug, Clone)]
 pub struct Claimed {
     pub step: Step,
     pub messages: Vec<String>,
     /// Where the item stands afterwards.
     pub context: String,
+    /// The loop, and the state file afterwards.
+    pub graph: LoopName,
+    pub state: Option<WorkItemState>,
 }
 
 impl Dispatcher {
-    /// The work item's own session on this machine and the graph in its checkout.
-    async fn operator_link(&self, item: &WorkItemRef) -> Option<(Link, String)> {
-        let (registry, target) = (self.inner.registry.clone(), item.clone());
-        let record = blocking(move || registry.record_owning(&target)).await.ok().flatten()?;
-        let endpoint = record.own_endpoint()?.clone();
+    /// The graph `target` names, its gates passed, and the tmux session of the item's
+    /// own session here (`""` when none: an assignment then cannot be pasted, and says so).
+    async fn operator_link(&self, target: &GraphTarget) -> Option<(Link, String)> {
+        let (registry, item) = (self.inner.registry.clone(), target.item.clone());
+        let record = blocking(move || registry.record_owning(&item)).await.ok().flatten();
+        let own = record.as_ref().and_then(|r| r.own_endpoint().cloned());
+        let (item, cwd) = match (&target.checkout, record, &own) {
+            (Some(checkout), _, _) => (target.item.clone(), checkout.clone()),
+            (None, Some(record), Some(own)) => (record.work_item, own.cwd.clone()),
+            (None, _, _) => return None,
+        };
         let config = self.config();
-        let link =
-            self.graph_link(&config, &record.work_item, &endpoint.cwd, Boundary::Event).await?;
-        Some((link, endpoint.tmux_target))
+        let mut link = self.graph_link(&config, &item, &cwd, Boundary::Event).await?;
+        if let Some(inner) = &target.pull_request {
+            let repository = inner.repository.as_ref().map(|(o, r)| (o.as_str(), r.as_str()));
+            let dir = inner_loop_dir(repository, inner.number)?;
+            let folder = SpecFolder::new(
+                &cwd,
+                &config.routing.graph.spec_dir,
+                &format!("{}/{dir}", link.id),
+            )
+            .ok()
+            .filter(SpecFolder::exists)?;
+            link = Link { folder, graph: LoopName::PullRequest, ..link };
+        }
+        Some((link, own.map(|e| e.tmux_target).unwrap_or_default()))
     }
 
-    /// `the-loop graph status|check`: where `item` stands. `None`: no graph is driven for
-    /// it on this machine (no session checkout, disabled, not the item's repository).
-    pub async fn graph_view(&self, item: &WorkItemRef) -> Option<GraphView> {
-        let (link, _) = self.operator_link(item).await?;
+    /// `the-loop graph status|check`: where `target`'s item stands. `None`: no graph is
+    /// driven for it here (no session checkout, disabled, not the item's repository, no
+    /// spec folder).
+    pub async fn graph_view(&self, target: &GraphTarget) -> Option<GraphView> {
+        let (link, _) = self.operator_link(target).await?;
         let state = self.load_state(&link).await;
-        let (check, ok) = context::check(link.graph.graph(), state.as_ref());
-        Some(GraphView {
-            context: context::render(link.graph.graph(), state.as_ref(), &link.id),
-            check,
-            ok,
-        })
+        let graph = link.graph.graph();
+        let (check, ok) = context::check(graph, state.as_ref());
+        let context = context::render(graph, state.as_ref(), &link.id);
+        Some(GraphView { context, check, ok, graph: link.graph, state })
     }
 
     /// `the-loop graph complete`: the session's claim that `node` (default: the current
@@ -520,11 +580,11 @@ impl Dispatcher {
     /// entry asks is carried out as on any boundary. `None`: no graph for `item` here.
     pub async fn graph_complete(
         &self,
-        item: &WorkItemRef,
+        target: &GraphTarget,
         node: Option<String>,
         by: &str,
     ) -> Option<Claimed> {
-        let (link, tmux) = self.operator_link(item).await?;
+        let (link, tmux) = self.operator_link(target).await?;
         let (events, folder, graph, by) =
             (self.events().clone(), link.folder.clone(), link.graph, by.to_owned());
         let (work_item, id, keyword) =
@@ -546,21 +606,36 @@ impl Dispatcher {
             })
         })
         .await;
-        let report = match report {
-            Ok(Some(report)) => report,
-            Ok(None) => {
-                let context = self.graph_context(&link).await;
-                return Some(Claimed { step: Step::NotStarted, messages: Vec::new(), context });
+        let (step, messages) = match report {
+            Ok(Some(report)) => {
+                let answer = (report.step.clone(), report.messages.clone());
+                self.carry_out_graph(&link, report, &tmux).await;
+                answer
             }
+            Ok(None) => (Step::NotStarted, Vec::new()),
             Err(err) => {
-                self.events().emit_async(link_failed(item, &err)).await;
+                self.events().emit_async(link_failed(&link.item, &err)).await;
                 return None;
             }
         };
-        let (step, messages) = (report.step.clone(), report.messages.clone());
-        self.carry_out_graph(&link, report, &tmux).await;
-        let context = self.graph_context(&link).await;
-        Some(Claimed { step, messages, context })
+        Some(self.claimed(&link, step, messages).await)
+    }
+
+    /// The control plane's `graph/advance`: the current node's gate judged once with no
+    /// new comment, exactly as an event's would be (a claim already recorded, an
+    /// artifact since written, a decision already taken count). `None`: no graph here.
+    pub async fn graph_judge(&self, target: &GraphTarget) -> Option<Claimed> {
+        let (link, tmux) = self.operator_link(target).await?;
+        let config = self.config();
+        let (step, messages) =
+            self.advance_with(&config, &link, Vec::new(), Boundary::Event, &tmux).await?;
+        Some(self.claimed(&link, step, messages).await)
+    }
+
+    async fn claimed(&self, link: &Link, step: Step, messages: Vec<String>) -> Claimed {
+        let state = self.load_state(link).await;
+        let context = context::render(link.graph.graph(), state.as_ref(), &link.id);
+        Claimed { step, messages, context, graph: link.graph, state }
     }
 }
 

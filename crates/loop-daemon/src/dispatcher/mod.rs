@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-pub use self::graph::{Claimed, GraphView, record_pull_request};
+pub use self::graph::{Claimed, GraphTarget, GraphView, InnerLoop, record_pull_request};
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::config::Config;

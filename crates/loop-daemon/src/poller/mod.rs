@@ -630,6 +630,11 @@ impl<D: Pipeline> Poller<D> {
                 || degraded.contains(&item.repo().to_string().to_ascii_lowercase())
         };
         let before = (self.memory.threads.len(), self.memory.linkage.len());
+        for item in self.memory.threads.keys().filter(|item| !keep(item)) {
+            if let Some(client) = self.github.for_repo(item.repo()) {
+                client.forget_threads(item);
+            }
+        }
         self.memory.threads.retain(|item, _| keep(item));
         self.memory.linkage.retain(|item, _| keep(item));
         if (self.memory.threads.len(), self.memory.linkage.len()) != before {

@@ -182,16 +182,16 @@ async fn binding_beyond_loopback_without_a_token_is_refused_at_boot() {
     service.close().await;
 }
 
-const ITEM: &str = "github:octo/app#7";
+pub const ITEM: &str = "github:octo/app#7";
 
 /// The site's store, for a test to write records before the service reads them.
-fn store(site: &Site) -> loop_store::StateStore {
+pub fn store(site: &Site) -> loop_store::StateStore {
     loop_store::StateStore::new(site.layout(), loop_store::EventLog::disabled())
 }
 
 /// A session record for [`ITEM`] whose own endpoint is `status`, Claude conversation
 /// `conversation` in `cwd`, with one PR endpoint.
-fn session(
+pub fn session(
     status: loop_core::record::EndpointStatus,
     cwd: &std::path::Path,
 ) -> loop_core::record::LocalRecord {
@@ -216,7 +216,7 @@ fn session(
     record
 }
 
-fn control(command: loop_core::control::Command) -> loop_core::record::Control {
+pub fn control(command: loop_core::control::Command) -> loop_core::record::Control {
     loop_core::record::Control {
         command,
         source: loop_core::record::ControlSource::Comment,

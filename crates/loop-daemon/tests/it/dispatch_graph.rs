@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use loop_core::graph::state::WorkItemState;
+use loop_daemon::dispatcher::GraphTarget;
 use loop_sim::test_support::git_origin;
 use serde_json::Value;
 
@@ -142,7 +143,11 @@ async fn a_claim_without_its_artifact_is_blocked_with_the_gates_message_and_a_va
     lab.settle().await;
     let item = lab.item(number);
 
-    let blocked = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    let blocked = lab
+        .dispatcher
+        .graph_complete(&GraphTarget::session(item.clone()), None, "agent")
+        .await
+        .expect("a graph");
     assert!(matches!(blocked.step, loop_core::graph::runtime::Step::Blocked { .. }), "{blocked:?}");
     assert_eq!(blocked.messages, ["brainstorm.md is missing from the spec folder"]);
     assert!(blocked.context.contains("- gate: brainstorm.md is missing"), "{}", blocked.context);
@@ -153,7 +158,11 @@ async fn a_claim_without_its_artifact_is_blocked_with_the_gates_message_and_a_va
         "---\nstatus: approved\n---\n## Problem / opportunity\nThe widget.\n## Open questions\nNone.\n",
     )
     .expect("the artifact");
-    let advanced = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    let advanced = lab
+        .dispatcher
+        .graph_complete(&GraphTarget::session(item.clone()), None, "agent")
+        .await
+        .expect("a graph");
     assert!(
         matches!(advanced.step, loop_core::graph::runtime::Step::Advanced { .. }),
         "{advanced:?}"
@@ -173,7 +182,11 @@ async fn do_walks_the_adhoc_loop_and_an_authorized_done_completes_it() {
     assert_eq!(state_file(git.path(), number).loop_name, "pdlc-adhoc-loop");
 
     let item = lab.item(number);
-    let claimed = lab.dispatcher.graph_complete(&item, None, "agent").await.expect("a graph");
+    let claimed = lab
+        .dispatcher
+        .graph_complete(&GraphTarget::session(item.clone()), None, "agent")
+        .await
+        .expect("a graph");
     assert!(
         matches!(claimed.step, loop_core::graph::runtime::Step::Advanced { .. }),
         "{claimed:?}"

@@ -4,6 +4,7 @@
 //! file in a temp directory, and talks to it over real HTTP.
 
 mod api;
+mod api_graph;
 mod backlog;
 mod common;
 mod crash_windows;

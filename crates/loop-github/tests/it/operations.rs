@@ -255,3 +255,38 @@ async fn adding_and_removing_a_label_leaves_every_other_label_alone() {
     assert!(gh.remove_label(&item(n), "loop:test planning").await.unwrap(), "escaped name");
     assert_eq!(sim.world().item(REPO, n).unwrap().labels, [LABEL]);
 }
+
+#[tokio::test]
+async fn forgetting_an_items_threads_forgets_its_comment_pages_and_nothing_else() {
+    let sim = sim().await;
+    let issue = sim.open_issue(REPO, "alice", "one", &[LABEL]).unwrap();
+    let pr = sim.open_pull_request(REPO, "bob", "fix", "", "b", &[LABEL]).unwrap();
+    for _ in issue + 1..10 {
+        sim.open_issue(REPO, "alice", "filler", &[]).unwrap();
+    }
+    let tenth = sim.open_issue(REPO, "alice", "ten", &[LABEL]).unwrap();
+    let gh = client(&sim, RecordingClock::new());
+    gh.list_labelled_open_items(&repo(), LABEL).await.unwrap();
+    for number in [issue, tenth] {
+        gh.conversation_comments(&item(number)).await.unwrap();
+    }
+    gh.pull_request_thread(&item(pr)).await.unwrap();
+    let urls = |gh: &loop_github::GithubClient| -> Vec<String> {
+        gh.validators().into_iter().map(|v| v.url).collect()
+    };
+    let before = urls(&gh);
+
+    gh.forget_threads(&item(issue));
+    gh.forget_threads(&item(pr));
+
+    let kept: Vec<String> = before
+        .into_iter()
+        .filter(|url| {
+            let of = |n: u64, what: &str| url.contains(&format!("/{what}/{n}/"));
+            !(of(issue, "issues") || of(pr, "issues") || of(pr, "pulls"))
+        })
+        .collect();
+    assert_eq!(urls(&gh), kept);
+    assert!(kept.iter().any(|url| url.contains(&format!("/issues/{tenth}/comments"))), "{kept:?}");
+    assert!(kept.iter().any(|url| url.contains("labels=")), "the listing stays: {kept:?}");
+}

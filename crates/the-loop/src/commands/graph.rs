@@ -6,6 +6,7 @@
 //! boundary. Glue only.
 
 use loop_core::graph::runtime::Step;
+use loop_daemon::dispatcher::GraphTarget;
 use serde_json::json;
 
 use super::sessions;
@@ -30,16 +31,18 @@ pub fn run(
     match command {
         GraphCommand::Status(args) => {
             let item = args.work_item;
+            let target = GraphTarget::session(item.clone());
             let view =
-                sessions::with_dispatcher(loaded.source, async |d| d.graph_view(&item).await)?;
+                sessions::with_dispatcher(loaded.source, async |d| d.graph_view(&target).await)?;
             let Some(view) = view else { return Ok(no_graph(&item)) };
             printer.data(view.context.trim_end());
             Ok(ExitStatus::Success)
         }
         GraphCommand::Check(args) => {
             let item = args.work_item;
+            let target = GraphTarget::session(item.clone());
             let view =
-                sessions::with_dispatcher(loaded.source, async |d| d.graph_view(&item).await)?;
+                sessions::with_dispatcher(loaded.source, async |d| d.graph_view(&target).await)?;
             let Some(view) = view else { return Ok(no_graph(&item)) };
             printer.data(view.check.trim_end());
             Ok(if view.ok { ExitStatus::Success } else { ExitStatus::Negative })
@@ -48,7 +51,12 @@ pub fn run(
             let item = args.item.work_item;
             let by = sessions::operator();
             let claimed = sessions::with_dispatcher(loaded.source, async |d| {
-                d.graph_complete(&item, args.node.clone(), by.as_str()).await
+                d.graph_complete(
+                    &GraphTarget::session(item.clone()),
+                    args.node.clone(),
+                    by.as_str(),
+                )
+                .await
             })?;
             let Some(claimed) = claimed else { return Ok(no_graph(&item)) };
             let (result, node) = match &claimed.step {

@@ -189,6 +189,9 @@ pub struct Inbox {
     /// A failed write left bytes past the last good length that could not be cut off
     /// yet: nothing is written until they are.
     uncut: bool,
+    /// Receipts marked processed since the last successful write: their marks are
+    /// buffered by the next write and kept until one succeeds.
+    marked: Vec<u64>,
     /// Receipts without a `processed` mark, in all segments.
     pending: usize,
     /// Their bodies' bytes.
@@ -274,6 +277,7 @@ impl Inbox {
             written: Written { live_len, next_seq },
             broken: false,
             uncut: false,
+            marked: Vec::new(),
             pending,
             pending_bytes,
             // The new segment's directory entry is synced with the first sync, not here:
@@ -323,16 +327,17 @@ impl Inbox {
         Ok(Journalled { seq, receipt })
     }
 
-    /// Records that receipt `seq` was processed, so it is never replayed (buffered like
-    /// [`Inbox::append`]). Unknown sequence numbers are ignored.
-    pub fn mark_processed(&mut self, seq: u64) -> Result<(), StoreError> {
+    /// Records that receipt `seq` was processed, so it is never replayed: it stops
+    /// counting as pending at once, and its mark goes to disk with the next
+    /// [`Inbox::write`] that succeeds. Unknown sequence numbers are ignored.
+    pub fn mark_processed(&mut self, seq: u64) {
         // Receipts precede the next segment's id, so the holder is the last id <= seq.
         let holder = self.segments.range_mut(..=seq).next_back();
-        let Some((&id, segment)) = holder else { return Ok(()) };
-        let Some(len) = segment.remove(seq - id) else { return Ok(()) };
+        let Some((&id, segment)) = holder else { return };
+        let Some(len) = segment.remove(seq - id) else { return };
         self.pending -= 1;
         self.pending_bytes -= len;
-        self.write_entry(&Header::Processed { seq }, None)
+        self.marked.push(seq);
     }
 
     /// Hands every buffered entry to the kernel, then retires a full live segment and
@@ -340,13 +345,13 @@ impl Inbox {
     /// left to a later sync, see [`Inbox::take_retired`]). What was appended survives a
     /// crash of this process from here on.
     ///
-    /// When the write fails (a full or read-only disk), or an append or mark since the
-    /// last write did, nothing since the last write is kept: the segment is cut back to
+    /// When the write fails (a full or read-only disk), or an append since the last
+    /// write did, no receipt since the last write is kept: the segment is cut back to
     /// where that write left it, so no partial entry is followed by good ones, and the
     /// receipts appended since are forgotten (their sequence numbers are given again).
-    /// Marks since then stay done in memory; on disk they are lost, which only means a
-    /// replay the dispatcher's ledger settles. The next write starts clean. A segment
-    /// that cannot retire now (no room for a new file) retires at a later write.
+    /// The marks since then are kept and written by the next write that succeeds: a
+    /// receipt processed while the disk was full is not replayed at the next start. A
+    /// segment that cannot retire now (no room for a new file) retires at a later write.
     pub fn write(&mut self) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, self.live_id);
         let unclean =
@@ -356,12 +361,14 @@ impl Inbox {
         } else if self.uncut {
             unclean("the segment could not be cut back after a failed write")
         } else {
-            self.flush_buffer().map_err(StoreError::io("append to", &path))
+            self.buffer_marks()
+                .and_then(|()| self.flush_buffer().map_err(StoreError::io("append to", &path)))
         };
         if let Err(err) = flushed {
             self.go_back();
             return Err(err);
         }
+        self.marked.clear();
         self.written = Written { live_len: self.live_len, next_seq: self.next_seq };
         if let Err(err) = self.retire_finished() {
             tracing::warn!(error = %err, "cannot start a new inbox journal segment yet; the live one grows meanwhile");
@@ -369,9 +376,9 @@ impl Inbox {
         Ok(())
     }
 
-    /// Forgets what was appended since the last successful write (see [`Inbox::write`])
-    /// and cuts the live segment back to it; a cut that fails (a read-only disk) is
-    /// tried again at the next write, which fails until it succeeds.
+    /// Forgets the receipts appended since the last successful write (see
+    /// [`Inbox::write`]) and cuts the live segment back to it; a cut that fails (a
+    /// read-only disk) is tried again at the next write, which fails until it succeeds.
     fn go_back(&mut self) {
         if let Some(segment) = self.segments.get_mut(&self.live_id) {
             for seq in self.written.next_seq..self.next_seq {
@@ -387,6 +394,15 @@ impl Inbox {
         // What is still buffered is dropped, never written after a cut.
         self.buffer.clear();
         self.uncut = self.live.set_len(self.written.live_len).is_err();
+    }
+
+    /// Buffers the marks made since the last successful write, after the receipts
+    /// appended since (a receipt is always written before its mark).
+    fn buffer_marks(&mut self) -> Result<(), StoreError> {
+        for at in 0..self.marked.len() {
+            self.write_entry(&Header::Processed { seq: self.marked[at] }, None)?;
+        }
+        Ok(())
     }
 
     /// Hands what is buffered to the kernel. On failure part of it may be in the file.
@@ -809,7 +825,7 @@ mod tests {
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
         assert_eq!(contents.pending, vec![first.clone(), second.clone()]);
         assert!(inbox.next_seq() > second.seq);
-        inbox.mark_processed(first.seq).unwrap();
+        inbox.mark_processed(first.seq);
         inbox.sync().unwrap();
         drop(inbox);
 
@@ -841,7 +857,7 @@ mod tests {
         inbox.sync().unwrap();
         drop(inbox);
         let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
-        inbox.mark_processed(a.seq).unwrap(); // the new live segment holds only this mark
+        inbox.mark_processed(a.seq); // the new live segment holds only this mark
         inbox.sync().unwrap();
         drop(inbox);
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
@@ -849,12 +865,41 @@ mod tests {
         let b = inbox.append(receipt(Some("b"), "{}")).unwrap();
         assert!(b.seq > a.seq);
         inbox.sync().unwrap();
-        inbox.mark_processed(b.seq).unwrap();
-        inbox.mark_processed(b.seq).unwrap(); // a second mark is ignored
+        inbox.mark_processed(b.seq);
+        inbox.mark_processed(b.seq); // a second mark is ignored
         inbox.sync().unwrap();
         drop(inbox);
         let (_, contents) = Inbox::open(dir.path()).unwrap();
         assert!(contents.pending.is_empty());
+    }
+
+    /// A mark made while the disk is full is written once there is room again, so the
+    /// receipt it settles is not replayed at the next start (it was lost with the failed
+    /// write that carried it).
+    #[test]
+    fn a_mark_whose_write_failed_is_written_by_the_next_write_that_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let processed = inbox.append(receipt(Some("a"), "{}")).unwrap();
+        inbox.write().unwrap();
+
+        // The disk fills: the mark and the next receipt go to a write that fails.
+        let full = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        let segment = std::mem::replace(&mut inbox.live, full);
+        inbox.mark_processed(processed.seq);
+        inbox.append(receipt(Some("refused"), "{}")).unwrap();
+        assert!(inbox.write().is_err());
+        assert_eq!(inbox.pending(), 0, "processed, whatever the disk says");
+
+        // Space returns. (`/dev/full` cannot be cut back either: the first write goes
+        // back once more, the next succeeds.)
+        inbox.live = segment;
+        let _ = inbox.write();
+        inbox.write().unwrap();
+        drop(inbox);
+        let contents = read_pending(dir.path()).unwrap();
+        assert!(contents.pending.is_empty(), "{:?}", contents.pending);
+        assert!(contents.ignored.is_empty(), "{:?}", contents.ignored);
     }
 
     #[test]
@@ -909,7 +954,7 @@ mod tests {
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
         assert_eq!(contents.pending.len(), 1);
         assert_eq!(segment_files(dir.path()).unwrap().len(), 2, "old segment kept while pending");
-        inbox.mark_processed(a.seq).unwrap();
+        inbox.mark_processed(a.seq);
         inbox.sync().unwrap();
         assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "only the live segment remains");
         drop(inbox);
@@ -944,7 +989,7 @@ mod tests {
         let body = "x".repeat(1024 * 1024);
         for _ in 0..5 {
             let entry = inbox.append(receipt(None, &body)).unwrap();
-            inbox.mark_processed(entry.seq).unwrap();
+            inbox.mark_processed(entry.seq);
         }
         inbox.sync().unwrap();
         let files = segment_files(dir.path()).unwrap();
@@ -982,8 +1027,8 @@ mod tests {
         inbox.append(receipt(None, "{}")).unwrap();
         inbox.sync().unwrap();
         assert_eq!((inbox.pending(), inbox.pending_bytes()), (2, 9));
-        inbox.mark_processed(a.seq).unwrap();
-        inbox.mark_processed(a.seq).unwrap(); // a second mark changes nothing
+        inbox.mark_processed(a.seq);
+        inbox.mark_processed(a.seq); // a second mark changes nothing
         inbox.sync().unwrap();
         assert_eq!((inbox.pending(), inbox.pending_bytes()), (1, 2));
         drop(inbox);

@@ -23,13 +23,20 @@ const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
 /// The config refuses port 0, so the port is one the OS just handed out on
 /// `127.0.0.1:0` and released; the service prints the address it bound.
 fn site() -> (Cli, PathBuf) {
+    site_taking(None)
+}
+
+/// [`site`] with the inbox's ceiling at `inbox_max_deliveries` (the default otherwise).
+fn site_taking(inbox_max_deliveries: Option<usize>) -> (Cli, PathBuf) {
     let mut cli = Cli::new();
     let root = cli.cwd().join("state");
     let port = crate::common::free_port();
+    let ceiling =
+        inbox_max_deliveries.map_or_else(String::new, |n| format!("    inboxMaxDeliveries: {n}\n"));
     cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n",
+            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n{ceiling}service:\n  enabled: false\n",
             root.display()
         ),
     );
@@ -268,7 +275,8 @@ fn kill_9_between_the_202_and_processing_loses_nothing_and_processes_once() {
 #[test]
 fn a_busy_service_stops_on_term_and_the_next_start_processes_the_rest_once() {
     const BACKLOG: usize = 2000;
-    let (cli, root) = site();
+    // Above the default ceiling: a backlog the stop surely interrupts.
+    let (cli, root) = site_taking(Some(BACKLOG));
     let held = Service::start(&cli, &["--hold-processing"]);
     let ids: Vec<String> = (0..BACKLOG).map(|n| format!("busy-{n}")).collect();
     for id in &ids {

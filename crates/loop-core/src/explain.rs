@@ -495,6 +495,15 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 format!("queued for delivery into {}'s session", items(record))
             },
         ),
+        Kind::DispatchAwaitingQueue => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "waits until {}'s session has been given what was queued for it before this \
+                 close, and is decided again then",
+                items(record)
+            ),
+        ),
         Kind::DispatchAwaitingSpawn => (
             Stage::Decision,
             Mark::Noted,
@@ -725,6 +734,15 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::ReactionFailed => {
             (Stage::Outcome, Mark::Noted, format!("could not react: {}", field(record, "error")))
         }
+        Kind::ReactionShed => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!(
+                "got no reactions: {} were already in flight, more than GitHub was taking; \
+                 reactions resume once they drain",
+                field(record, "in_flight")
+            ),
+        ),
         Kind::ConfigReloaded => noted(
             Stage::Outcome,
             match text(record, "detail") {
@@ -1175,6 +1193,29 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::GraphSkipped => {
             noted(Stage::Outcome, format!("the process graph was not driven: {}", reason()))
         }
+        Kind::GraphForced => done(format!(
+            "{} forced {} from `{}` to `{}` past its gates ({}): the pointer moved, no verdict was forged",
+            field(record, "actor"),
+            items(record),
+            field(record, "from"),
+            field(record, "to"),
+            field(record, "reason")
+        )),
+        Kind::GraphSkipsDeclared => done(format!(
+            "{} declared {} skipped for {} ({}): the walk passes them when it reaches them",
+            field(record, "actor"),
+            strings(record, "nodes").map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            items(record),
+            field(record, "reason")
+        )),
+        Kind::GraphSkipsRejected => noted(
+            Stage::Outcome,
+            format!(
+                "refused to declare `{}` skipped: {}",
+                field(record, "token"),
+                field(record, "why")
+            ),
+        ),
         Kind::GraphAssignmentDelivered => {
             done(format!("pasted the `{}` assignment into the session", field(record, "node")))
         }

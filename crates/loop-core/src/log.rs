@@ -83,6 +83,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchAwaitingQueue = "dispatch.awaiting_queue", Trail;
     DispatchAwaitingSpawn = "dispatch.awaiting_spawn", Trail;
     DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;
@@ -101,11 +102,14 @@ kinds! {
     GraphChoiceRefused = "graph.choice_refused", Trail;
     GraphCompleted = "graph.completed", Effect;
     GraphEscalated = "graph.escalated", Effect;
+    GraphForced = "graph.forced", Effect;
     GraphHookDegraded = "graph.hook_degraded", Effect;
     GraphLinkFailed = "graph.link_failed", Effect;
     GraphNoEdge = "graph.no_edge", Effect;
     GraphParked = "graph.parked", Effect;
     GraphSkipped = "graph.skipped", Trail;
+    GraphSkipsDeclared = "graph.skips_declared", Effect;
+    GraphSkipsRejected = "graph.skips_rejected", Trail;
     GraphStarted = "graph.started", Effect;
     HarnessPluginFailed = "harness.plugin_failed", Effect;
     HarnessPluginRegistered = "harness.plugin_registered", Effect;
@@ -138,6 +142,7 @@ kinds! {
     PollerStopped = "poller.stopped", Trail;
     ReactionAdded = "reaction.added", Trail;
     ReactionFailed = "reaction.failed", Trail;
+    ReactionShed = "reaction.shed", Trail;
     RegistryUnreadable = "registry.unreadable", Trail;
     RoutingCollaborator = "routing.collaborator", Trail;
     RoutingDropped = "routing.dropped", Trail;

@@ -105,6 +105,7 @@ struct Inner {
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<ExistenceCache>,
+    reactions: github::Reactions,
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
@@ -114,9 +115,10 @@ struct Inner {
     /// The `graph.skipped` lines said: once per session checkout and reason.
     graph_skips: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf, &'static str)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
-    /// Work item → jobs queued to spawn its session and not yet ended, each counted by
-    /// the job's [`queue::SpawnInFlight`] guard while it lives.
-    spawning: Mutex<HashMap<WorkItemRef, usize>>,
+    /// Jobs queued to spawn each work item's session and not yet ended.
+    spawning: queue::Tally,
+    /// Jobs and replans on each work item's queue, queued or running.
+    held: queue::Tally,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
@@ -155,11 +157,13 @@ impl Dispatcher {
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
+                reactions: github::Reactions::default(),
                 ci_failures: Mutex::default(),
                 proven_checkouts: Mutex::default(),
                 graph_skips: Mutex::default(),
                 queues: Mutex::default(),
-                spawning: Mutex::default(),
+                spawning: queue::Tally::default(),
+                held: queue::Tally::default(),
                 bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
@@ -301,21 +305,13 @@ impl Dispatcher {
     /// it stops counting as in flight, so an item is always seen either spawning or
     /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
-        let spawning = self.spawning();
-        match self.inner.store.list_local_records() {
-            Ok(records) => Snapshot { records, spawning },
-            Err(err) => {
-                self.events()
-                    .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
-                Snapshot { records: Vec::new(), spawning }
-            }
-        }
-    }
-
-    /// The work items with a spawn queued or running.
-    fn spawning(&self) -> std::collections::BTreeSet<WorkItemRef> {
-        let spawning = self.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
-        spawning.keys().cloned().collect()
+        let (spawning, busy) = (self.inner.spawning.items(), self.inner.held.items());
+        let records = self.inner.store.list_local_records().unwrap_or_else(|err| {
+            self.events()
+                .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
+            Vec::new()
+        });
+        Snapshot { records, spawning, busy }
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

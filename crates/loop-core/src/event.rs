@@ -11,8 +11,6 @@
 //! panics. It must not judge the event (that is the guards' job) and must not keep the
 //! raw payload.
 
-use std::borrow::Cow;
-
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -289,6 +287,7 @@ pub struct Event {
 
 /// Every key normalization reads, at any depth ([`Event::from_webhook`] and
 /// [`linkage`]): [`Event::read_webhook`] keeps these and skips the rest of a payload.
+/// Sorted, for a binary search per key.
 const READ_KEYS: &[&str] = &[
     "action",
     "body",
@@ -366,11 +365,14 @@ impl<'de> Visitor<'de> for Pruned {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut kept = Map::new();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if READ_KEYS.contains(&key.as_ref()) {
-                kept.insert(key.into_owned(), map.next_value_seed(Pruned)?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
+        while let Some(key) = map.next_key_seed(Key)? {
+            match key {
+                Some(key) => {
+                    kept.insert(key.to_owned(), map.next_value_seed(Pruned)?);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(Value::Object(kept))
@@ -410,6 +412,30 @@ impl<'de> Visitor<'de> for Pruned {
 
     fn visit_unit<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
+    }
+}
+
+/// An object key as [`Pruned`] reads it: the [`READ_KEYS`] entry it is, or `None`. Read
+/// in place, so the keys skipped (most of a payload's) are never allocated.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Key {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(READ_KEYS.binary_search(&key).ok().map(|at| READ_KEYS[at]))
     }
 }
 
@@ -690,6 +716,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_keys_read_are_sorted_for_the_binary_search() {
+        assert!(READ_KEYS.is_sorted(), "keep READ_KEYS sorted");
+    }
 
     #[test]
     fn a_pr_conversation_comment_is_about_the_pull_request() {

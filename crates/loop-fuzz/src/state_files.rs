@@ -181,7 +181,7 @@ fn journal(store: &StateStore, content: &[u8]) {
     let _ = inbox::read_from(&dir, u64::MAX, 16);
     if let Ok((mut opened, contents)) = Inbox::open(&dir) {
         for pending in contents.pending.iter().take(4) {
-            let _ = opened.mark_processed(pending.seq);
+            opened.mark_processed(pending.seq);
         }
         let _ = opened.append(Receipt {
             event: "issues".to_owned(),

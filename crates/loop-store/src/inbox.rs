@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -189,6 +189,9 @@ pub struct Inbox {
     /// A failed write left bytes past the last good length that could not be cut off
     /// yet: nothing is written until they are.
     uncut: bool,
+    /// Receipts marked processed since the last successful write: their marks are
+    /// buffered by the next write and kept until one succeeds.
+    marked: Vec<u64>,
     /// Receipts without a `processed` mark, in all segments.
     pending: usize,
     /// Their bodies' bytes.
@@ -274,6 +277,7 @@ impl Inbox {
             written: Written { live_len, next_seq },
             broken: false,
             uncut: false,
+            marked: Vec::new(),
             pending,
             pending_bytes,
             // The new segment's directory entry is synced with the first sync, not here:
@@ -323,16 +327,17 @@ impl Inbox {
         Ok(Journalled { seq, receipt })
     }
 
-    /// Records that receipt `seq` was processed, so it is never replayed (buffered like
-    /// [`Inbox::append`]). Unknown sequence numbers are ignored.
-    pub fn mark_processed(&mut self, seq: u64) -> Result<(), StoreError> {
+    /// Records that receipt `seq` was processed, so it is never replayed: it stops
+    /// counting as pending at once, and its mark goes to disk with the next
+    /// [`Inbox::write`] that succeeds. Unknown sequence numbers are ignored.
+    pub fn mark_processed(&mut self, seq: u64) {
         // Receipts precede the next segment's id, so the holder is the last id <= seq.
         let holder = self.segments.range_mut(..=seq).next_back();
-        let Some((&id, segment)) = holder else { return Ok(()) };
-        let Some(len) = segment.remove(seq - id) else { return Ok(()) };
+        let Some((&id, segment)) = holder else { return };
+        let Some(len) = segment.remove(seq - id) else { return };
         self.pending -= 1;
         self.pending_bytes -= len;
-        self.write_entry(&Header::Processed { seq }, None)
+        self.marked.push(seq);
     }
 
     /// Hands every buffered entry to the kernel, then retires a full live segment and
@@ -340,13 +345,13 @@ impl Inbox {
     /// left to a later sync, see [`Inbox::take_retired`]). What was appended survives a
     /// crash of this process from here on.
     ///
-    /// When the write fails (a full or read-only disk), or an append or mark since the
-    /// last write did, nothing since the last write is kept: the segment is cut back to
+    /// When the write fails (a full or read-only disk), or an append since the last
+    /// write did, no receipt since the last write is kept: the segment is cut back to
     /// where that write left it, so no partial entry is followed by good ones, and the
     /// receipts appended since are forgotten (their sequence numbers are given again).
-    /// Marks since then stay done in memory; on disk they are lost, which only means a
-    /// replay the dispatcher's ledger settles. The next write starts clean. A segment
-    /// that cannot retire now (no room for a new file) retires at a later write.
+    /// The marks since then are kept and written by the next write that succeeds: a
+    /// receipt processed while the disk was full is not replayed at the next start. A
+    /// segment that cannot retire now (no room for a new file) retires at a later write.
     pub fn write(&mut self) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, self.live_id);
         let unclean =
@@ -356,12 +361,14 @@ impl Inbox {
         } else if self.uncut {
             unclean("the segment could not be cut back after a failed write")
         } else {
-            self.flush_buffer().map_err(StoreError::io("append to", &path))
+            self.buffer_marks()
+                .and_then(|()| self.flush_buffer().map_err(StoreError::io("append to", &path)))
         };
         if let Err(err) = flushed {
             self.go_back();
             return Err(err);
         }
+        self.marked.clear();
         self.written = Written { live_len: self.live_len, next_seq: self.next_seq };
         if let Err(err) = self.retire_finished() {
             tracing::warn!(error = %err, "cannot start a new inbox journal segment yet; the live one grows meanwhile");
@@ -369,9 +376,9 @@ impl Inbox {
         Ok(())
     }
 
-    /// Forgets what was appended since the last successful write (see [`Inbox::write`])
-    /// and cuts the live segment back to it; a cut that fails (a read-only disk) is
-    /// tried again at the next write, which fails until it succeeds.
+    /// Forgets the receipts appended since the last successful write (see
+    /// [`Inbox::write`]) and cuts the live segment back to it; a cut that fails (a
+    /// read-only disk) is tried again at the next write, which fails until it succeeds.
     fn go_back(&mut self) {
         if let Some(segment) = self.segments.get_mut(&self.live_id) {
             for seq in self.written.next_seq..self.next_seq {
@@ -387,6 +394,15 @@ impl Inbox {
         // What is still buffered is dropped, never written after a cut.
         self.buffer.clear();
         self.uncut = self.live.set_len(self.written.live_len).is_err();
+    }
+
+    /// Buffers the marks made since the last successful write, after the receipts
+    /// appended since (a receipt is always written before its mark).
+    fn buffer_marks(&mut self) -> Result<(), StoreError> {
+        for at in 0..self.marked.len() {
+            self.write_entry(&Header::Processed { seq: self.marked[at] }, None)?;
+        }
+        Ok(())
     }
 
     /// Hands what is buffered to the kernel. On failure part of it may be in the file.
@@ -627,33 +643,35 @@ fn segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     Ok(found)
 }
 
-/// Reads a segment; receipts for which `want` says no are checked for shape only and not
-/// kept (their bodies are neither hashed nor copied).
+/// Reads a segment entry by entry through a buffer of [`READ_BUFFER`] bytes; receipts
+/// for which `want` says no are checked for shape only and skipped (their bodies are
+/// neither read into memory nor checksummed). A receipt's body is read into an
+/// allocation of its own size, so reading a segment back never holds the whole file.
 fn read_segment(path: &Path, want: &mut dyn FnMut(u64) -> bool) -> Result<SegmentRead, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
+    let file = match File::open(path) {
+        Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(SegmentRead::default()),
         Err(err) => return Err(StoreError::io("read", path)(err)),
     };
+    let mut segment = SegmentReader { file: BufReader::with_capacity(READ_BUFFER, file), at: 0 };
     let mut read = SegmentRead::default();
-    let mut at = 0;
-    while at < bytes.len() {
-        match parse_entry(&bytes[at..], want) {
-            Some((entry, used)) => {
-                match entry {
-                    Entry::Received(journalled) => read.received.push(journalled),
-                    Entry::Processed(seq) => {
-                        read.processed.insert(seq);
-                    }
-                    Entry::Unwanted => {}
-                }
-                at += used;
+    loop {
+        let start = segment.at;
+        match segment.next_entry(want).map_err(StoreError::io("read", path))? {
+            Some(Entry::Received(journalled)) => read.received.push(journalled),
+            Some(Entry::Processed(seq)) => {
+                read.processed.insert(seq);
             }
+            Some(Entry::Unwanted) => {}
+            Some(Entry::End) => break,
             None => {
+                // Everything from here on is unreadable: measure it for the report.
+                let end = segment.file.get_mut().metadata().map(|meta| meta.len());
+                let end = end.map_err(StoreError::io("stat", path))?;
                 read.ignored = Some(Ignored {
                     path: path.to_owned(),
-                    offset: at as u64,
-                    bytes: (bytes.len() - at) as u64,
+                    offset: start,
+                    bytes: end.saturating_sub(start),
                 });
                 break;
             }
@@ -662,53 +680,109 @@ fn read_segment(path: &Path, want: &mut dyn FnMut(u64) -> bool) -> Result<Segmen
     Ok(read)
 }
 
+/// How much of a segment is read at a time (below the allocator's threshold for a
+/// mapping of its own, so a read-back leaves no large free block behind).
+const READ_BUFFER: usize = 64 * 1024;
+
+/// A segment file being read from its start.
+struct SegmentReader {
+    file: BufReader<File>,
+    /// Where the next entry starts.
+    at: u64,
+}
+
 enum Entry {
     Received(Journalled),
     Processed(u64),
     /// A receipt the reader did not ask for.
     Unwanted,
+    /// The segment ends here, after a whole entry.
+    End,
 }
 
-/// One entry from the start of `bytes` and how many bytes it took; `None` when the
-/// entry is incomplete or damaged.
-fn parse_entry(bytes: &[u8], want: &mut dyn FnMut(u64) -> bool) -> Option<(Entry, usize)> {
-    let end = bytes.iter().position(|b| *b == b'\n')?;
-    let header: Header = serde_json::from_slice(&bytes[..end]).ok()?;
-    let (Header::Processed { seq } | Header::Received { seq, .. }) = &header;
-    if *seq >= SEQ_LIMIT {
-        return None;
-    }
-    let after_header = end + 1;
-    match header {
-        Header::Processed { seq } => Some((Entry::Processed(seq), after_header)),
-        Header::Received { seq, event, delivery, verified, at, len, crc32, sha256 } => {
-            let len = usize::try_from(len).ok()?;
-            let body_end = after_header.checked_add(len)?;
-            let body = bytes.get(after_header..body_end)?;
-            if bytes.get(body_end) != Some(&b'\n') {
-                return None;
-            }
-            if !want(seq) {
-                return Some((Entry::Unwanted, body_end + 1));
-            }
-            let intact = match (crc32, sha256) {
-                (Some(crc32), _) => crc32fast::hash(body) == crc32,
-                (None, Some(sha256)) => hex(&Sha256::digest(body)) == sha256,
-                (None, None) => false,
-            };
-            if !intact {
-                return None;
-            }
-            let receipt = Receipt {
-                event,
-                delivery_id: delivery,
-                verified,
-                received_at: at,
-                body: Bytes::copy_from_slice(body),
-            };
-            Some((Entry::Received(Journalled { seq, receipt }), body_end + 1))
+impl SegmentReader {
+    /// The next entry; `None` when it is incomplete or damaged (a torn tail).
+    fn next_entry(&mut self, want: &mut dyn FnMut(u64) -> bool) -> io::Result<Option<Entry>> {
+        let mut line = Vec::new();
+        let used = self.file.read_until(b'\n', &mut line)?;
+        if used == 0 {
+            return Ok(Some(Entry::End));
         }
+        if line.pop() != Some(b'\n') {
+            return Ok(None);
+        }
+        let Ok(header) = serde_json::from_slice::<Header>(&line) else { return Ok(None) };
+        let (Header::Processed { seq } | Header::Received { seq, .. }) = &header;
+        if *seq >= SEQ_LIMIT {
+            return Ok(None);
+        }
+        let mut used = used as u64;
+        let entry = match header {
+            Header::Processed { seq } => Entry::Processed(seq),
+            Header::Received { seq, event, delivery, verified, at, len, crc32, sha256 } => {
+                let entry = match self.body(len, want(seq))? {
+                    Body::Torn => return Ok(None),
+                    Body::Skipped => Entry::Unwanted,
+                    Body::Read(body) => {
+                        let intact = match (crc32, sha256) {
+                            (Some(crc32), _) => crc32fast::hash(&body) == crc32,
+                            (None, Some(sha256)) => hex(&Sha256::digest(&body)) == sha256,
+                            (None, None) => false,
+                        };
+                        if !intact {
+                            return Ok(None);
+                        }
+                        let receipt = Receipt {
+                            event,
+                            delivery_id: delivery,
+                            verified,
+                            received_at: at,
+                            body: Bytes::from(body),
+                        };
+                        Entry::Received(Journalled { seq, receipt })
+                    }
+                };
+                // The body was there, so its length fits the file.
+                used += len + 1;
+                entry
+            }
+        };
+        self.at += used;
+        Ok(Some(entry))
     }
+
+    /// A receipt's body of `len` bytes and its closing newline: read when `wanted`, else
+    /// skipped.
+    fn body(&mut self, len: u64, wanted: bool) -> io::Result<Body> {
+        let body = if wanted {
+            // Grown as bytes arrive, so a damaged length cannot claim memory the file
+            // does not hold; a whole body ends at exactly its length.
+            let mut body = Vec::with_capacity(usize::try_from(len).map_or(0, |l| l.min(1 << 20)));
+            (&mut self.file).take(len).read_to_end(&mut body)?;
+            if (body.len() as u64) < len {
+                return Ok(Body::Torn);
+            }
+            Body::Read(body)
+        } else {
+            // Past the end of the file the newline below is missing: a torn tail.
+            let Ok(skip) = i64::try_from(len) else { return Ok(Body::Torn) };
+            self.file.seek_relative(skip)?;
+            Body::Skipped
+        };
+        let mut newline = [0u8; 1];
+        if self.file.read(&mut newline)? != 1 || newline[0] != b'\n' {
+            return Ok(Body::Torn);
+        }
+        Ok(body)
+    }
+}
+
+/// A receipt's body as [`SegmentReader::body`] found it.
+enum Body {
+    Read(Vec<u8>),
+    Skipped,
+    /// The segment ends before the body and its newline do, or the newline is missing.
+    Torn,
 }
 
 fn hex(digest: &[u8]) -> String {
@@ -751,7 +825,7 @@ mod tests {
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
         assert_eq!(contents.pending, vec![first.clone(), second.clone()]);
         assert!(inbox.next_seq() > second.seq);
-        inbox.mark_processed(first.seq).unwrap();
+        inbox.mark_processed(first.seq);
         inbox.sync().unwrap();
         drop(inbox);
 
@@ -783,7 +857,7 @@ mod tests {
         inbox.sync().unwrap();
         drop(inbox);
         let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
-        inbox.mark_processed(a.seq).unwrap(); // the new live segment holds only this mark
+        inbox.mark_processed(a.seq); // the new live segment holds only this mark
         inbox.sync().unwrap();
         drop(inbox);
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
@@ -791,12 +865,41 @@ mod tests {
         let b = inbox.append(receipt(Some("b"), "{}")).unwrap();
         assert!(b.seq > a.seq);
         inbox.sync().unwrap();
-        inbox.mark_processed(b.seq).unwrap();
-        inbox.mark_processed(b.seq).unwrap(); // a second mark is ignored
+        inbox.mark_processed(b.seq);
+        inbox.mark_processed(b.seq); // a second mark is ignored
         inbox.sync().unwrap();
         drop(inbox);
         let (_, contents) = Inbox::open(dir.path()).unwrap();
         assert!(contents.pending.is_empty());
+    }
+
+    /// A mark made while the disk is full is written once there is room again, so the
+    /// receipt it settles is not replayed at the next start (it was lost with the failed
+    /// write that carried it).
+    #[test]
+    fn a_mark_whose_write_failed_is_written_by_the_next_write_that_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let processed = inbox.append(receipt(Some("a"), "{}")).unwrap();
+        inbox.write().unwrap();
+
+        // The disk fills: the mark and the next receipt go to a write that fails.
+        let full = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        let segment = std::mem::replace(&mut inbox.live, full);
+        inbox.mark_processed(processed.seq);
+        inbox.append(receipt(Some("refused"), "{}")).unwrap();
+        assert!(inbox.write().is_err());
+        assert_eq!(inbox.pending(), 0, "processed, whatever the disk says");
+
+        // Space returns. (`/dev/full` cannot be cut back either: the first write goes
+        // back once more, the next succeeds.)
+        inbox.live = segment;
+        let _ = inbox.write();
+        inbox.write().unwrap();
+        drop(inbox);
+        let contents = read_pending(dir.path()).unwrap();
+        assert!(contents.pending.is_empty(), "{:?}", contents.pending);
+        assert!(contents.ignored.is_empty(), "{:?}", contents.ignored);
     }
 
     #[test]
@@ -851,7 +954,7 @@ mod tests {
         let (mut inbox, contents) = Inbox::open(dir.path()).unwrap();
         assert_eq!(contents.pending.len(), 1);
         assert_eq!(segment_files(dir.path()).unwrap().len(), 2, "old segment kept while pending");
-        inbox.mark_processed(a.seq).unwrap();
+        inbox.mark_processed(a.seq);
         inbox.sync().unwrap();
         assert_eq!(segment_files(dir.path()).unwrap().len(), 1, "only the live segment remains");
         drop(inbox);
@@ -886,7 +989,7 @@ mod tests {
         let body = "x".repeat(1024 * 1024);
         for _ in 0..5 {
             let entry = inbox.append(receipt(None, &body)).unwrap();
-            inbox.mark_processed(entry.seq).unwrap();
+            inbox.mark_processed(entry.seq);
         }
         inbox.sync().unwrap();
         let files = segment_files(dir.path()).unwrap();
@@ -924,8 +1027,8 @@ mod tests {
         inbox.append(receipt(None, "{}")).unwrap();
         inbox.sync().unwrap();
         assert_eq!((inbox.pending(), inbox.pending_bytes()), (2, 9));
-        inbox.mark_processed(a.seq).unwrap();
-        inbox.mark_processed(a.seq).unwrap(); // a second mark changes nothing
+        inbox.mark_processed(a.seq);
+        inbox.mark_processed(a.seq); // a second mark changes nothing
         inbox.sync().unwrap();
         assert_eq!((inbox.pending(), inbox.pending_bytes()), (1, 2));
         drop(inbox);

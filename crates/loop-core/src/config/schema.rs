@@ -244,8 +244,11 @@ pub const DEFAULT_WEBHOOK_EVENTS: &[&str] = &[
 ];
 
 /// The default `webhooks.ghWebhook.inboxMaxDeliveries`: far beyond any burst GitHub sends
-/// one machine, and drained in seconds.
-pub const DEFAULT_INBOX_MAX_DELIVERIES: u64 = 20_000;
+/// one machine, and about a second of processing on a busy two-core machine, so it also
+/// paces a sustained flood to what processing keeps up with: the excess is answered 503,
+/// not left to wait behind a backlog that takes longer to drain than it took to arrive
+/// (docs/receiver.md, "A bounded backlog").
+pub const DEFAULT_INBOX_MAX_DELIVERIES: u64 = 1_000;
 
 /// The default `webhooks.ghWebhook.inboxMaxBytes` (256 MiB: ten payloads at GitHub's cap).
 pub const DEFAULT_INBOX_MAX_BYTES: u64 = 256 * 1024 * 1024;

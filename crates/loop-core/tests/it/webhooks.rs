@@ -138,6 +138,12 @@ fn reading_a_raw_body_gives_the_event_the_whole_payload_gives() {
             "{stem}"
         );
     }
+    // A key spelled with an escape is the key it decodes to.
+    let escaped = br#"{"\u0061ction":"opened","sender":{"log\u0069n":"octocat"}}"#;
+    let payload: serde_json::Value = serde_json::from_slice(escaped).unwrap();
+    let event = Event::read_webhook("issues", escaped).unwrap();
+    assert_eq!(event.action.as_deref(), Some("opened"));
+    assert_eq!(event, Event::from_webhook("issues", &payload));
     for not_an_object in [&b"[]"[..], b"1", b"{", b"{} {}", b""] {
         assert_eq!(Event::read_webhook("issues", not_an_object), None);
     }

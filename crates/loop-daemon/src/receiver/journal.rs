@@ -201,8 +201,9 @@ impl Refusing {
 
 /// Marks and appends a batch (marks first: they make room), writes it once, then answers
 /// and forwards. Above the ceiling a delivery is refused without being written; when the
-/// write fails every delivery of the batch is refused and the journal is as before it.
-/// Whether anything was written (and so needs a sync).
+/// write fails every delivery of the batch is refused, the journal's receipts are as
+/// before it and its marks wait for the next write that succeeds (nothing processed is
+/// replayed). Whether anything was written (and so needs a sync).
 fn commit(
     inbox: &mut Inbox,
     batch: &mut Vec<JournalRequest>,
@@ -211,16 +212,13 @@ fn commit(
     refusing: &mut Refusing,
     events: &EventLog,
 ) -> bool {
-    let mut failure = None;
     let mut receipts = Vec::with_capacity(batch.len());
     for request in batch.drain(..) {
         match request {
             JournalRequest::Receive { receipt, ack } => receipts.push((receipt, ack)),
             JournalRequest::Processed(seqs) => {
                 for seq in seqs {
-                    if let Err(err) = inbox.mark_processed(seq) {
-                        failure.get_or_insert(err);
-                    }
+                    inbox.mark_processed(seq);
                 }
             }
         }
@@ -235,21 +233,15 @@ fn commit(
         match inbox.append(receipt) {
             Ok(entry) => written.push((entry, ack)),
             Err(err) => {
+                refusing.refuse(Unaccepted::Unwritable, inbox, Some(&err), events);
                 let _ = ack.send(Err(Unaccepted::Unwritable));
-                failure.get_or_insert(err);
             }
         }
     }
-    let flushed = inbox.write();
-    if let Err(err) = flushed.as_ref() {
-        let err = failure.as_ref().unwrap_or(err);
-        for _ in &written {
-            refusing.refuse(Unaccepted::Unwritable, inbox, Some(err), events);
-        }
-        if written.is_empty() {
-            refusing.refuse(Unaccepted::Unwritable, inbox, Some(err), events);
-        }
+    if let Err(err) = inbox.write() {
+        // Only deliveries count as refused: a batch of marks alone waits for the next.
         for (_, ack) in written {
+            refusing.refuse(Unaccepted::Unwritable, inbox, Some(&err), events);
             let _ = ack.send(Err(Unaccepted::Unwritable));
         }
         return false;

@@ -136,9 +136,6 @@ pub(crate) struct Processor {
     pub worker: Worker,
 }
 
-/// The processor thread's nice value: processing is behind the 202 and may wait.
-const PROCESSOR_NICE: i32 = 10;
-
 /// A job for the processing thread.
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -152,12 +149,10 @@ pub(crate) struct Worker {
 impl Worker {
     pub(crate) fn spawn() -> std::io::Result<Self> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        // At the receiver's own priority: processing that yields to intake falls behind
+        // whenever the cores are busy, and the backlog then grows to the inbox's ceiling
+        // (docs/performance.md, "Webhook receiver end to end").
         std::thread::Builder::new().name("inbox-processor".into()).spawn(move || {
-            // Background work: on Linux a thread has its own nice value, so this yields
-            // the cores to the threads answering requests. Best effort.
-            if let Err(err) = rustix::process::setpriority_process(None, PROCESSOR_NICE) {
-                tracing::debug!(error = %err, "cannot lower the processor thread's priority");
-            }
             for job in queue {
                 job();
             }

@@ -115,7 +115,8 @@ impl Writer {
         let shared = Arc::new(Shared::default());
         let served = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("event-log".into()).spawn(move || {
-            Appender { path, rotation, warned, pid: std::process::id(), file: None }.run(&served);
+            let pid = std::process::id();
+            Appender { path, rotation, warned, pid, file: None, run: Vec::new() }.run(&served);
         })?;
         Ok(Self { shared, thread: Mutex::new(Some(thread)) })
     }
@@ -206,6 +207,9 @@ struct Appender {
     warned: Arc<AtomicBool>,
     pid: u32,
     file: Option<Live>,
+    /// The bytes of the next `write(2)`, kept from batch to batch: one buffer for the
+    /// thread's life instead of an allocation (of up to [`WRITE_BYTES`]) per batch.
+    run: Vec<u8>,
 }
 
 /// The open live file.
@@ -270,19 +274,27 @@ impl Appender {
     fn write_batch(&mut self, lines: &[Vec<u8>]) -> Result<(), StoreError> {
         self.follow_path()?;
         self.live()?;
-        let mut run: Vec<u8> =
-            Vec::with_capacity(WRITE_BYTES.min(lines.iter().map(Vec::len).sum()));
+        let mut run = std::mem::take(&mut self.run);
+        run.reserve(WRITE_BYTES);
+        let written = self.write_lines(lines, &mut run);
+        run.clear();
+        self.run = run;
+        written
+    }
+
+    /// [`Appender::write_batch`]'s runs, gathered in `run`.
+    fn write_lines(&mut self, lines: &[Vec<u8>], run: &mut Vec<u8>) -> Result<(), StoreError> {
         for line in lines {
             let size = self.file.as_ref().map_or(0, |live| live.size) + run.len() as u64;
             if size > 0 && size + line.len() as u64 > self.rotation.max_bytes {
-                self.write_run(&mut run)?;
+                self.write_run(run)?;
                 self.rotate()?;
             } else if run.len() + line.len() > WRITE_BYTES {
-                self.write_run(&mut run)?;
+                self.write_run(run)?;
             }
             run.extend_from_slice(line);
         }
-        self.write_run(&mut run)
+        self.write_run(run)
     }
 
     /// One `write(2)` of whole lines (more only if the kernel takes part of it).

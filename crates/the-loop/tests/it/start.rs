@@ -1,11 +1,12 @@
 //! `the-loop start --foreground`: the real binary as a service process — nothing enabled,
-//! the pidfile lock, TERM, and `kill -9` between the 202 and processing.
+//! the pidfile lock, TERM (idle and busy), and `kill -9` between the 202 and processing.
 //!
 //! The crash test holds processing with the hidden `--hold-processing` flag, so the kill
 //! lands deterministically after the delivery was journalled and acknowledged and before
 //! anything processed it; no test relies on timing.
 
 use loop_sim::test_support::{PATIENCE, last_lines, read_lines, wait_for};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -22,13 +23,20 @@ const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
 /// The config refuses port 0, so the port is one the OS just handed out on
 /// `127.0.0.1:0` and released; the service prints the address it bound.
 fn site() -> (Cli, PathBuf) {
+    site_taking(None)
+}
+
+/// [`site`] with the inbox's ceiling at `inbox_max_deliveries` (the default otherwise).
+fn site_taking(inbox_max_deliveries: Option<usize>) -> (Cli, PathBuf) {
     let mut cli = Cli::new();
     let root = cli.cwd().join("state");
     let port = crate::common::free_port();
+    let ceiling =
+        inbox_max_deliveries.map_or_else(String::new, |n| format!("    inboxMaxDeliveries: {n}\n"));
     cli.write(
         ".the-loop/cli-config.yaml",
         &format!(
-            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n",
+            "state:\n  root: {}\nrouting:\n  authorizedUsers: [octocat]\nwebhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n{ceiling}service:\n  enabled: false\n",
             root.display()
         ),
     );
@@ -140,6 +148,19 @@ fn wait_for_line(root: &Path, name: &str, delivery_id: &str) {
     });
 }
 
+/// How many `name` lines each delivery id has in the event log.
+fn lines_by_delivery(root: &Path, name: &str) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for event in read_lines(&root.join("logs/events.jsonl")) {
+        if event["event"] == name
+            && let Some(id) = event["delivery_id"].as_str()
+        {
+            *counts.entry(id.to_owned()).or_default() += 1;
+        }
+    }
+    counts
+}
+
 fn pending(root: &Path) -> usize {
     loop_store::inbox::read_pending(&root.join("local/inbox")).unwrap().pending.len()
 }
@@ -245,4 +266,46 @@ fn kill_9_between_the_202_and_processing_loses_nothing_and_processes_once() {
     assert!(!stderr.contains("replaying"), "{stderr}");
     assert_eq!(lines(&root, "webhook.received", "k-1"), 1, "processed exactly once");
     assert_eq!(lines(&root, "routing.routed", "k-1"), 1);
+}
+
+/// A busy service stops on TERM: the delivery in flight finishes, the rest stay in the
+/// journal, and the next start processes them — none lost, none processed twice. (How
+/// long the stop takes is for `scripts/bench-receiver.sh`; the busy part is a backlog
+/// replayed at start, journalled beforehand by a service holding its processing.)
+#[test]
+fn a_busy_service_stops_on_term_and_the_next_start_processes_the_rest_once() {
+    const BACKLOG: usize = 2000;
+    // Above the default ceiling: a backlog the stop surely interrupts.
+    let (cli, root) = site_taking(Some(BACKLOG));
+    let held = Service::start(&cli, &["--hold-processing"]);
+    let ids: Vec<String> = (0..BACKLOG).map(|n| format!("busy-{n}")).collect();
+    for id in &ids {
+        assert_eq!(held.deliver(id), 202, "{id}");
+    }
+    assert_eq!(held.terminate().0.code(), Some(0));
+    assert_eq!(pending(&root), BACKLOG);
+
+    let busy = Service::start(&cli, &[]);
+    wait_for_line(&root, "webhook.received", &ids[0]);
+    let (status, stderr) = busy.terminate();
+    assert_eq!(status.code(), Some(0), "TERM is a clean stop:\n{stderr}");
+    assert!(!stderr.contains("did not stop in time"), "{stderr}");
+    let left = pending(&root);
+    assert!(left > 0, "TERM came while the backlog was being processed");
+    let processed = lines_by_delivery(&root, "webhook.received");
+    assert!(processed.values().all(|n| *n == 1), "each processed once before the stop");
+    assert_eq!(processed.len() + left, BACKLOG, "each delivery processed or still journalled");
+
+    let next = Service::start(&cli, &[]);
+    wait_for("the rest to be processed", || match pending(&root) {
+        0 => Ok(()),
+        n => Err(format!("{n} pending")),
+    });
+    let (status, stderr) = next.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(&format!("replaying {left} journalled deliveries")), "{stderr}");
+    let processed = lines_by_delivery(&root, "webhook.received");
+    for id in &ids {
+        assert_eq!(processed.get(id), Some(&1), "{id} processed exactly once");
+    }
 }

@@ -495,6 +495,15 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 format!("queued for delivery into {}'s session", items(record))
             },
         ),
+        Kind::DispatchAwaitingQueue => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "waits until {}'s session has been given what was queued for it before this \
+                 close, and is decided again then",
+                items(record)
+            ),
+        ),
         Kind::DispatchAwaitingSpawn => (
             Stage::Decision,
             Mark::Noted,

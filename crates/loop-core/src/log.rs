@@ -83,6 +83,7 @@ kinds! {
     ControlRecordFailed = "control.record_failed", Effect;
     ControlRejected = "control.rejected", Effect;
     DispatchAbandoned = "dispatch.abandoned", Trail;
+    DispatchAwaitingQueue = "dispatch.awaiting_queue", Trail;
     DispatchAwaitingSpawn = "dispatch.awaiting_spawn", Trail;
     DispatchBatched = "dispatch.batched", Trail;
     DispatchDecided = "dispatch.decided", Trail;

@@ -352,6 +352,7 @@ fn decision_reason(decision: &Decision) -> &'static str {
         Decision::AlreadyProcessed { .. } => "already-processed",
         Decision::Queued { .. } => "queued",
         Decision::AwaitingSpawn { .. } => "awaiting-spawn",
+        Decision::AwaitingQueue { .. } => "awaiting-queue",
         Decision::Closed { reason }
         | Decision::AutoClosed { reason, .. }
         | Decision::KeptOpen { reason, .. } => reason,

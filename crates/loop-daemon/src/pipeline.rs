@@ -37,8 +37,8 @@ use crate::metrics::{Metrics, Outcome};
 use crate::poller::seam::{self, Dispatched, StampFailed};
 use crate::receiver::Dispatch;
 
-/// What a plan is made from, kept so that a plan waiting for a spawn
-/// ([`Step::AwaitSpawn`]) can be made again once the spawn ended.
+/// What a plan is made from, kept so that a plan waiting on its work item's worker
+/// ([`Step::AwaitSpawn`], [`Step::AwaitQueue`]) can be made again once it is reached.
 #[derive(Debug)]
 pub(crate) enum Planned {
     /// A judged event, planned in full.
@@ -61,10 +61,14 @@ impl Planned {
         }
     }
 
-    /// The plan against the session records as they are now. File IO: call it on a
-    /// blocking thread.
-    fn plan(&self, dispatcher: &Dispatcher) -> Plan {
-        let sessions = dispatcher.snapshot_now();
+    /// The plan against the session records as they are now; `reached`: the work item
+    /// whose worker took this plan off its queue, so nothing there is ahead of it. File
+    /// IO: call it on a blocking thread.
+    fn plan(&self, dispatcher: &Dispatcher, reached: Option<&WorkItemRef>) -> Plan {
+        let mut sessions = dispatcher.snapshot_now();
+        if let Some(item) = reached {
+            sessions.busy.remove(item);
+        }
         let now = Timestamp::now();
         match self {
             Self::Judged { judged, ingress, .. } => {
@@ -103,15 +107,16 @@ impl Dispatcher {
         }
         let event = Arc::new(judged.event.clone());
         let planned = Arc::new(Planned::Judged { judged: Box::new(judged), event, ingress });
-        let plan = self.plan(&planned).await;
+        let plan = self.plan(&planned, None).await;
         // A stamp that could not be written is logged; the webhook path has no retry.
         let _logged = self.carry_out_plan(plan, &planned).await;
     }
 
-    /// The plan for `planned` now, made on a blocking thread.
-    pub(crate) async fn plan(&self, planned: &Arc<Planned>) -> Plan {
+    /// The plan for `planned` now, made on a blocking thread (`reached`: see
+    /// [`Planned::plan`]).
+    pub(crate) async fn plan(&self, planned: &Arc<Planned>, reached: Option<WorkItemRef>) -> Plan {
         let (this, planned) = (self.clone(), planned.clone());
-        blocking(move || planned.plan(&this)).await
+        blocking(move || planned.plan(&this, reached.as_ref())).await
     }
 
     /// Carries out a plan's steps in order. `Err` when an `ended` stamp could not be
@@ -171,7 +176,12 @@ impl Dispatcher {
                     enqueued |= self.enqueue_or_release(event.clone(), &cx, item, spawn).await;
                 }
                 Step::AwaitSpawn { item } => {
-                    enqueued |= self.await_spawn_or_release(planned.clone(), &cx, item).await;
+                    let awaiting = Decision::AwaitingSpawn { item: item.clone() };
+                    enqueued |= self.await_or_release(planned.clone(), &cx, item, awaiting).await;
+                }
+                Step::AwaitQueue { item } => {
+                    let awaiting = Decision::AwaitingQueue { item: item.clone() };
+                    enqueued |= self.await_or_release(planned.clone(), &cx, item, awaiting).await;
                 }
                 Step::BindPullRequest { item, pull_request } => {
                     self.bind_pull_request(&item, &pull_request).await;
@@ -279,7 +289,7 @@ impl seam::Pipeline for Dispatcher {
             inbox_seq: None,
         };
         let planned = Arc::new(Planned::Close { event: Arc::new(event), cx });
-        let plan = self.plan(&planned).await;
+        let plan = self.plan(&planned, None).await;
         self.carry_out_plan(plan, &planned).await
     }
 }

@@ -4,7 +4,8 @@
 //! live session, and cleans up only when a named authorized actor closed it (otherwise
 //! `cleanup.deferred`). A pull request closing ends only its own endpoint; the work item
 //! it delivers stays open (`session.kept_open`). A close about an item whose session is
-//! being spawned waits for that spawn.
+//! being spawned waits for that spawn, and one whose session's worker still holds
+//! deliveries waits for them: a close never overtakes what was accepted before it.
 
 use jiff::Timestamp;
 
@@ -45,6 +46,10 @@ pub fn steps(
     if let Some(item) = sessions.spawn_awaited(refs) {
         // What the close ends is known once the spawn in flight has its record.
         return vec![Step::AwaitSpawn { item: item.clone() }];
+    }
+    if let Some(item) = sessions.close_awaits_queue(&closed) {
+        // What its worker holds was accepted before the close: it is delivered first.
+        return vec![Step::AwaitQueue { item: item.clone() }];
     }
     let merged = merged(event);
     let reason = reason(event);

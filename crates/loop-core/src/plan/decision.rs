@@ -140,6 +140,9 @@ pub enum Decision {
     SpawnFailed { item: WorkItemRef, error: String },
     /// Queued behind the spawn in flight for `item`, to be planned again once it ended.
     AwaitingSpawn { item: WorkItemRef },
+    /// A close queued behind the deliveries `item`'s worker holds, to be planned again
+    /// once they are carried out.
+    AwaitingQueue { item: WorkItemRef },
     /// The session disappeared between enqueue and dequeue.
     SessionVanished { item: WorkItemRef },
     /// A live tmux session holds the name and cannot be cleared.
@@ -171,6 +174,7 @@ impl Decision {
             | Self::HandedToGraph { .. }
             | Self::Queued { .. }
             | Self::AwaitingSpawn { .. }
+            | Self::AwaitingQueue { .. }
             | Self::AutoClosed { .. }
             | Self::KeptOpen { .. }
             | Self::Ended { .. }
@@ -291,6 +295,7 @@ impl Decision {
                 Line::info(Kind::DispatchQueued).work_item(item).field("spawn", spawn)
             }
             Self::AwaitingSpawn { item } => Line::info(Kind::DispatchAwaitingSpawn).work_item(item),
+            Self::AwaitingQueue { item } => Line::info(Kind::DispatchAwaitingQueue).work_item(item),
             Self::Closed { .. } | Self::KeptOpen { .. } => return None,
             Self::AutoClosed { item, reason, merged } => Line::info(Kind::SessionAutoclosed)
                 .work_item(item)

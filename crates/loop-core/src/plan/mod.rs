@@ -361,6 +361,12 @@ pub enum Step {
     /// second time, once the spawn ended. The delivery is released when it cannot be
     /// queued.
     AwaitSpawn { item: WorkItemRef },
+    /// A close of something `item`'s session serves, while `item`'s worker holds
+    /// deliveries accepted before it: queue the close behind them
+    /// ([`Decision::AwaitingQueue`]) and plan it again, without claiming its key a second
+    /// time, once the worker reaches it. The delivery is released when it cannot be
+    /// queued.
+    AwaitQueue { item: WorkItemRef },
     /// Record `pull_request` on `item`'s session record as delivering it.
     BindPullRequest { item: WorkItemRef, pull_request: WorkItemRef },
     /// `item`'s session is paused, so the event is dropped there: recorded (settled)
@@ -546,8 +552,12 @@ fn steps(
     // Match, then closes, unmatched events, bindings and delivery.
     let matched = sessions.matches(refs);
     if event.is_close() {
-        steps.extend(closure::steps(event, sessions, refs, config, ingress, now, facts));
-        steps.push(Step::Record(Decision::Closed { reason: closure::reason(event) }));
+        let closing = closure::steps(event, sessions, refs, config, ingress, now, facts);
+        let waits = matches!(closing.as_slice(), [Step::AwaitQueue { .. }]);
+        steps.extend(closing);
+        if !waits {
+            steps.push(Step::Record(Decision::Closed { reason: closure::reason(event) }));
+        }
         return steps;
     }
     if matched.is_empty() {

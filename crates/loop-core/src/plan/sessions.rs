@@ -18,6 +18,9 @@ pub struct Snapshot {
     /// The work items whose session is being spawned (a spawn queued or running): their
     /// records are about to exist.
     pub spawning: BTreeSet<WorkItemRef>,
+    /// The work items whose worker holds deliveries ahead of what is planned now (queued
+    /// or being carried out): a close waits for them.
+    pub busy: BTreeSet<WorkItemRef>,
 }
 
 impl Snapshot {
@@ -79,6 +82,16 @@ impl Snapshot {
     /// dropped for want of a record about to exist.
     pub fn spawn_awaited<'a>(&self, items: &'a [WorkItemRef]) -> Option<&'a WorkItemRef> {
         items.iter().find(|item| self.spawning.contains(*item) && self.owner(item).is_none())
+    }
+
+    /// The live record that a close of `closed` ends something of (its own session, or
+    /// `closed` as one of its pull requests) while that record's worker still holds
+    /// deliveries: they were accepted before the close, so the close waits for them.
+    pub fn close_awaits_queue(&self, closed: &WorkItemRef) -> Option<&WorkItemRef> {
+        self.live()
+            .filter(|r| &r.work_item == closed || r.endpoints.contains_key(closed))
+            .map(|r| &r.work_item)
+            .find(|item| self.busy.contains(*item))
     }
 
     /// The record (of any status) whose work item is `item`.
@@ -199,11 +212,28 @@ mod tests {
     #[test]
     fn a_spawn_is_awaited_only_until_a_live_record_owns_the_item() {
         let spawning = BTreeSet::from([r("github:o/a#15")]);
-        let mut registry = Snapshot { records: Vec::new(), spawning };
+        let mut registry = Snapshot { spawning, ..Snapshot::default() };
         let refs = [r("github:o/a#16"), r("github:o/a#15")];
         assert_eq!(registry.spawn_awaited(&refs), Some(&r("github:o/a#15")));
         registry.records.push(record("github:o/a#15", EndpointStatus::Active, &[]));
         assert_eq!(registry.spawn_awaited(&refs), None, "the spawn's record exists");
+    }
+
+    #[test]
+    fn a_close_awaits_only_the_busy_worker_of_a_record_it_ends() {
+        let mut registry = Snapshot {
+            records: vec![
+                record("github:o/a#15", EndpointStatus::Active, &["github:o/a#16"]),
+                record("github:o/a#17", EndpointStatus::Active, &[]),
+            ],
+            busy: BTreeSet::from([r("github:o/a#15")]),
+            ..Snapshot::default()
+        };
+        assert_eq!(registry.close_awaits_queue(&r("github:o/a#15")), Some(&r("github:o/a#15")));
+        assert_eq!(registry.close_awaits_queue(&r("github:o/a#16")), Some(&r("github:o/a#15")));
+        assert_eq!(registry.close_awaits_queue(&r("github:o/a#17")), None, "an idle worker");
+        registry.busy.clear();
+        assert_eq!(registry.close_awaits_queue(&r("github:o/a#15")), None);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct Front {
     pub session: SessionState,
     /// `WORK_ITEM`'s session is being spawned.
     pub spawning: bool,
+    /// `WORK_ITEM`'s worker holds deliveries (queued or being carried out).
+    pub busy: bool,
     /// The last command recorded, for every work item.
     pub last_recorded: Option<Command>,
     pub rosters: HashMap<WorkItemRef, Vec<Login>>,
@@ -44,6 +46,7 @@ impl Front {
             config,
             session: SessionState::None,
             spawning: false,
+            busy: false,
             last_recorded: None,
             rosters: HashMap::new(),
             existence: KnownExistence::default(),
@@ -54,14 +57,15 @@ impl Front {
     pub fn sessions(&self) -> Snapshot {
         let item: WorkItemRef = WORK_ITEM.parse().expect("a valid ref");
         let spawning = self.spawning.then(|| item.clone()).into_iter().collect();
+        let busy = self.busy.then(|| item.clone()).into_iter().collect();
         let status = match self.session {
-            SessionState::None => return Snapshot { records: Vec::new(), spawning },
+            SessionState::None => return Snapshot { records: Vec::new(), spawning, busy },
             SessionState::Active => EndpointStatus::Active,
             SessionState::Paused => EndpointStatus::Paused,
         };
         let mut record = LocalRecord::new(item.clone());
         record.endpoints.insert(item, endpoint(status));
-        Snapshot { records: vec![record], spawning }
+        Snapshot { records: vec![record], spawning, busy }
     }
 
     /// The judgement and, when it passed the front door, the plan.

@@ -253,6 +253,26 @@ fn an_event_about_an_item_being_spawned_waits_for_the_spawn_whatever_its_labels(
     assert_eq!(plan.steps, awaited());
 }
 
+/// Issue #16: a close never overtakes deliveries its session's worker holds — they were
+/// accepted before it. It waits behind them and, planned again once reached, ends the
+/// session; a comment is not held back by a busy worker.
+#[test]
+fn a_close_waits_for_what_the_sessions_worker_holds_and_a_comment_does_not() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    front.busy = true;
+    let plan = front.plan("issues", &closed_issue("ann")).expect("admitted");
+    assert_eq!(plan.steps, vec![Step::AwaitQueue { item: item(WORK_ITEM) }]);
+    assert!(plan.claim.is_some(), "the key is held in flight while it waits");
+    let plan = front.plan("issue_comment", &comment("one more thing")).expect("admitted");
+    assert_eq!(kinds(&plan.steps), ["Enqueue"]);
+    front.busy = false;
+    let plan = front.plan("issues", &closed_issue("ann")).expect("admitted");
+    let close =
+        ["CloseSession", "Record(AutoClosed)", "StampEnded(then: [\"Cleanup\"])", "Record(Closed)"];
+    assert_eq!(kinds(&plan.steps), close);
+}
+
 #[test]
 fn a_command_about_an_item_being_spawned_is_decided_at_once() {
     let mut front = Front::new();

@@ -114,9 +114,10 @@ struct Inner {
     /// The `graph.skipped` lines said: once per session checkout and reason.
     graph_skips: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf, &'static str)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
-    /// Work item → jobs queued to spawn its session and not yet ended, each counted by
-    /// the job's [`queue::SpawnInFlight`] guard while it lives.
-    spawning: Mutex<HashMap<WorkItemRef, usize>>,
+    /// Jobs queued to spawn each work item's session and not yet ended.
+    spawning: queue::Tally,
+    /// Jobs and replans on each work item's queue, queued or running.
+    held: queue::Tally,
     /// `routing.maxConcurrentDispatches`, following the config in force.
     bound: bound::Bound,
     /// Jobs queued or running, and reactions in flight.
@@ -159,7 +160,8 @@ impl Dispatcher {
                 proven_checkouts: Mutex::default(),
                 graph_skips: Mutex::default(),
                 queues: Mutex::default(),
-                spawning: Mutex::default(),
+                spawning: queue::Tally::default(),
+                held: queue::Tally::default(),
                 bound,
                 busy: watch::Sender::new(0),
                 closing: std::sync::atomic::AtomicBool::new(false),
@@ -301,21 +303,13 @@ impl Dispatcher {
     /// it stops counting as in flight, so an item is always seen either spawning or
     /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
-        let spawning = self.spawning();
-        match self.inner.store.list_local_records() {
-            Ok(records) => Snapshot { records, spawning },
-            Err(err) => {
-                self.events()
-                    .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
-                Snapshot { records: Vec::new(), spawning }
-            }
-        }
-    }
-
-    /// The work items with a spawn queued or running.
-    fn spawning(&self) -> std::collections::BTreeSet<WorkItemRef> {
-        let spawning = self.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
-        spawning.keys().cloned().collect()
+        let (spawning, busy) = (self.inner.spawning.items(), self.inner.held.items());
+        let records = self.inner.store.list_local_records().unwrap_or_else(|err| {
+            self.events()
+                .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
+            Vec::new()
+        });
+        Snapshot { records, spawning, busy }
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

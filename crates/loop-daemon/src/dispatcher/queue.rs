@@ -5,13 +5,14 @@
 //!
 //! An event about an item whose spawn is in flight waits on the same queue, behind the
 //! spawn, and is planned again when the worker reaches it (outside the permit: planning
-//! is no dispatch). The started reaction and the dispatch both happen inside the
+//! is no dispatch); so does a close while the item's worker holds deliveries, which are
+//! carried out before the close ends the session. The started reaction and the dispatch both happen inside the
 //! concurrency permit. A
 //! shutdown puts a stop at the tail of every queue, so what is queued still runs, and
 //! aborts the queues still busy when the timeout ends; their queued keys are returned as
 //! abandoned. The dispatch in flight is not abandoned work: it was taken.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use loop_core::event::Event;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::Dispatcher;
+use super::{Dispatcher, Inner};
 use crate::pipeline::Planned;
 use loop_core::plan::{Context, Decision};
 
@@ -37,8 +38,10 @@ pub struct Job {
     pub queued_at: tokio::time::Instant,
     /// Keeps [`Dispatcher::idle`] waiting until the job is done or dropped.
     busy: Busy,
+    /// Counts it among what its worker holds until the job is done or dropped.
+    _held: Counted,
     /// A spawn's: counts it in flight until the job is done or dropped.
-    _spawning: Option<SpawnInFlight>,
+    _spawning: Option<Counted>,
 }
 
 /// An event waiting behind its work item's spawn, planned again when the worker reaches
@@ -46,36 +49,53 @@ pub struct Job {
 #[derive(Debug)]
 pub struct Replan {
     pub planned: Arc<Planned>,
+    /// The work item whose worker it waits on.
+    item: WorkItemRef,
     /// Its key among the keys still queued.
     key: String,
     /// Keeps [`Dispatcher::idle`] waiting until it is planned and carried out.
     _busy: Busy,
+    /// Counts it among what its worker holds until it is carried out.
+    _held: Counted,
 }
 
-/// Counts a spawn of `item`'s session in flight while alive, so that a snapshot tells
-/// the events about `item` to wait for it ([`loop_core::plan::Snapshot::spawning`]).
-#[derive(Debug)]
-pub struct SpawnInFlight {
-    dispatcher: Dispatcher,
-    item: WorkItemRef,
-}
+/// How many jobs of each work item are in some state: spawns in flight
+/// ([`loop_core::plan::Snapshot::spawning`]), or work its worker holds, queued or running
+/// ([`loop_core::plan::Snapshot::busy`]). Counted by [`Counted`] guards.
+#[derive(Debug, Default)]
+pub struct Tally(Mutex<HashMap<WorkItemRef, usize>>);
 
-impl SpawnInFlight {
-    fn new(dispatcher: &Dispatcher, item: &WorkItemRef) -> Self {
-        let mut spawning = dispatcher.inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
-        *spawning.entry(item.clone()).or_default() += 1;
-        Self { dispatcher: dispatcher.clone(), item: item.clone() }
+impl Tally {
+    /// The work items counted at least once.
+    pub fn items(&self) -> BTreeSet<WorkItemRef> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
     }
 }
 
-impl Drop for SpawnInFlight {
+/// Counts `item` once in one of the dispatcher's [`Tally`]s while alive.
+#[derive(Debug)]
+pub struct Counted {
+    dispatcher: Dispatcher,
+    tally: fn(&Inner) -> &Tally,
+    item: WorkItemRef,
+}
+
+impl Counted {
+    fn new(dispatcher: &Dispatcher, tally: fn(&Inner) -> &Tally, item: &WorkItemRef) -> Self {
+        let mut counts = tally(&dispatcher.inner).0.lock().unwrap_or_else(PoisonError::into_inner);
+        *counts.entry(item.clone()).or_default() += 1;
+        Self { dispatcher: dispatcher.clone(), tally, item: item.clone() }
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
-        let inner = &self.dispatcher.inner;
-        let mut spawning = inner.spawning.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = spawning.get_mut(&self.item) {
+        let tally = (self.tally)(&self.dispatcher.inner);
+        let mut counts = tally.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.item) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                spawning.remove(&self.item);
+                counts.remove(&self.item);
             }
         }
     }
@@ -135,29 +155,37 @@ impl Dispatcher {
         spawn: bool,
     ) -> bool {
         let queued = Decision::Queued { item: target.clone(), spawn };
-        self.put_or_release(cx, target.clone(), queued, |busy| {
-            let spawning = spawn.then(|| SpawnInFlight::new(self, &target));
+        self.put_or_release(cx, target.clone(), queued, |busy, held| {
+            let spawning = spawn.then(|| Counted::new(self, |inner| &inner.spawning, &target));
             let queued_at = tokio::time::Instant::now();
-            let job =
-                Job { event, cx: cx.clone(), target, spawn, queued_at, busy, _spawning: spawning };
+            let job = Job {
+                event,
+                cx: cx.clone(),
+                target,
+                spawn,
+                queued_at,
+                busy,
+                _held: held,
+                _spawning: spawning,
+            };
             Item::Job(Box::new(job))
         })
         .await
     }
 
-    /// Queues `planned` behind the spawn in flight on `item`'s queue, to be planned again
-    /// there, and logs `dispatch.awaiting_spawn`. Once shutting down nothing is queued:
-    /// the key is released and `false` returned.
-    pub(crate) async fn await_spawn_or_release(
+    /// Queues `planned` on `item`'s queue, behind what it holds, to be planned again
+    /// there, and logs `awaiting` (`dispatch.awaiting_spawn` or `dispatch.awaiting_queue`).
+    /// Once shutting down nothing is queued: the key is released and `false` returned.
+    pub(crate) async fn await_or_release(
         &self,
         planned: Arc<Planned>,
         cx: &Context,
         item: WorkItemRef,
+        awaiting: Decision,
     ) -> bool {
-        let awaiting = Decision::AwaitingSpawn { item: item.clone() };
-        self.put_or_release(cx, item, awaiting, |busy| {
+        self.put_or_release(cx, item.clone(), awaiting, |busy, held| {
             let key = cx.delivery_id.clone().unwrap_or_default();
-            Item::Replan(Box::new(Replan { planned, key, _busy: busy }))
+            Item::Replan(Box::new(Replan { planned, item, key, _busy: busy, _held: held }))
         })
         .await
     }
@@ -169,7 +197,7 @@ impl Dispatcher {
         cx: &Context,
         target: WorkItemRef,
         queued: Decision,
-        item: impl FnOnce(Busy) -> Item,
+        item: impl FnOnce(Busy, Counted) -> Item,
     ) -> bool {
         if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
             self.record(&Decision::ShuttingDown { item: target }, cx).await;
@@ -179,7 +207,7 @@ impl Dispatcher {
         if let (Some(seq), Some(marks)) = (cx.inbox_seq, self.inner.inbox_marks.get()) {
             marks.hold(seq);
         }
-        let item = item(Busy::new(self));
+        let item = item(Busy::new(self), Counted::new(self, |inner| &inner.held, &target));
         let key = cx.delivery_id.clone().unwrap_or_default();
         let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
         let queue = queues.entry(target.clone()).or_insert_with(|| Queue::start(self.clone()));
@@ -236,11 +264,13 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
-    /// Plans an event that waited behind its work item's spawn again, now that the spawn
-    /// ended, and carries the plan out. Its key was claimed when it was first planned and
-    /// is still in flight, so it is not claimed again.
+    /// Plans an event that waited on its work item's worker again, now that the worker
+    /// reached it (so nothing there is ahead of it any more), and carries the plan out.
+    /// Its key was claimed when it was first planned and is still in flight, so it is
+    /// not claimed again.
     async fn replan(&self, replan: Replan) {
-        let plan = loop_core::plan::Plan { claim: None, ..self.plan(&replan.planned).await };
+        let planned = self.plan(&replan.planned, Some(replan.item.clone())).await;
+        let plan = loop_core::plan::Plan { claim: None, ..planned };
         let seq = plan.cx.inbox_seq;
         // A stamp that could not be written is logged; the poller's close is not retried.
         let _logged = self.carry_out_plan(plan, &replan.planned).await;

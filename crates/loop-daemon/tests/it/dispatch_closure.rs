@@ -242,11 +242,10 @@ async fn a_stop_typed_on_a_linked_pr_stops_the_session_that_owns_the_work() {
 }
 
 /// Comments queued for an item before it closed reach its session before the close ends
-/// it. Known to fail: the close runs at once, not behind the item's queue, so the paste
-/// in flight is cut off and the rest drop as `session-vanished` — what the rotating soak
-/// lost 240 of 30 000 comments to (docs/performance.md, "Soak").
+/// it: the close waits behind the item's queue (`dispatch.awaiting_queue`). Without that
+/// the paste in flight was cut off and the rest dropped as `session-vanished` — what the
+/// rotating soak lost 240 of 30 000 comments to (docs/performance.md, "Soak").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a known loss, reproduced: the close must wait behind the item's queued jobs"]
 async fn comments_queued_before_a_close_are_pasted_before_the_session_ends() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -267,4 +266,6 @@ async fn comments_queued_before_a_close_are_pasted_before_the_session_ends() {
     let pasted = lab.pasted().await;
     let queued: Vec<&String> = pasted.iter().filter(|p| p.contains("queued ")).collect();
     assert_eq!(queued.len(), 4, "{queued:#?}\n{:#?}", lab.named("dispatch.dropped"));
+    assert!(!lab.named("dispatch.awaiting_queue").is_empty(), "the close waited");
+    assert!(!lab.harness_alive(number), "and then ended the session");
 }

@@ -482,8 +482,8 @@ impl GithubClient {
     }
 
     /// The conversation comments of an issue or pull request, oldest first:
-    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100`, every page,
-    /// conditionally.
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100`, every page
+    /// (the last one conditionally).
     pub async fn conversation_comments(
         &self,
         item: &WorkItemRef,
@@ -520,7 +520,7 @@ impl GithubClient {
     /// reviews and reviews with an empty or blank body are dropped, as in the reference.
     pub async fn reviews(&self, item: &WorkItemRef) -> Result<Vec<ThreadComment>, GithubError> {
         let url = self.item_url(item, "/pulls", "/reviews?per_page=100")?;
-        let rows: Vec<RawReview> = self.get_all(&url, Reuse::Conditional).await?;
+        let rows: Vec<RawReview> = self.get_all(&url, Reuse::LastPage).await?;
         Ok(rows
             .into_iter()
             .filter(|r| r.state != "PENDING")
@@ -542,8 +542,8 @@ impl GithubClient {
     }
 
     /// The inline review comments of a pull request:
-    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100`, every page,
-    /// conditionally.
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100`, every page
+    /// (the last one conditionally).
     pub async fn review_comments(
         &self,
         item: &WorkItemRef,
@@ -594,7 +594,8 @@ impl GithubClient {
     /// the watermark come back again); a surface without one is read whole. For a pull
     /// request the reviews are read whole too (they have no `since`). Reads with a
     /// watermark are not remembered for conditional requests (their URL changes with
-    /// it); whole reads are. With no watermark at all this is the whole thread.
+    /// it); whole reads keep their last page. With no watermark at all this is the whole
+    /// thread.
     pub async fn thread_changes(
         &self,
         item: &WorkItemRef,
@@ -611,8 +612,8 @@ impl GithubClient {
     }
 
     /// The first page of a comment surface, `…{collection}/{n}{suffix}?per_page=100`, with
-    /// `since=` when given, and how it is read: conditionally without a watermark, fresh
-    /// with one.
+    /// `since=` when given, and how it is read: without a watermark conditionally, keeping
+    /// the last page only (a long thread's old pages would fill the cache); fresh with one.
     fn surface_url(
         &self,
         item: &WorkItemRef,
@@ -621,7 +622,7 @@ impl GithubClient {
         since: Option<&str>,
     ) -> Result<(String, Reuse), GithubError> {
         let url = self.item_url(item, collection, &format!("{suffix}?per_page=100"))?;
-        let Some(since) = since else { return Ok((url, Reuse::Conditional)) };
+        let Some(since) = since else { return Ok((url, Reuse::LastPage)) };
         let mut url = reqwest::Url::parse(&url).map_err(|err| malformed(&url, &err.to_string()))?;
         url.query_pairs_mut().append_pair("since", since);
         Ok((url.to_string(), Reuse::Fresh))

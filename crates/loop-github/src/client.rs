@@ -180,6 +180,10 @@ pub(crate) enum Reuse {
     /// every call (a `since=` watermark), where a remembered answer would never be asked
     /// for again and would only push useful ones out.
     Fresh,
+    /// For a listing, [`Reuse::Conditional`] for its last page only: an earlier page (a long
+    /// thread's old comments) is forgotten once it has a next page, so a listing of any
+    /// length keeps one page in the cache. Its earlier pages cost a 200 each time.
+    LastPage,
 }
 
 /// A successful answer: status, body and the `Link: rel="next"` target, if any.
@@ -453,8 +457,13 @@ impl Transport {
                     ),
                 ));
             }
-            let answer =
-                self.exchange(Method::GET, &page_url, None, Resource::Core, true, reuse).await?;
+            let page_reuse = if reuse == Reuse::LastPage { Reuse::Conditional } else { reuse };
+            let answer = self
+                .exchange(Method::GET, &page_url, None, Resource::Core, true, page_reuse)
+                .await?;
+            if reuse == Reuse::LastPage && answer.next.is_some() {
+                self.forget_answers(|url| url == page_url);
+            }
             unchanged &= answer.not_modified;
             match serde_json::from_slice::<Value>(&answer.body) {
                 Ok(Value::Array(page)) => rows.extend(page),

@@ -31,6 +31,15 @@ fn since_asked(log: &RequestLog, endpoint: &str) -> Vec<Option<String>> {
         .collect()
 }
 
+/// How many pages of issue `number`'s conversation the poll cache remembers.
+fn remembered_pages(bench: &Bench, number: u64) -> usize {
+    let text = std::fs::read_to_string(bench.store.layout().poll_cache()).unwrap();
+    let cache: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let page = format!("/issues/{number}/comments");
+    let validators = cache["validators"]["github.com"].as_array().unwrap();
+    validators.iter().filter(|v| v["url"].as_str().unwrap().contains(&page)).count()
+}
+
 /// The simulator's clock ticks at least a second per action, so after these comments it
 /// runs half an hour ahead of this machine's: a `since` taken from the local clock would
 /// ask for the whole thread again (and one behind GitHub's would miss comments).
@@ -43,6 +52,7 @@ async fn a_new_comment_on_a_thread_past_the_cap_costs_one_page_and_re_forwards_n
         bench.sim.comment(REPO, n, "ann", &format!("old {i}")).unwrap();
     }
     bench.cycle().await;
+    assert_eq!(remembered_pages(&bench, n), 1, "a whole read keeps its last page only");
     let ledger = poll_ledger(&bench, n).comments;
     assert_eq!(ledger.seen_comments.len(), SEEN_COMMENTS_CAP, "the record stays bounded");
     assert!(ledger.seen_through.is_some(), "the oldest ids gave way to the watermark");
@@ -77,6 +87,7 @@ async fn a_new_comment_on_a_thread_past_the_cap_costs_one_page_and_re_forwards_n
         }
     }
     assert_eq!(bench.stand_in.comment_bodies(), ["one", "two", "three"]);
+    assert_eq!(remembered_pages(&bench, n), 1);
     bench.cycle().await;
     let ledger = poll_ledger(&bench, n).comments;
     assert_eq!(ledger.seen_comments.len(), SEEN_COMMENTS_CAP);

@@ -734,6 +734,15 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::ReactionFailed => {
             (Stage::Outcome, Mark::Noted, format!("could not react: {}", field(record, "error")))
         }
+        Kind::ReactionShed => (
+            Stage::Outcome,
+            Mark::Noted,
+            format!(
+                "got no reactions: {} were already in flight, more than GitHub was taking; \
+                 reactions resume once they drain",
+                field(record, "in_flight")
+            ),
+        ),
         Kind::ConfigReloaded => noted(
             Stage::Outcome,
             match text(record, "detail") {

@@ -139,6 +139,7 @@ kinds! {
     PollerStopped = "poller.stopped", Trail;
     ReactionAdded = "reaction.added", Trail;
     ReactionFailed = "reaction.failed", Trail;
+    ReactionShed = "reaction.shed", Trail;
     RegistryUnreadable = "registry.unreadable", Trail;
     RoutingCollaborator = "routing.collaborator", Trail;
     RoutingDropped = "routing.dropped", Trail;

@@ -768,10 +768,13 @@ impl Transport {
                 if remembered
                     && let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok())
                 {
+                    // Copied: the answer may be a slice of the connection's whole read
+                    // buffer, which a cached view would keep alive for as long as it is
+                    // remembered.
                     let entry = Cached {
                         variant,
                         etag: etag.to_owned(),
-                        body: body.clone(),
+                        body: Bytes::copy_from_slice(&body),
                         next: next.clone(),
                     };
                     lock(&self.shared.cache).put(url.to_owned(), entry);

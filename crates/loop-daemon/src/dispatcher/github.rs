@@ -4,6 +4,7 @@
 //! never changes a dispatch's outcome; a missing client makes each a no-op.
 
 use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::WorkItemRef;
@@ -26,6 +27,31 @@ pub(crate) const EXISTENCE_CACHE_CAPACITY: usize = 10_000;
 /// How far GitHub's clock may be behind ours when telling whether an announcement found
 /// on the work item was posted for the session owed one.
 const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(60);
+
+/// The most reaction tasks in flight at once. Each is one or two requests sharing the
+/// client's few connections with the poller, and a burst of deliveries faster than GitHub
+/// takes mutations would otherwise pile them up in memory without bound (the soak: 6 000
+/// tasks, 20 MB in two minutes). Reactions are feedback for the people on the thread, so
+/// past the cap a delivery goes without them.
+const REACTIONS_IN_FLIGHT: usize = 64;
+
+/// The reaction tasks in flight, and whether the cap turned some away since the count was
+/// last below half of it (so `reaction.shed` is said once per burst).
+#[derive(Debug, Default)]
+pub(crate) struct Reactions {
+    in_flight: AtomicUsize,
+    shedding: AtomicBool,
+}
+
+/// One reaction task's place under [`REACTIONS_IN_FLIGHT`], given back when it ends.
+#[derive(Debug)]
+struct ReactionSlot(Dispatcher);
+
+impl Drop for ReactionSlot {
+    fn drop(&mut self) {
+        self.0.inner.reactions.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 impl Dispatcher {
     /// The existence answers for `items`, asking GitHub about those not yet known.
@@ -69,6 +95,7 @@ impl Dispatcher {
             return None;
         }
         let target = reaction_target(event)?;
+        let slot = self.reaction_slot(cx)?;
         let kind = target_kind(event, &target);
         let (started, completed, error) = (reactions.started, reactions.completed, reactions.error);
         let (outcome_tx, outcome) = oneshot::channel();
@@ -105,9 +132,36 @@ impl Dispatcher {
                     react("error", error).await;
                 }
             }
-            drop(busy);
+            drop((slot, busy));
         });
         Some(outcome_tx)
+    }
+
+    /// A place for one more reaction task, or `None` at [`REACTIONS_IN_FLIGHT`] (then
+    /// `reaction.shed` is logged, once until the tasks in flight fall below half the cap).
+    fn reaction_slot(&self, cx: &Context) -> Option<ReactionSlot> {
+        let reactions = &self.inner.reactions;
+        let taken = reactions.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < REACTIONS_IN_FLIGHT).then_some(n + 1)
+        });
+        match taken {
+            Ok(before) => {
+                if before < REACTIONS_IN_FLIGHT / 2 {
+                    reactions.shedding.store(false, Ordering::Release);
+                }
+                Some(ReactionSlot(self.clone()))
+            }
+            Err(_) => {
+                if !reactions.shedding.swap(true, Ordering::AcqRel) {
+                    let line = cx.stamp(
+                        Line::warning(Kind::ReactionShed).field("in_flight", REACTIONS_IN_FLIGHT),
+                    );
+                    let events = self.events().clone();
+                    tokio::spawn(async move { events.emit_async(line).await });
+                }
+                None
+            }
+        }
     }
 
     /// Posts the self-marked announcement of a new session on `item` (first spawn only)

@@ -105,6 +105,7 @@ struct Inner {
     /// out on that delivery; docs/dispatcher.md, "In doubt").
     in_doubt: Mutex<std::collections::HashSet<String>>,
     existence: Mutex<ExistenceCache>,
+    reactions: github::Reactions,
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
@@ -156,6 +157,7 @@ impl Dispatcher {
                 ledger: Mutex::new(ledger),
                 in_doubt: Mutex::new(abandoned.iter().cloned().collect()),
                 existence: Mutex::new(ExistenceCache::new(github::EXISTENCE_CACHE_CAPACITY)),
+                reactions: github::Reactions::default(),
                 ci_failures: Mutex::default(),
                 proven_checkouts: Mutex::default(),
                 graph_skips: Mutex::default(),

@@ -64,3 +64,34 @@ async fn a_comment_reacts_by_node_id_and_a_failed_reaction_leaves_the_dispatch_a
     lab.settle().await;
     assert_eq!(lab.reactions_on_comment(number, next), ["eyes", "hooray"]);
 }
+
+/// Issue #16 (the soak): a burst of deliveries faster than GitHub takes reactions does not
+/// pile reaction tasks up in memory without bound. Past the cap a delivery goes without
+/// reactions, `reaction.shed` says so once, and every comment is still pasted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_faster_than_github_takes_reactions_sheds_them_once_and_pastes_every_comment() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+    // Every connection the client may open is held by a slow reaction for a while.
+    lab.sim.inject(Fault {
+        kind: FaultKind::Latency { millis: 3_000 },
+        times: 16,
+        path_contains: Some("graphql".to_owned()),
+    });
+    let burst = 80;
+    let comments: Vec<u64> =
+        (0..burst).map(|i| lab.comment(number, OWNER, &format!("burst {i}"))).collect();
+    lab.settle().await;
+
+    let pasted = lab.pasted().await;
+    assert_eq!(pasted.iter().filter(|p| p.contains("burst ")).count(), burst);
+    let shed = lab.named("reaction.shed");
+    assert_eq!(shed.len(), 1, "said once for the burst: {shed:#?}");
+    let reacted =
+        comments.iter().filter(|&&c| !lab.reactions_on_comment(number, c).is_empty()).count();
+    assert!(reacted < burst, "some went without: {reacted} of {burst} reacted");
+
+    let next = lab.comment(number, OWNER, "after the burst");
+    lab.settle().await;
+    assert_eq!(lab.reactions_on_comment(number, next), ["eyes", "hooray"], "reactions resumed");
+}

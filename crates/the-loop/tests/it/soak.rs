@@ -78,6 +78,8 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
         writeln!(out, "{line}").expect("a report line");
     };
     sample(0, pasted.now(), &mut out);
+    // Soak comment n's GitHub comment id, at index n.
+    let mut ids = vec![0u64];
     for posted in 1..=events {
         let slot = posted % numbers.len();
         if posted > numbers.len() && (posted - slot).is_multiple_of(numbers.len() * thread_length) {
@@ -89,7 +91,8 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
             wait_for_launch(&machine, numbers[slot]);
         }
         let number = numbers[slot];
-        world.sim.comment(REPO, number, "octocat", &format!("soak comment {posted} .")).unwrap();
+        let body = format!("soak comment {posted} .");
+        ids.push(world.sim.comment(REPO, number, "octocat", &body).unwrap());
         if posted % SAMPLE_EVERY == 0 {
             sample(posted, pasted.now(), &mut out);
             // Keep the backlog bounded: the soak is about a service running for long, not
@@ -127,25 +130,34 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     }
     let wrong: Vec<(usize, u32)> =
         (1..=events).filter(|&n| seen[n] != 1).map(|n| (n, seen[n])).take(20).collect();
-    let first = wrong.first().map(|(n, _)| format!("soak comment {n} .")).unwrap_or_default();
-    let shown: Vec<&String> =
-        messages.iter().filter(|m| !first.is_empty() && m.contains(&first)).collect();
-    let key = shown
-        .first()
-        .and_then(|m| m.split("- Delivery: ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or("-")
-        .to_owned();
-    let trail: Vec<String> = std::fs::read_to_string(machine.root.join("logs/events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| line.contains(&key))
-        .map(str::to_owned)
-        .collect();
+    let trails: Vec<String> =
+        wrong.iter().take(3).map(|&(n, _)| trail_of(&machine, n, ids[n])).collect();
     assert!(
         wrong.is_empty(),
-        "comments not pasted exactly once (comment, times): {wrong:?}\n{key}\n{trail:#?}"
+        "comments not pasted exactly once (comment, times): {wrong:?}\n{}",
+        trails.join("\n")
     );
+}
+
+/// What the event log (live and rotated files, oldest first) says about soak comment `n`,
+/// GitHub comment `id`: the lines naming its node id or its comment id.
+fn trail_of(machine: &Machine, n: usize, id: u64) -> String {
+    let node = loop_sim::world::node_id("IC", id);
+    let comment_id = format!("\"comment_id\":{id},");
+    let logs = machine.root.join("logs");
+    let mut files: Vec<_> = (1..=9).rev().map(|k| logs.join(format!("events.jsonl.{k}"))).collect();
+    files.push(logs.join("events.jsonl"));
+    let lines: Vec<String> = files
+        .iter()
+        .filter_map(|file| std::fs::read_to_string(file).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|line| line.contains(&node) || line.contains(&comment_id))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    format!("soak comment {n} (comment {id}, {node}):\n{}", lines.join("\n"))
 }
 
 /// How many soak comments the stand-in agent has received, read incrementally from its
@@ -183,14 +195,24 @@ impl Pasted {
 }
 
 /// Waits until item `number`'s session was launched (the launch record stays small; the
-/// messages grow to hundreds of megabytes).
+/// messages grow to hundreds of megabytes). Gives up after two minutes with what the
+/// live event log says about the item.
 fn wait_for_launch(machine: &Machine, number: u64) {
     let item = format!("github:{REPO}#{number}");
-    wait_for_within(Duration::from_secs(120), Duration::from_millis(100), "a launch", || {
+    let needle = format!("\"workItem\":\"{item}\"");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
         let launches = std::fs::read_to_string(&machine.launches).unwrap_or_default();
-        let needle = format!("\"workItem\":\"{item}\"");
-        launches.contains(&needle).then_some(()).ok_or(format!("no launch of {item} yet"))
-    });
+        if launches.contains(&needle) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(machine.root.join("logs/events.jsonl")).unwrap_or_default();
+    let quoted = format!("\"{item}\"");
+    let about: Vec<&str> = log.lines().filter(|line| line.contains(&quoted)).collect();
+    let last = &about[about.len().saturating_sub(30)..];
+    panic!("no launch of {item} within 120 s; the event log about it:\n{}", last.join("\n"));
 }
 
 /// The service's pid, from the poller's pidfile (the service holds it).

@@ -370,8 +370,18 @@ impl Tmux {
     }
 
     /// Kills a session. `Ok(false)` when it was already gone.
+    ///
+    /// Not while a delivery is on the control client: the client may be attached to this
+    /// session, and tmux ends a client whose session ends — in the middle of another
+    /// session's paste, which would then be reported failed (and lost) or pasted and
+    /// reported failed (and pasted again). A client attached here is let go first; the
+    /// next delivery attaches to its own session.
     pub fn kill_session(&self, target: &str) -> Result<bool, TmuxError> {
         check_target(target)?;
+        let mut control = self.control();
+        if control.as_ref().is_some_and(|client| client.session() == target) {
+            *control = None;
+        }
         let output = {
             let _handshake = self.handshake();
             self.run(&["kill-session", "-t", &format!("={target}")])?
@@ -452,9 +462,7 @@ impl Tmux {
         payload: &PastePayload,
         serial: u64,
     ) -> Result<(), DeliveryError> {
-        // The lock serialises deliveries on this server; a poisoned lock only means a
-        // delivery panicked, and the client is re-checked below anyway.
-        let mut slot = self.control.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut slot = self.control();
         let timeout = self.settings.command_timeout;
         let probe = format!("list-panes -s -t '={target}' -F '#{{pane_dead}}'");
         if slot.as_mut().is_some_and(|client| !client.is_running()) {
@@ -621,6 +629,13 @@ impl Tmux {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// The control client's slot. The lock serialises deliveries on this server and keeps
+    /// sessions from being killed under one; a poisoned lock only means a delivery
+    /// panicked, and the client is re-checked before use anyway.
+    fn control(&self) -> MutexGuard<'_, Option<ControlClient>> {
+        self.control.lock().unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Keeps control-client handshakes and session changes apart (a poisoned lock only

@@ -53,6 +53,8 @@ pub struct ControlClient {
     /// Blocks from the reader thread, which holds the sender until the client's stdout
     /// ends.
     blocks: Receiver<Block>,
+    /// The session it is attached to: when that session ends, tmux ends the client.
+    session: String,
 }
 
 impl ControlClient {
@@ -75,13 +77,18 @@ impl ControlClient {
         };
         let (sender, blocks) = mpsc::channel();
         std::thread::spawn(move || read_blocks(BufReader::new(stdout), &sender));
-        let client = Self { child, stdin, blocks };
+        let client = Self { child, stdin, blocks, session: target.to_owned() };
         match client.blocks.recv_timeout(ATTACH_TIMEOUT) {
             Ok(Block { reply: Ok(_), .. }) => Ok(client),
             Ok(Block { reply: Err(lines), .. }) => Err(attach_error(lines.join("; "))),
             Err(RecvTimeoutError::Timeout) => Err(attach_error("no answer".into())),
             Err(RecvTimeoutError::Disconnected) => Err(attach_error("tmux exited".into())),
         }
+    }
+
+    /// The session the client is attached to.
+    pub fn session(&self) -> &str {
+        &self.session
     }
 
     /// Whether the client process is still running.

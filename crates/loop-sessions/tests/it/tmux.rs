@@ -362,3 +362,32 @@ fn sessions_created_and_ended_while_the_control_client_attaches_leave_the_server
     });
     assert_eq!(server_pid(), before, "the tmux server survived (see dmesg for a segfault)");
 }
+
+/// The control client is attached to one session and carries every session's deliveries.
+/// Ending that session (a work item closed) while another session's delivery is on the
+/// client must not cut that delivery off: it would be reported failed (and then lost), or
+/// pasted and reported failed (and then pasted twice) — what the soak found.
+#[test]
+fn ending_the_session_the_control_client_is_attached_to_leaves_other_deliveries_whole() {
+    let lab = Lab::new();
+    let idle: Vec<String> = vec!["cat".into()];
+    lab.tmux.spawn(&site(&lab, "loop-other"), &idle).expect("the other session");
+    const ROUNDS: usize = 40;
+    for round in 0..ROUNDS {
+        let attached = format!("loop-attached-{round}");
+        lab.tmux.spawn(&site(&lab, &attached), &idle).expect("a session to attach to");
+        // The client attaches to the session of the first delivery after it was let go.
+        lab.tmux.deliver(&attached, "attach here").expect("delivered");
+        std::thread::scope(|scope| {
+            let deliveries = scope.spawn(|| {
+                (0..10).map(|n| lab.tmux.deliver("loop-other", &format!("m{n}"))).collect()
+            });
+            std::thread::sleep(std::time::Duration::from_millis(round as u64 % 5));
+            lab.tmux.kill_session(&attached).expect("the attached session ends");
+            let results: Vec<Result<(), _>> = deliveries.join().expect("the delivering thread");
+            for result in results {
+                result.unwrap_or_else(|err| panic!("round {round}: a delivery was cut off: {err}"));
+            }
+        });
+    }
+}

@@ -150,6 +150,8 @@ try {
     await page.locator('a[href="#/"]').first().click();
     await page.locator(`.card[data-ref="${ITEM}"]`).waitFor();
     if ((await page.locator('.need[data-kind="human-gate"]').count()) !== 0) throw new Error('the gate still needs you');
+    // The card says where the item is now: the listing's graph follows the state file.
+    await page.locator(`.card[data-ref="${ITEM}"] .phase`, { hasText: 'brainstorming' }).waitFor();
     const checked = cli('graph', 'check', ITEM);
     if (!checked.includes('→ brainstorming')) throw new Error(`graph check: ${checked}`);
     await page.locator(`.card[data-ref="${ITEM}"] a.ref`).click();

@@ -1193,6 +1193,29 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         Kind::GraphSkipped => {
             noted(Stage::Outcome, format!("the process graph was not driven: {}", reason()))
         }
+        Kind::GraphForced => done(format!(
+            "{} forced {} from `{}` to `{}` past its gates ({}): the pointer moved, no verdict was forged",
+            field(record, "actor"),
+            items(record),
+            field(record, "from"),
+            field(record, "to"),
+            field(record, "reason")
+        )),
+        Kind::GraphSkipsDeclared => done(format!(
+            "{} declared {} skipped for {} ({}): the walk passes them when it reaches them",
+            field(record, "actor"),
+            strings(record, "nodes").map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+            items(record),
+            field(record, "reason")
+        )),
+        Kind::GraphSkipsRejected => noted(
+            Stage::Outcome,
+            format!(
+                "refused to declare `{}` skipped: {}",
+                field(record, "token"),
+                field(record, "why")
+            ),
+        ),
         Kind::GraphAssignmentDelivered => {
             done(format!("pasted the `{}` assignment into the session", field(record, "node")))
         }

@@ -102,11 +102,14 @@ kinds! {
     GraphChoiceRefused = "graph.choice_refused", Trail;
     GraphCompleted = "graph.completed", Effect;
     GraphEscalated = "graph.escalated", Effect;
+    GraphForced = "graph.forced", Effect;
     GraphHookDegraded = "graph.hook_degraded", Effect;
     GraphLinkFailed = "graph.link_failed", Effect;
     GraphNoEdge = "graph.no_edge", Effect;
     GraphParked = "graph.parked", Effect;
     GraphSkipped = "graph.skipped", Trail;
+    GraphSkipsDeclared = "graph.skips_declared", Effect;
+    GraphSkipsRejected = "graph.skips_rejected", Trail;
     GraphStarted = "graph.started", Effect;
     HarnessPluginFailed = "harness.plugin_failed", Effect;
     HarnessPluginRegistered = "harness.plugin_registered", Effect;

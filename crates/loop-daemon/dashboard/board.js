@@ -78,6 +78,12 @@ function card(row) {
     h(
       'p',
       { class: 'meta' },
+      row.position &&
+        h(
+          'span',
+          { class: 'phase', title: row.position.phase ? `label loop:${row.position.phase}` : 'process graph node' },
+          row.position.node,
+        ),
       session?.harness && h('span', session.harness),
       prs.length > 0 && h('span', prs.map((pr) => shortRef(pr.ref)).join(', ')),
       row.activity && when(row.activity),

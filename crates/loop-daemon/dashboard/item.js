@@ -123,6 +123,15 @@ function summary(row, explained) {
         ' ',
         when(control.requestedAt),
       ),
+    row?.position &&
+      h(
+        'p',
+        { class: 'position' },
+        'Process graph: at ',
+        h('code', row.position.node),
+        row.position.phase && [' (label ', h('code', `loop:${row.position.phase}`), ')'],
+        row.position.loop && ` in ${row.position.loop}`,
+      ),
     row?.record?.ended &&
       h('p', `Ended: ${row.record.ended.state} ${row.record.ended.kind}`, ' ', when(row.record.ended.at)),
     explained && h('ul', { class: 'plain' }, (explained.summary || []).map((line) => h('li', line))),

@@ -54,6 +54,7 @@ export function board({ records, sessions, attention, graphs }) {
     r.question = questionOf(r, questions);
     r.graph = graphs?.get(r.ref) || null;
     r.gate = gateOf(r.graph);
+    r.position = positionOf(r);
     r.state = stateOf(r);
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
   }
@@ -67,6 +68,20 @@ function questionOf(r, questions) {
   const served = [r.ref, ...(r.session?.pullRequests || []).map((pr) => pr.ref)];
   for (const ref of served) if (questions.has(ref)) return questions.get(ref);
   return null;
+}
+
+/**
+ * Where `r` is in its process graph: `{node, phase, loop}` from the listing's `graph`
+ * section (derived from the state file in its session's checkout), else its graph
+ * check's current node; null for an item with no graph driven here.
+ */
+function positionOf(r) {
+  const section = r.record?.graph;
+  const node = (typeof section?.currentNode === 'string' && section.currentNode) || r.graph?.currentNode || '';
+  if (!node) return null;
+  const phase = typeof section?.phase === 'string' ? section.phase : null;
+  const loop = typeof section?.loop === 'string' ? section.loop : '';
+  return { node, phase, loop };
 }
 
 /** The statuses of `session`'s endpoints: its own, then each pull request's. */

@@ -11,19 +11,29 @@
 //! [`StateStore::load_portable_record`] reads it (a malformed one is quarantined and left
 //! out); sealed stubs are left out. When nothing changed, the last answer is handed out
 //! again as it is (shared bytes, no copy per request).
+//!
+//! A record's `graph` is derived, never stored (seed 003 R4): for a work item with a
+//! session on this machine, the section is rendered from the state file in that
+//! session's checkout (`loop_core::graph::context::listing`), and that file is watched
+//! the same way — stat'ed on each listing, read again only when its identity changed —
+//! so a move of the pointer is in the next answer. A record with no such state file is
+//! listed as stored (a legacy `graph` section, the reference's frozen selection, stays).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use loop_core::WorkItemRef;
+use loop_core::graph::LoopName;
+use loop_core::graph::state::{WorkItemState, spec_id};
 use loop_core::record::Control;
 use serde_json::{Map, Value};
 
 use crate::local::FileIdentity;
 use crate::portable::Section as _;
+use crate::spec_state::SpecFolder;
 use crate::{StateStore, StoreError, json_file};
 
 /// The portable records as last listed, shared by a store's clones.
@@ -42,7 +52,21 @@ pub struct Listing {
 #[derive(Debug, Default)]
 struct Known {
     files: HashMap<OsString, File>,
+    /// The spec folders' root the graphs were read under (`None`: none read).
+    spec_dir: Option<PathBuf>,
+    /// Each work item's state file in its session's checkout, as last read.
+    graphs: HashMap<WorkItemRef, Graph>,
     last: Option<Arc<Listing>>,
+}
+
+#[derive(Debug)]
+struct Graph {
+    path: PathBuf,
+    /// `None`: no file there.
+    identity: Option<FileIdentity>,
+    /// The record's `graph` section; `None` when the file is absent, does not parse or
+    /// names another work item.
+    section: Option<Value>,
 }
 
 #[derive(Debug)]
@@ -62,8 +86,14 @@ struct Listed {
 impl StateStore {
     /// Every portable record as [`StateStore::list_portable_records`] lists them, as one
     /// JSON array with their `control` sections: only files changed since the last
-    /// listing are read.
-    pub fn list_portable(&self) -> Result<Arc<Listing>, StoreError> {
+    /// listing are read. With `spec_dir` (`routing.graph.specDir`, when the graph is
+    /// driven), a work item with a session here carries the `graph` section its state
+    /// file in that session's checkout says.
+    pub fn list_portable(&self, spec_dir: Option<&Path>) -> Result<Arc<Listing>, StoreError> {
+        let sources = match spec_dir {
+            Some(spec_dir) => self.graph_sources(spec_dir)?,
+            None => Vec::new(),
+        };
         let dir = self.layout.portable_dir();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -98,6 +128,7 @@ impl StateStore {
         let before = known.files.len();
         known.files.retain(|name, _| present.contains(name));
         changed |= known.files.len() != before;
+        changed |= graphs_changed(&mut known, spec_dir, sources);
         if let Some(last) = known.last.as_ref().filter(|_| !changed) {
             return Ok(Arc::clone(last));
         }
@@ -111,7 +142,10 @@ impl StateStore {
             if n > 0 {
                 json.push(b',');
             }
-            json.extend_from_slice(&record.json);
+            match known.graphs.get(&record.item).and_then(|g| g.section.as_ref()) {
+                Some(section) => json.extend(with_graph(&record.json, section)),
+                None => json.extend_from_slice(&record.json),
+            }
         }
         json.push(b']');
         let controls = records
@@ -121,6 +155,21 @@ impl StateStore {
         let listing = Arc::new(Listing { json: Bytes::from(json), controls });
         known.last = Some(Arc::clone(&listing));
         Ok(listing)
+    }
+
+    /// Each work item with a session here, and where its state file is in the session's
+    /// checkout.
+    fn graph_sources(&self, spec_dir: &Path) -> Result<Vec<(WorkItemRef, PathBuf)>, StoreError> {
+        Ok(self
+            .list_local_records()?
+            .into_iter()
+            .filter_map(|record| {
+                let own = record.own_endpoint()?;
+                let id = spec_id(record.work_item.number());
+                let folder = SpecFolder::new(&own.cwd, spec_dir, &id).ok()?;
+                Some((record.work_item, folder.state_path()))
+            })
+            .collect())
     }
 
     /// The record in `path` as a listing shows it, read as its loader reads it.
@@ -143,6 +192,77 @@ impl StateStore {
         let json = serde_json::to_vec(&record)
             .map_err(|err| StoreError::io("encode", path)(std::io::Error::other(err)))?;
         Ok(Some(Listed { item, json, control }))
+    }
+}
+
+/// Brings `known`'s graphs up to `sources` under `spec_dir`, reading only the state files
+/// whose identity changed; whether any section changed.
+fn graphs_changed(
+    known: &mut Known,
+    spec_dir: Option<&Path>,
+    sources: Vec<(WorkItemRef, PathBuf)>,
+) -> bool {
+    let mut changed = false;
+    if known.spec_dir.as_deref() != spec_dir {
+        known.spec_dir = spec_dir.map(Path::to_owned);
+        changed |= !known.graphs.is_empty();
+        known.graphs.clear();
+    }
+    let controls: HashMap<&WorkItemRef, Option<loop_core::control::Command>> = known
+        .files
+        .values()
+        .filter_map(|f| f.record.as_ref())
+        .map(|r| (&r.item, r.control.as_ref().map(|c| c.command)))
+        .collect();
+    let mut read = Vec::new();
+    for (item, path) in &sources {
+        let identity = std::fs::metadata(path).ok().map(|meta| FileIdentity::of(&meta));
+        let same =
+            known.graphs.get(item).is_some_and(|g| g.path == *path && g.identity == identity);
+        if !same {
+            let armed_by = controls.get(item).copied().flatten();
+            let section = identity.and_then(|_| graph_section(item, path, armed_by));
+            read.push((item.clone(), Graph { path: path.clone(), identity, section }));
+        }
+    }
+    for (item, graph) in read {
+        let before = known.graphs.get(&item).map(|g| g.section.clone());
+        changed |= before.as_ref() != Some(&graph.section);
+        known.graphs.insert(item, graph);
+    }
+    known.graphs.retain(|item, graph| {
+        let kept = sources.iter().any(|(i, _)| i == item);
+        changed |= !kept && graph.section.is_some();
+        kept
+    });
+    changed
+}
+
+/// The `graph` section the state file at `path` gives `item`; `None` when it cannot be
+/// read, does not parse, or names another work item (a listing never moves a file aside:
+/// the graph's own readers do).
+fn graph_section(
+    item: &WorkItemRef,
+    path: &Path,
+    armed_by: Option<loop_core::control::Command>,
+) -> Option<Value> {
+    let bytes = std::fs::read(path).ok()?;
+    let state: WorkItemState = json_file::parse_json(&bytes).ok()?;
+    if state.work_item != item.to_string() || !state.entered() {
+        return None;
+    }
+    let graph = LoopName::select(Some(&state.loop_name), armed_by);
+    Some(loop_core::graph::context::listing(graph.graph(), &state, &spec_id(item.number())))
+}
+
+/// `record` (one JSON object) with its `graph` key set to `section`.
+fn with_graph(record: &[u8], section: &Value) -> Vec<u8> {
+    match serde_json::from_slice::<Map<String, Value>>(record) {
+        Ok(mut map) => {
+            map.insert("graph".to_owned(), section.clone());
+            serde_json::to_vec(&map).unwrap_or_else(|_| record.to_vec())
+        }
+        Err(_) => record.to_vec(),
     }
 }
 
@@ -169,19 +289,19 @@ mod tests {
         let store = StateStore::new(StateLayout::new(dir.path()), EventLog::disabled());
         let (a, b): (WorkItemRef, WorkItemRef) =
             ("github:octo/app#2".parse().unwrap(), "github:octo/app#10".parse().unwrap());
-        assert_eq!(&store.list_portable().unwrap().json[..], b"[]");
+        assert_eq!(&store.list_portable(None).unwrap().json[..], b"[]");
         store.write_section(&b, Some(&control())).unwrap();
         store.write_section(&a, Some(&control())).unwrap();
-        let first = store.list_portable().unwrap();
+        let first = store.list_portable(None).unwrap();
         let listed: Vec<Value> = serde_json::from_slice(&first.json).unwrap();
         let refs: Vec<&str> = listed.iter().filter_map(|r| r["ref"].as_str()).collect();
         assert_eq!(refs, [a.to_string(), b.to_string()], "sorted by ref");
         assert_eq!(first.controls.len(), 2);
-        let again = store.list_portable().unwrap();
+        let again = store.list_portable(None).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "nothing changed: the same answer");
 
         store.write_section::<Control>(&a, None).unwrap();
-        let after = store.list_portable().unwrap();
+        let after = store.list_portable(None).unwrap();
         let listed: Vec<Value> = serde_json::from_slice(&after.json).unwrap();
         assert_eq!(listed.len(), 1, "a record with no section left is gone: {listed:?}");
 
@@ -189,9 +309,79 @@ mod tests {
         let path = store.layout.portable_record(&b);
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("\"start\"", "\"resume\"")).unwrap();
-        let edited = store.list_portable().unwrap();
+        let edited = store.list_portable(None).unwrap();
         assert_eq!(edited.controls[0].1.command, loop_core::control::Command::Resume);
         let listed: Vec<Value> = serde_json::from_slice(&edited.json).unwrap();
         assert_eq!(listed[0]["control"]["command"], "resume");
+    }
+
+    #[test]
+    fn a_records_graph_is_its_sessions_state_file_followed_as_the_pointer_moves() {
+        use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            StateStore::new(StateLayout::new(dir.path().join("state")), EventLog::disabled());
+        let item: WorkItemRef = "github:octo/app#7".parse().unwrap();
+        store.write_section(&item, Some(&control())).unwrap();
+        let checkout = dir.path().join("checkout");
+        let spec = Path::new("docs/specs");
+        let folder = SpecFolder::new(&checkout, spec, "issue-7").unwrap();
+        std::fs::create_dir_all(folder.dir()).unwrap();
+        let mut record = LocalRecord::new(item.clone());
+        let own = Endpoint {
+            harness: "claude".into(),
+            harness_session_id: None,
+            cwd: checkout.clone(),
+            tmux_target: item.tmux_session(),
+            status: EndpointStatus::Active,
+            recent_deliveries: Vec::new(),
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            last_event_at: None,
+            model: None,
+            effort: None,
+            harness_args: Vec::new(),
+            awaiting_input: None,
+        };
+        record.endpoints.insert(item.clone(), own);
+        store.save_local_record(&record).unwrap();
+        let graph_of = |listing: &Listing| {
+            let listed: Vec<Value> = serde_json::from_slice(&listing.json).unwrap();
+            listed[0].get("graph").cloned()
+        };
+
+        // No state file yet: the record as stored.
+        assert_eq!(graph_of(&store.list_portable(Some(spec)).unwrap()), None);
+        let save = |node: &str| {
+            let mut state = WorkItemState::new(&item.to_string(), "pdlc-adhoc-loop");
+            state.current_node = node.to_owned();
+            folder.update(&EventLog::disabled(), |_| (Some(state), ())).unwrap();
+        };
+        save("work");
+        let first = store.list_portable(Some(spec)).unwrap();
+        let graph = graph_of(&first).expect("a graph section");
+        assert_eq!(
+            (&graph["loop"], &graph["workItem"]),
+            (&"pdlc-adhoc-loop".into(), &"issue-7".into())
+        );
+        assert_eq!(
+            (&graph["currentNode"], &graph["phase"]),
+            (&"work".into(), &"implementation".into())
+        );
+        assert_eq!(graph["nodes"][0]["id"], "work");
+        let again = store.list_portable(Some(spec)).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "nothing changed: the same answer");
+
+        save("review");
+        let moved = store.list_portable(Some(spec)).unwrap();
+        assert_eq!(graph_of(&moved).unwrap()["currentNode"], "review", "the next answer follows");
+
+        // Another item's file, or the graph not driven: no section.
+        let mut other = WorkItemState::new("github:octo/app#8", "pdlc-adhoc-loop");
+        other.current_node = "work".into();
+        folder.update(&EventLog::disabled(), |_| (Some(other), ())).unwrap();
+        assert_eq!(graph_of(&store.list_portable(Some(spec)).unwrap()), None);
+        save("work");
+        assert!(graph_of(&store.list_portable(Some(spec)).unwrap()).is_some());
+        assert_eq!(graph_of(&store.list_portable(None).unwrap()), None);
     }
 }

@@ -320,6 +320,14 @@ pub enum GraphCommand {
     /// Claim the current node's work done: its gate judges the claim (one JSON line on
     /// stdout; exit 0 whether or not the pointer moved)
     Complete(GraphCompleteArgs),
+    /// The operator's override: move the work item to a node past its gates. No verdict
+    /// is forged (the node left keeps none, the one entered is marked forced), its entry
+    /// is not run, and an audit comment is posted (one JSON line on stdout; exit 2 when
+    /// refused)
+    Force(GraphForceArgs),
+    /// Declare nodes ahead of the pointer skipped: the walk passes them when it gets
+    /// there (one JSON line on stdout; exit 0 if any was declared, 1 if all were refused)
+    Skip(GraphSkipArgs),
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +344,32 @@ pub struct GraphCompleteArgs {
     /// The node claimed (default: the current one); a node already left is a no-op
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphForceArgs {
+    /// The work item (`github:owner/repo#N`)
+    #[arg(value_name = "REF")]
+    pub work_item: loop_core::WorkItemRef,
+    /// The node to move it to
+    #[arg(long, value_name = "NODE")]
+    pub to: String,
+    /// Why: recorded in the state file and posted on the work item
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphSkipArgs {
+    /// The work item (`github:owner/repo#N`)
+    #[arg(value_name = "REF")]
+    pub work_item: loop_core::WorkItemRef,
+    /// A skippable node or a skip set (`spec-chain`, `review-chain`, …); repeat for more
+    #[arg(long = "node", value_name = "NODE", required = true)]
+    pub nodes: Vec<String>,
+    /// Why: recorded with each skip and posted on the work item
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
 }
 
 #[derive(Debug, Args)]
@@ -568,5 +602,22 @@ mod tests {
         let cli = Cli::try_parse_from(["the-loop", "graph", "check", "github:o/r#3"]).unwrap();
         assert!(matches!(cli.command, Command::Graph(GraphCommand::Check(_))));
         assert!(Cli::try_parse_from(["the-loop", "graph", "status", "issue-3"]).is_err());
+        let cli = Cli::try_parse_from([
+            "the-loop",
+            "graph",
+            "skip",
+            "github:o/r#3",
+            "--node",
+            "spec-chain",
+            "--node",
+            "evidence",
+            "--reason",
+            "small fix",
+        ])
+        .unwrap();
+        let Command::Graph(GraphCommand::Skip(args)) = cli.command else { panic!("not skip") };
+        assert_eq!(args.nodes, ["spec-chain", "evidence"]);
+        let force = ["the-loop", "graph", "force", "github:o/r#3", "--to", "design"];
+        assert!(Cli::try_parse_from(force).is_err(), "a force needs its reason");
     }
 }

@@ -176,6 +176,43 @@ pub fn node_checks(graph: &Loop, state: Option<&WorkItemState>) -> Vec<NodeCheck
         .collect()
 }
 
+/// The work-items listing's `graph` section for a work item whose state file is `state`
+/// (reference §1.4: `{loop, workItem, sessionPerPr?, nodes[{id, phase, skipped,
+/// selectable, optIn}]}`), derived — never stored (seed 003 R4): the compiled loop, with
+/// `skipped` for each node the walk passes or passed by (a declared skip, an opt-in
+/// nobody selected). It adds where the item is: `currentNode` and its `phase` (the
+/// `loop:<phase>` label's suffix, `null` for a node without one).
+pub fn listing(graph: &Loop, state: &WorkItemState, id: &str) -> serde_json::Value {
+    let nodes: Vec<serde_json::Value> = graph
+        .nodes
+        .iter()
+        .zip(node_checks(graph, Some(state)))
+        .map(|(node, row)| {
+            serde_json::json!({
+                "id": node.id,
+                "phase": node.phase,
+                "skipped": row.status == NodeStatus::Skipped,
+                "selectable": node.skippable,
+                "optIn": node.opt_in,
+            })
+        })
+        .collect();
+    let phase = graph.node(&state.current_node).and_then(|n| n.phase.clone());
+    let mut section = serde_json::json!({
+        "loop": graph.name,
+        "workItem": id,
+        "currentNode": state.current_node,
+        "phase": phase,
+        "nodes": nodes,
+    });
+    for (key, value) in [("sessionPerPr", &state.session_per_pr), ("surface", &state.surface)] {
+        if !value.is_empty() {
+            section[key] = serde_json::Value::from(value.as_str());
+        }
+    }
+    section
+}
+
 /// `the-loop graph check`: every node of `graph` in declaration order — where the item
 /// is, what each passed node gave, every gate hook and which of them Tier 0 only stubs —
 /// and whether anything up to the current node is unsatisfied (a block there).
@@ -192,7 +229,12 @@ pub fn check(graph: &Loop, state: Option<&WorkItemState>) -> (String, bool) {
             _ => "not reached yet".to_owned(),
         };
         let gates: Vec<&str> = node.exit.iter().map(|c| c.hook.name()).collect();
-        out.push_str(&format!("{mark} {:<22} {:<6} {result}", node.id, node.actor.as_str()));
+        let forced = if row.forced { " (forced)" } else { "" };
+        out.push_str(&format!(
+            "{mark} {:<22} {:<6} {result}{forced}",
+            node.id,
+            node.actor.as_str()
+        ));
         if !gates.is_empty() {
             out.push_str(&format!("  [{}]", gates.join(", ")));
         }
@@ -301,5 +343,32 @@ mod tests {
         let text = render(LoopName::WorkItem.graph(), Some(&state), "issue-15");
         assert!(text.contains("status: blocked"), "{text}");
         assert!(text.contains("- gate: brainstorm.md is missing"), "{text}");
+    }
+
+    #[test]
+    fn the_listing_section_is_the_loop_with_what_the_walk_passes_and_where_the_item_is() {
+        let graph = LoopName::WorkItem.graph();
+        let mut state = WorkItemState::new("github:octo/app#15", "pdlc-work-item-loop");
+        state.current_node = "design".into();
+        state.skips.insert("brainstorming".into(), serde_json::json!({"via": "cli"}));
+        state.session_per_pr = "always".into();
+        let section = listing(graph, &state, "issue-15");
+        assert_eq!(section["loop"], "pdlc-work-item-loop");
+        assert_eq!(section["workItem"], "issue-15");
+        assert_eq!(
+            (&section["currentNode"], &section["phase"]),
+            (&"design".into(), &"design".into())
+        );
+        assert_eq!(section["sessionPerPr"], "always");
+        assert!(section.get("surface").is_none(), "no choice, no key");
+        let node = |id: &str| {
+            section["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).cloned().unwrap()
+        };
+        assert_eq!(node("brainstorming")["skipped"], true);
+        assert_eq!(node("design-critic-review")["skipped"], true, "an opt-in nobody selected");
+        assert_eq!(node("design-critic-review")["optIn"], true);
+        assert_eq!(node("phase-selection")["selectable"], false);
+        assert_eq!(node("requirements-approval")["phase"], serde_json::Value::Null);
+        assert_eq!(node("tasks-breakdown")["skipped"], false);
     }
 }

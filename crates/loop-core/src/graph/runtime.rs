@@ -1,6 +1,7 @@
 //! The runtime's verbs as pure functions over the state file: [`start`] (a spawn enters
 //! the start node), [`advance`] (an event crosses one node boundary), [`complete`] (the
-//! session's claim). Each mutates the [`WorkItemState`] it is handed and returns a
+//! session's claim), and the operator's two: [`force`] (move the pointer past a gate)
+//! and [`skip`] (declare nodes ahead away). Each mutates the [`WorkItemState`] it is handed and returns a
 //! [`Report`]: the event-log lines and the entry effects to carry out. The caller saves
 //! the state before it carries out the effects, so a crash in between leaves the pointer
 //! where the effects say it is, and a retry re-runs only what is idempotent.
@@ -8,6 +9,10 @@
 //! The one rule (docs/process-graph.md): nothing moves the pointer but an exit chain that
 //! evaluated. A wait parks, a block records its messages (and escalates when it repeats
 //! or the node has used its attempts), a pass takes the declared edge for the outcome.
+//! The operator's override is the one exception, and it says so: a force moves the
+//! pointer and forges no verdict (the node left keeps no outcome, the node entered is
+//! marked `forced`, `forced[]` records who, why and what was bypassed), and a skip is a
+//! plan for nodes ahead, never an amnesty for one reached.
 
 use jiff::Timestamp;
 use serde_json::json;
@@ -357,19 +362,288 @@ fn enter(
     now: Timestamp,
     report: &mut Report,
 ) {
-    let record = state.nodes.entry(node.id.clone()).or_default();
-    record.entered_at.get_or_insert(now);
-    record.attempts += 1;
-    record.outcome.clear();
-    record.exited_at = None;
-    record.last_block = None;
-    state.current_node = node.id.clone();
-    state.parked = None;
+    arrive(state, &node.id, now);
     let at = now.strftime("%Y-%m-%d %H:%M UTC").to_string();
     report.effects.extend(hooks::entry_effects(node, graph, item.id, &at, item.execute_keyword));
     if node.actor == Actor::Human {
         report.messages.push(format!("`{}` waits for a human decision", node.id));
     }
+}
+
+/// Puts the pointer at `node`: a new attempt there, nothing parked.
+fn arrive(state: &mut WorkItemState, node: &str, now: Timestamp) {
+    let record = state.nodes.entry(node.to_owned()).or_default();
+    record.entered_at.get_or_insert(now);
+    record.attempts += 1;
+    record.outcome.clear();
+    record.exited_at = None;
+    record.last_block = None;
+    state.current_node = node.to_owned();
+    state.parked = None;
+}
+
+/// Why an operator's verb was refused; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("a reason is required: an unexplained override is refused")]
+    NoReason,
+    #[error("name at least one node or skip set to declare skipped")]
+    NothingNamed,
+    #[error("`{node}` is not a node of {graph}")]
+    UnknownNode { node: String, graph: String, known: Vec<String> },
+}
+
+impl crate::hint::Hint for Refused {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            Refused::NoReason => {
+                "say why in the reason: it is recorded in the state file and posted on the work item"
+                    .to_owned()
+            }
+            Refused::NothingNamed => "name skippable nodes or skip sets (`the-loop graph check` lists the nodes)".to_owned(),
+            Refused::UnknownNode { known, .. } => format!("its nodes: {}", known.join(", ")),
+        })
+    }
+}
+
+/// What a force did: the pointer moved from `from` to `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forced {
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    /// What the move bypasses: an undeclared edge, a required gate never passed.
+    pub warnings: Vec<String>,
+    pub lines: Vec<Line>,
+    /// The audit comment to post on the work item (self-marked by the poster).
+    pub audit: String,
+}
+
+/// The operator's override (`the-loop graph force`, `POST /api/v1/graph/force`): moves
+/// the pointer to `to`, whatever the gates say, and forges no verdict — the node left
+/// keeps the outcome it had (none), the node entered is marked `forced`, and `forced[]`
+/// records who moved it, why, and what was bypassed. The entry chain of `to` is not run
+/// (no label, no assignment): the audit comment is what the work item is told. A graph
+/// never entered is forced from its start node.
+pub fn force(
+    graph: &Loop,
+    state: &mut WorkItemState,
+    item: Item<'_>,
+    to: &str,
+    reason: &str,
+    by: &str,
+    now: Timestamp,
+) -> Result<Forced, Refused> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(Refused::NoReason);
+    }
+    let Some(target) = graph.node(to) else { return Err(unknown(graph, to)) };
+    let from = if state.entered() { state.current_node.clone() } else { graph.start.clone() };
+    let warnings = bypassed(graph, state, &from, &target.id);
+    if state.loop_name.is_empty() {
+        state.loop_name = graph.name.clone();
+    }
+    if state.entered() && from != target.id {
+        // Left, with no outcome: its gate never passed and the file does not say it did.
+        state.nodes.entry(from.clone()).or_default().exited_at = Some(now);
+    }
+    arrive(state, &target.id, now);
+    state.nodes.entry(target.id.clone()).or_default().forced = true;
+    state.forced.push(json!({"from": from, "to": target.id, "reason": reason, "actor": by,
+        "at": now, "warnings": warnings}));
+    let line = Line::warning(Kind::GraphForced)
+        .work_item(item.work_item)
+        .field("from", &from)
+        .field("to", &target.id)
+        .field("actor", by)
+        .field("reason", reason)
+        .field("warnings", &warnings);
+    let bullets: String = warnings.iter().map(|w| format!("\n- ⚠️ {w}")).collect();
+    let audit = format!(
+        "**Forced transition:** `{from}` → `{to}` by {by}\n\n**Reason:** {reason}{bullets}\n\n\
+         This moved the pointer only. The gate of `{from}` keeps its real verdict, and `{to}` \
+         is marked forced in `the-loop graph check`.",
+        to = target.id
+    );
+    Ok(Forced {
+        from,
+        to: target.id.clone(),
+        reason: reason.to_owned(),
+        warnings,
+        lines: vec![line],
+        audit,
+    })
+}
+
+/// What forcing from `from` to `to` goes around: an edge the loop does not declare, and
+/// each required node whose gate it leaves unpassed (`from` itself, and the nodes
+/// declared between the two on a forward move).
+fn bypassed(graph: &Loop, state: &WorkItemState, from: &str, to: &str) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !graph.edges.iter().any(|e| e.from == from && e.to == to) {
+        warnings.push(format!(
+            "`{from}` → `{to}` is not a declared edge: the item is deliberately outside its loop's model"
+        ));
+    }
+    if from == to {
+        return warnings;
+    }
+    let at = |id: &str| graph.nodes.iter().position(|n| n.id == id);
+    // A pointer the file names but the loop does not have bypasses nothing it declares.
+    let Some(start) = at(from) else { return warnings };
+    let end = at(to).unwrap_or(start);
+    let passed = |id: &str| state.nodes.get(id).is_some_and(|r| !r.outcome.is_empty());
+    let between = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(n, node)| *n == start || (start < *n && *n < end && !passed(&node.id)));
+    for (_, node) in between.filter(|(_, node)| node.required) {
+        warnings.push(format!(
+            "`{}` is required: this force bypasses a gate the process treats as mandatory",
+            node.id
+        ));
+    }
+    warnings
+}
+
+fn unknown(graph: &Loop, node: &str) -> Refused {
+    Refused::UnknownNode {
+        node: node.to_owned(),
+        graph: graph.name.clone(),
+        known: graph.nodes.iter().map(|n| n.id.clone()).collect(),
+    }
+}
+
+/// A token a skip declaration refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub token: String,
+    pub why: String,
+}
+
+/// What a skip declaration did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    /// The nodes now declared skipped, in the order named.
+    pub declared: Vec<String>,
+    pub rejected: Vec<Rejection>,
+    pub reason: String,
+    /// What did not happen as it should have; empty here, the audit comment's failure
+    /// where it is carried out.
+    pub warnings: Vec<String>,
+    pub lines: Vec<Line>,
+    /// The audit comment to post (when anything was declared).
+    pub audit: Option<String>,
+}
+
+/// The operator's skip declaration (`the-loop graph skip`, `POST /api/v1/graph/skip`):
+/// each of `tokens` — a skippable node or a skip set's name — is recorded in `skips` with
+/// its provenance (`via`, `token`, `by`, `reason`, `at`), and the walk passes it when it
+/// gets there. Refused per token: anything outside the loop's skip vocabulary (a required
+/// node is not in it), and a node the pointer is at, has entered, or has left behind — a
+/// skip is a plan, not an amnesty. A node already declared keeps its first provenance.
+#[allow(clippy::too_many_arguments)]
+pub fn skip(
+    graph: &Loop,
+    state: &mut WorkItemState,
+    item: Item<'_>,
+    tokens: &[String],
+    reason: &str,
+    by: &str,
+    via: &str,
+    now: Timestamp,
+) -> Result<Declared, Refused> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(Refused::NoReason);
+    }
+    let tokens: Vec<&str> = tokens.iter().map(|t| t.trim()).filter(|t| !t.is_empty()).collect();
+    if tokens.is_empty() {
+        return Err(Refused::NothingNamed);
+    }
+    let current = graph.nodes.iter().position(|n| n.id == state.current_node);
+    let (mut declared, mut rejected) = (Vec::<String>::new(), Vec::new());
+    for token in tokens {
+        let named: Vec<&Node> = match graph.skip_sets.iter().find(|(set, _)| set == token) {
+            Some((_, members)) => members.iter().filter_map(|id| graph.node(id)).collect(),
+            None => match graph.node(token) {
+                Some(node) if node.skippable => vec![node],
+                Some(_) => {
+                    let why = "not skippable: it always runs".to_owned();
+                    rejected.push(Rejection { token: token.to_owned(), why });
+                    continue;
+                }
+                None => {
+                    let why = format!("not a node or skip set of {}", graph.name);
+                    rejected.push(Rejection { token: token.to_owned(), why });
+                    continue;
+                }
+            },
+        };
+        for node in named {
+            let n = graph.nodes.iter().position(|other| other.id == node.id);
+            let reached = state.nodes.get(&node.id).is_some_and(|r| r.entered_at.is_some())
+                || current.is_some_and(|c| n.is_some_and(|n| n <= c));
+            if reached {
+                let why = "already entered or behind the pointer: a skip is a plan, not an amnesty";
+                rejected.push(Rejection { token: node.id.clone(), why: why.to_owned() });
+                continue;
+            }
+            if declared.contains(&node.id) {
+                continue;
+            }
+            if !state.skips.contains_key(&node.id) {
+                state.skips.insert(
+                    node.id.clone(),
+                    json!({"via": via, "token": token, "by": by, "reason": reason, "at": now}),
+                );
+            }
+            declared.push(node.id.clone());
+        }
+    }
+    if !declared.is_empty() && state.loop_name.is_empty() {
+        state.loop_name = graph.name.clone();
+    }
+    let mut lines = Vec::new();
+    if !declared.is_empty() {
+        lines.push(
+            Line::info(Kind::GraphSkipsDeclared)
+                .work_item(item.work_item)
+                .field("via", via)
+                .field("actor", by)
+                .field("reason", reason)
+                .field("nodes", &declared),
+        );
+    }
+    for rejection in &rejected {
+        lines.push(
+            Line::warning(Kind::GraphSkipsRejected)
+                .work_item(item.work_item)
+                .field("token", &rejection.token)
+                .field("via", via)
+                .field("why", &rejection.why),
+        );
+    }
+    let audit = (!declared.is_empty()).then(|| {
+        let nodes: Vec<String> = declared.iter().map(|id| format!("`{id}`")).collect();
+        format!(
+            "**Declared skips:** {} declared skipped by {by}\n\n**Reason:** {reason}\n\n\
+             A declaration, not a verdict: `the-loop graph check` reports each as skipped, \
+             the nodes that are not skippable still run, and the walk passes the named \
+             ones when it reaches them.",
+            nodes.join(", ")
+        )
+    });
+    Ok(Declared {
+        declared,
+        rejected,
+        reason: reason.to_owned(),
+        warnings: Vec::new(),
+        lines,
+        audit,
+    })
 }
 
 #[cfg(test)]
@@ -584,5 +858,113 @@ mod tests {
             }
         );
         assert_eq!(state.nodes["brainstorming"].outcome, "skipped");
+    }
+
+    fn operator_item(reference: &crate::WorkItemRef) -> Item<'_> {
+        Item { work_item: reference, id: "issue-15", execute_keyword: "the-loop execute" }
+    }
+
+    #[test]
+    fn a_force_moves_the_pointer_marks_the_node_entered_and_forges_no_verdict() {
+        let (mut state, _) = started(LoopName::WorkItem);
+        let reference = work_item();
+        let graph = LoopName::WorkItem.graph();
+        let item = operator_item(&reference);
+        assert_eq!(
+            force(graph, &mut state, item, "design", "  ", "ann", now()),
+            Err(Refused::NoReason)
+        );
+        assert!(matches!(
+            force(graph, &mut state, item, "nowhere", "why", "ann", now()),
+            Err(Refused::UnknownNode { .. })
+        ));
+        assert_eq!(state.current_node, "phase-selection", "a refusal changes nothing");
+
+        let forced =
+            force(graph, &mut state, item, "design", "spec agreed offline", "ann", now()).unwrap();
+        assert_eq!((forced.from.as_str(), forced.to.as_str()), ("phase-selection", "design"));
+        assert_eq!(state.current_node, "design");
+        assert!(state.nodes["design"].forced);
+        assert_eq!(state.nodes["phase-selection"].outcome, "", "no verdict forged");
+        assert!(state.nodes["phase-selection"].exited_at.is_some());
+        assert!(
+            forced.warnings.iter().any(|w| w.contains("not a declared edge")),
+            "{:?}",
+            forced.warnings
+        );
+        assert!(forced.warnings.iter().any(|w| w.contains("`phase-selection` is required")));
+        let record = &state.forced[0];
+        assert_eq!(
+            (&record["from"], &record["to"], &record["actor"], &record["reason"]),
+            (
+                &json!("phase-selection"),
+                &json!("design"),
+                &json!("ann"),
+                &json!("spec agreed offline")
+            )
+        );
+        assert_eq!(forced.lines[0].kind(), Kind::GraphForced);
+        assert!(forced.audit.contains("`phase-selection` → `design` by ann"), "{}", forced.audit);
+        // The node left cannot be claimed any more; the forced one is judged as usual.
+        let files = Files(vec![]);
+        let past = complete(graph, &mut state, item, Some("phase-selection"), "x", &files, now());
+        assert_eq!(past.step, Step::AlreadyPast { node: "phase-selection".into() });
+        let context = crate::graph::context::node_checks(graph, Some(&state));
+        assert!(context.iter().any(|row| row.node == "design" && row.forced));
+    }
+
+    #[test]
+    fn a_skip_declares_nodes_ahead_and_refuses_what_is_reached_or_not_skippable() {
+        let (mut state, _) = started(LoopName::WorkItem);
+        run(LoopName::WorkItem, &mut state, &[said("the-loop execute")], &Files(vec![]));
+        assert_eq!(state.current_node, "brainstorming");
+        let reference = work_item();
+        let graph = LoopName::WorkItem.graph();
+        let item = operator_item(&reference);
+        let tokens = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            skip(graph, &mut state, item, &tokens(&[" "]), "why", "ann", "cli", now()),
+            Err(Refused::NothingNamed)
+        );
+        let declared = skip(
+            graph,
+            &mut state,
+            item,
+            &tokens(&["review-chain", "brainstorming", "phase-selection", "bogus"]),
+            "a one-line fix",
+            "ann",
+            "cli",
+            now(),
+        )
+        .unwrap();
+        assert_eq!(
+            declared.declared,
+            [
+                "self-review",
+                "critic-review",
+                "security-review",
+                "evidence",
+                "capability-docs",
+                "reviewer-briefing"
+            ]
+        );
+        let refused: Vec<(&str, &str)> =
+            declared.rejected.iter().map(|r| (r.token.as_str(), r.why.as_str())).collect();
+        assert_eq!(refused.len(), 3, "{refused:?}");
+        assert!(refused[0].0 == "brainstorming" && refused[0].1.contains("not an amnesty"));
+        assert!(refused[1].0 == "phase-selection" && refused[1].1.contains("not skippable"));
+        assert!(refused[2].0 == "bogus" && refused[2].1.contains("not a node or skip set"));
+        assert_eq!(state.skips["security-review"]["token"], "review-chain");
+        assert_eq!(state.skips["security-review"]["via"], "cli");
+        assert_eq!(state.skips["security-review"]["reason"], "a one-line fix");
+        let kinds: Vec<Kind> = declared.lines.iter().map(Line::kind).collect();
+        assert_eq!(kinds[0], Kind::GraphSkipsDeclared);
+        assert_eq!(kinds[1..], [Kind::GraphSkipsRejected; 3]);
+        assert!(declared.audit.as_deref().is_some_and(|a| a.contains("`evidence`")));
+
+        // Only rejections: nothing declared, no comment.
+        let none = skip(graph, &mut state, item, &tokens(&["bogus"]), "x", "ann", "cli", now());
+        let none = none.unwrap();
+        assert!(none.declared.is_empty() && none.audit.is_none());
     }
 }

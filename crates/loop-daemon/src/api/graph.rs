@@ -1,10 +1,12 @@
 //! The process graph's routes (reference §1.4, docs/process-graph.md): `GET
 //! /api/v1/graph` (a loop's shape), `POST /api/v1/graph/check` (where an item stands, a
-//! pure read), `POST /api/v1/graph/complete` (the session's claim) and `POST
-//! /api/v1/graph/advance` (the current gate judged once). The verbs are the dispatcher's
-//! — `graph_view`, `graph_complete`, `graph_judge`, what `the-loop graph status|check|
-//! complete` call — under the state file's lock and behind the same gates (the graph is
-//! enabled, the item armed, the checkout provably its repository, its spec folder there).
+//! pure read), `POST /api/v1/graph/complete` (the session's claim), `POST
+//! /api/v1/graph/advance` (the current gate judged once), and the operator's overrides
+//! `POST /api/v1/graph/force` and `/graph/skip`. The verbs are the dispatcher's —
+//! `graph_view`, `graph_complete`, `graph_judge`, `graph_force`, `graph_skip`, what
+//! `the-loop graph status|check|complete|force|skip` call — under the state file's lock
+//! and behind the same gates (the graph is enabled, the item armed, the checkout provably
+//! its repository, its spec folder there).
 //!
 //! The graph is addressed as the reference's dashboard does: `repo`, the checkout on
 //! this machine (a session's `cwd`), `workItem` (`issue-<N>`, or a ref), and for a pull
@@ -22,8 +24,9 @@ use loop_core::WorkItemRef;
 use loop_core::graph::LoopName;
 use loop_core::graph::context::{self, NodeCheck};
 use loop_core::graph::model::SessionUse;
-use loop_core::graph::runtime::Step;
+use loop_core::graph::runtime::{Refused, Step};
 use loop_core::graph::state::{Parked, WorkItemState, inner_loop_dir, spec_id};
+use loop_core::hint::Hint as _;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -52,6 +55,8 @@ pub(super) fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(check))
         .routes(routes!(complete))
         .routes(routes!(advance))
+        .routes(routes!(force))
+        .routes(routes!(skip))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -428,6 +433,163 @@ async fn advance(
         outcome: verdict.outcome,
         messages: claimed.messages,
     }))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ForceRequest {
+    #[schema(min_length = 1)]
+    repo: String,
+    #[schema(value_type = super::openapi::SpecId)]
+    work_item: String,
+    /// The node the pointer is moved to.
+    to_node: String,
+    /// Why: recorded in `forced[]` and posted on the work item; an empty one is a 400.
+    reason: String,
+    /// Who forces (recorded and posted, never used to authorize); `operator` when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<super::openapi::Actor>)]
+    actor: Option<String>,
+    #[serde(default, rename = "ref")]
+    #[schema(value_type = Option<super::openapi::RefOrNone>)]
+    reference: Option<String>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_991_f64)]
+    pr: Option<serde_json::Number>,
+    #[serde(default)]
+    #[schema(value_type = Option<super::openapi::PrRepository>)]
+    pr_repo: Option<String>,
+}
+
+/// What a force did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct ForceAnswer {
+    /// The work item's ref.
+    work_item: String,
+    from_node: String,
+    to_node: String,
+    reason: String,
+    /// What it bypassed (an undeclared edge, a required gate), and an audit comment that
+    /// could not be posted.
+    warnings: Vec<String>,
+}
+
+/// The operator's override: the pointer moved to `toNode` past the gates, no verdict
+/// forged (the node left keeps no outcome, the node entered is marked forced, `forced[]`
+/// records who and why); `toNode`'s entry chain is not run. `graph.forced`, and an audit
+/// comment on the work item.
+#[utoipa::path(post, path = "/api/v1/graph/force", tag = "graph", request_body = ForceRequest, responses(
+    (status = 200, description = "Where the pointer was and is", body = ForceAnswer),
+    (status = 400, description = "An empty `reason`, an unknown `toNode` or `actor`, `prRepo` without `pr`, `repo` not a directory, a malformed `workItem` or `ref`", body = Detail),
+    (status = 404, description = "No graph is driven for the item in `repo`", body = Detail)))]
+async fn force(
+    State(state): State<ApiState>,
+    Body(request): Body<ForceRequest>,
+) -> Result<Json<ForceAnswer>, ApiError> {
+    let by = super::sessions::operator(request.actor.as_deref())?;
+    let address = address_of!(request);
+    let target = address.target(&state).await?;
+    let forced = state
+        .dispatcher
+        .graph_force(&target, request.to_node.trim(), &request.reason, by.as_str())
+        .await
+        .ok_or_else(|| no_graph(&target))?
+        .map_err(refused)?;
+    Ok(Json(ForceAnswer {
+        work_item: target.item.to_string(),
+        from_node: forced.from,
+        to_node: forced.to,
+        reason: forced.reason,
+        warnings: forced.warnings,
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SkipRequest {
+    #[schema(min_length = 1)]
+    repo: String,
+    #[schema(value_type = super::openapi::SpecId)]
+    work_item: String,
+    /// Skippable nodes or skip sets (`spec-chain`, `review-chain`, …) ahead of the pointer.
+    nodes: Vec<String>,
+    /// Why: recorded with each skip and posted on the work item; an empty one is a 400.
+    reason: String,
+    /// Who declares (recorded and posted, never used to authorize); `operator` when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<super::openapi::Actor>)]
+    actor: Option<String>,
+    #[serde(default, rename = "ref")]
+    #[schema(value_type = Option<super::openapi::RefOrNone>)]
+    reference: Option<String>,
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_991_f64)]
+    pr: Option<serde_json::Number>,
+    #[serde(default)]
+    #[schema(value_type = Option<super::openapi::PrRepository>)]
+    pr_repo: Option<String>,
+}
+
+/// What a skip declaration did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct SkipAnswer {
+    /// The work item's ref.
+    work_item: String,
+    /// The nodes now declared skipped.
+    declared: Vec<String>,
+    rejected: Vec<RejectedRow>,
+    reason: String,
+    /// An audit comment that could not be posted.
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct RejectedRow {
+    token: String,
+    why: String,
+}
+
+/// The operator's skip declaration: each named node ahead of the pointer recorded in
+/// `skips` (with `via: api`), passed by the walk when it gets there; a token outside the
+/// loop's skip vocabulary, or a node reached, is rejected (200, in `rejected`).
+/// `graph.skips_declared` / `graph.skips_rejected`, and an audit comment when anything
+/// was declared.
+#[utoipa::path(post, path = "/api/v1/graph/skip", tag = "graph", request_body = SkipRequest, responses(
+    (status = 200, description = "What was declared and what was rejected", body = SkipAnswer),
+    (status = 400, description = "An empty `reason` or `nodes`, an unknown `actor`, `prRepo` without `pr`, `repo` not a directory, a malformed `workItem` or `ref`", body = Detail),
+    (status = 404, description = "No graph is driven for the item in `repo`", body = Detail)))]
+async fn skip(
+    State(state): State<ApiState>,
+    Body(request): Body<SkipRequest>,
+) -> Result<Json<SkipAnswer>, ApiError> {
+    let by = super::sessions::operator(request.actor.as_deref())?;
+    let address = address_of!(request);
+    let target = address.target(&state).await?;
+    let declared = state
+        .dispatcher
+        .graph_skip(&target, request.nodes.clone(), &request.reason, by.as_str(), "api")
+        .await
+        .ok_or_else(|| no_graph(&target))?
+        .map_err(refused)?;
+    Ok(Json(SkipAnswer {
+        work_item: target.item.to_string(),
+        declared: declared.declared,
+        rejected: declared
+            .rejected
+            .into_iter()
+            .map(|r| RejectedRow { token: r.token, why: r.why })
+            .collect(),
+        reason: declared.reason,
+        warnings: declared.warnings,
+    }))
+}
+
+/// An override refused: a 400 saying what to send instead.
+fn refused(refused: Refused) -> ApiError {
+    match refused.hint() {
+        Some(hint) => ApiError::bad_request(format!("{refused} ({hint})")),
+        None => ApiError::bad_request(refused.to_string()),
+    }
 }
 
 /// What a node's gate said, in the reference's words; `None` when nothing was judged.

@@ -38,6 +38,7 @@ pub mod openapi;
 mod sessions;
 mod settings;
 mod stream;
+mod transcript_watch;
 mod work_items;
 
 use std::future::Future;

@@ -189,19 +189,8 @@ async fn transcript(
     })
     .await?;
     let record = found.ok_or_else(|| no_session(&item))?;
-    let endpoint =
-        record.endpoints.get(&item).or(record.own_endpoint()).ok_or_else(|| no_session(&item))?;
-    if endpoint.harness != "claude" {
-        return Err(ApiError::not_found(format!(
-            "{item}'s session runs `{}`: only Claude Code's transcripts can be read",
-            endpoint.harness
-        )));
-    }
-    let id = endpoint.harness_session_id.clone().ok_or_else(|| {
-        ApiError::not_found(format!("{item}'s session has not reported its conversation id yet"))
-    })?;
-    let cwd = endpoint.cwd.clone();
-    let (path, lines) = tokio::task::spawn_blocking(move || read_transcript(&projects, &cwd, &id))
+    let (endpoint, path) = transcript_file(&projects, &record, &item)?;
+    let (path, lines) = tokio::task::spawn_blocking(move || read_transcript(&path))
         .await
         .map_err(|_| ApiError::internal("the transcript reader stopped"))??;
     let total = lines.len();
@@ -221,19 +210,26 @@ async fn transcript(
     })))
 }
 
-/// The lines of the transcript of conversation `id` run in `cwd`, if it is a regular
-/// file inside `projects` (see the module docs).
-fn read_transcript(
+/// The session serving `item` in `record` (the pull request's own, else the item's) and
+/// where its Claude Code transcript would be, `<projects>/<escaped cwd>/<id>.jsonl`: 404
+/// when it runs another harness or has no conversation id, or the id is not one a
+/// transcript is named by (letters, digits, `-`, `_`). Not read: see [`read_transcript`].
+pub(super) fn transcript_file<'r>(
     projects: &Path,
-    cwd: &Path,
-    id: &str,
-) -> Result<(PathBuf, Vec<String>), ApiError> {
-    let gone = || {
-        ApiError::not_found(format!(
-            "no transcript of conversation `{id}` under `{}`",
-            projects.display()
-        ))
-    };
+    record: &'r LocalRecord,
+    item: &WorkItemRef,
+) -> Result<(&'r Endpoint, TranscriptFile), ApiError> {
+    let endpoint =
+        record.endpoints.get(item).or(record.own_endpoint()).ok_or_else(|| no_session(item))?;
+    if endpoint.harness != "claude" {
+        return Err(ApiError::not_found(format!(
+            "{item}'s session runs `{}`: only Claude Code's transcripts can be read",
+            endpoint.harness
+        )));
+    }
+    let id = endpoint.harness_session_id.as_deref().ok_or_else(|| {
+        ApiError::not_found(format!("{item}'s session has not reported its conversation id yet"))
+    })?;
     let safe_id =
         !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !safe_id {
@@ -241,13 +237,38 @@ fn read_transcript(
             "`{id}` is not a conversation id a transcript is named by"
         )));
     }
-    let root = projects.canonicalize().map_err(|_| gone())?;
-    let path = projects.join(claude_project_dir_name(cwd)).join(format!("{id}.jsonl"));
-    let resolved = path.canonicalize().map_err(|_| gone())?;
-    let regular = std::fs::metadata(&resolved).is_ok_and(|m| m.is_file());
-    if !resolved.starts_with(&root) || !regular {
-        return Err(gone());
+    let path = projects.join(claude_project_dir_name(&endpoint.cwd)).join(format!("{id}.jsonl"));
+    Ok((endpoint, TranscriptFile { projects: projects.to_owned(), path }))
+}
+
+/// A transcript's path, not yet proven to be inside the projects root.
+#[derive(Debug, Clone)]
+pub(super) struct TranscriptFile {
+    projects: PathBuf,
+    path: PathBuf,
+}
+
+impl TranscriptFile {
+    /// The file, resolved, if it is a regular file inside the projects root (a link out
+    /// of it, or a directory, is not).
+    pub(super) fn resolve(&self) -> Option<PathBuf> {
+        let root = self.projects.canonicalize().ok()?;
+        let resolved = self.path.canonicalize().ok()?;
+        let regular = std::fs::metadata(&resolved).is_ok_and(|m| m.is_file());
+        (resolved.starts_with(&root) && regular).then_some(resolved)
     }
+}
+
+/// The non-blank lines of `file`, if it resolves (see the module docs).
+fn read_transcript(file: &TranscriptFile) -> Result<(PathBuf, Vec<String>), ApiError> {
+    let gone = || {
+        ApiError::not_found(format!(
+            "no transcript `{}` under `{}`",
+            file.path.display(),
+            file.projects.display()
+        ))
+    };
+    let resolved = file.resolve().ok_or_else(gone)?;
     let text = std::fs::read(&resolved).map_err(|_| gone())?;
     let lines = String::from_utf8_lossy(&text)
         .lines()
@@ -325,7 +346,7 @@ async fn control(
 
 /// The actor recorded for a command from the control plane: the body's, else
 /// `operator`.
-fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
+pub(super) fn operator(actor: Option<&str>) -> Result<Login, ApiError> {
     actor
         .unwrap_or("operator")
         .parse()

@@ -48,6 +48,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::Detail;
+use super::transcript_watch::{self, Transcripts};
 use super::{ApiError, ApiState, Params, work_item};
 
 pub(super) fn routes() -> OpenApiRouter<ApiState> {
@@ -360,7 +361,7 @@ const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 struct Ask {
     /// Only lines naming one of these (empty: all).
     work_items: Vec<String>,
-    /// Transcripts the client watches (accepted; no `transcript` frames yet).
+    /// Work items whose transcripts the client watches (`transcript` frames).
     transcripts: Vec<String>,
     /// `Last-Event-ID`.
     cursor: Option<u64>,
@@ -422,12 +423,13 @@ fn cursor(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 /// The event log as Server-Sent Events: `log` frames (`id:` the offset after the line,
-/// quote it back as `Last-Event-ID` to resume), `desync` frames (refetch everything)
-/// and `: keep-alive` comments; never `api.request` or `mcp.call`.
+/// quote it back as `Last-Event-ID` to resume), `desync` frames (refetch everything),
+/// `transcript` frames for the transcripts asked for, and `: keep-alive` comments; never
+/// `api.request` or `mcp.call`.
 #[utoipa::path(get, path = "/api/v1/stream", tag = "events",
     params(
         ("workItem" = Option<Vec<super::openapi::WorkItemRef>>, Query, explode = true, description = "Only lines naming one of these work items (at most 64)"),
-        ("transcript" = Option<Vec<super::openapi::WorkItemRef>>, Query, explode = true, description = "Work items whose transcripts the client watches (at most 64; accepted, no `transcript` frames yet)"),
+        ("transcript" = Option<Vec<super::openapi::WorkItemRef>>, Query, explode = true, description = "Work items whose Claude Code transcripts the client watches: a `transcript` frame `{ref, totalLines}` each time one grows (at most 64)"),
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this frame's id (a byte offset)"),
     ),
     responses(
@@ -492,7 +494,9 @@ async fn subscribe(
             .field("cursor", ask.cursor),
     );
     let (tx, rx) = mpsc::channel::<Bytes>(16);
-    let subscriber = Subscriber { hub: hub.clone(), ask, tx, frames: 0, _slot: slot };
+    let transcripts =
+        Transcripts::new(state.store.clone(), state.claude_projects.clone(), &ask.transcripts);
+    let subscriber = Subscriber { hub: hub.clone(), ask, transcripts, tx, frames: 0, _slot: slot };
     tokio::spawn(subscriber.run(path, live, mark));
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Ok((
@@ -512,6 +516,8 @@ async fn subscribe(
 struct Subscriber {
     hub: Hub,
     ask: Ask,
+    /// The transcripts it watches (`None`: none).
+    transcripts: Option<Transcripts>,
     /// To the response body; closed when the client goes away.
     tx: mpsc::Sender<Bytes>,
     /// Frames sent (`stream.disconnected`).
@@ -573,16 +579,31 @@ impl Subscriber {
         }
         let keep_alive = Duration::from_secs(self.hub.0.config.keep_alive_seconds);
         let stop = self.hub.0.stop.clone();
+        let mut look = tokio::time::interval(transcript_watch::TICK);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let idle = tokio::time::sleep(keep_alive);
+        tokio::pin!(idle);
         loop {
+            let before = self.frames;
             let next = tokio::select! {
                 () = stop.cancelled() => return Ended::Shutdown,
                 () = self.tx.closed() => return Ended::Client,
-                next = tokio::time::timeout(keep_alive, live.recv()) => next,
+                () = &mut idle => None,
+                next = live.recv() => Some(next),
+                _ = look.tick(), if self.transcripts.is_some() => {
+                    if let Err(ended) = self.look_at_transcripts().await {
+                        return ended;
+                    }
+                    if self.frames != before {
+                        idle.as_mut().reset(tokio::time::Instant::now() + keep_alive);
+                    }
+                    continue;
+                }
             };
             let sent = match next {
-                Err(_idle) => self.put(Bytes::from_static(KEEP_ALIVE)).await,
-                Ok(Ok(frame)) => self.offer(&frame).await,
-                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+                None => self.put(Bytes::from_static(KEEP_ALIVE)).await,
+                Some(Ok(frame)) => self.offer(&frame).await,
+                Some(Err(broadcast::error::RecvError::Lagged(_))) => {
                     // Too slow for the channel: skip to the live end and say so once.
                     live = live.resubscribe();
                     self.hub
@@ -591,12 +612,33 @@ impl Subscriber {
                         .emit(Line::info(Kind::StreamDesync).field("reason", "queue-overflow"));
                     self.put(desync_frame("queue-overflow", None)).await
                 }
-                Ok(Err(broadcast::error::RecvError::Closed)) => return Ended::Shutdown,
+                Some(Err(broadcast::error::RecvError::Closed)) => return Ended::Shutdown,
             };
             if let Err(ended) = sent {
                 return ended;
             }
+            // A keep-alive comes after `keep_alive` of silence, not of any frame.
+            if self.frames != before {
+                idle.as_mut().reset(tokio::time::Instant::now() + keep_alive);
+            }
         }
+    }
+
+    /// Sends a `transcript` frame for each watched transcript that grew.
+    async fn look_at_transcripts(&mut self) -> Result<(), Ended> {
+        let Some(mut transcripts) = self.transcripts.take() else { return Ok(()) };
+        let looked = tokio::task::spawn_blocking(move || {
+            let frames = transcripts.look();
+            (transcripts, frames)
+        })
+        .await;
+        // A look that panicked watches nothing more; the log frames go on.
+        let Ok((transcripts, frames)) = looked else { return Ok(()) };
+        self.transcripts = Some(transcripts);
+        for frame in frames {
+            self.put(frame).await?;
+        }
+        Ok(())
     }
 
     /// Sends `frame` if this subscriber wants it.

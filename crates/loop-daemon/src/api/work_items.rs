@@ -41,14 +41,23 @@ pub(super) struct RefQuery {
 }
 
 /// Every portable record as stored, sorted by ref (the store's listing: only records
-/// changed since the last request are read again).
+/// changed since the last request are read again), each with a session here carrying the
+/// `graph` section its state file gives.
 #[utoipa::path(get, path = "/api/v1/work-items", tag = "work items", responses(
     (status = 200, description = "The records", body = Vec<Value>),
     (status = 500, description = "The state could not be read", body = Detail)))]
 async fn list(state: axum::extract::State<ApiState>) -> Result<Response, ApiError> {
-    let store = state.store.clone();
-    let listing = read(move || store.list_portable()).await?;
+    let (store, spec_dir) = (state.store.clone(), graphs(&state));
+    let listing = read(move || store.list_portable(spec_dir.as_deref())).await?;
     Ok(([(CONTENT_TYPE, "application/json")], listing.json.clone()).into_response())
+}
+
+/// Where the listing finds each item's graph: `routing.graph.specDir` when the graph is
+/// driven (the same for both listings, so they share one cached answer).
+fn graphs(state: &ApiState) -> Option<std::path::PathBuf> {
+    let config = state.config.current();
+    let graph = &config.routing.graph;
+    graph.enabled.then(|| graph.spec_dir.clone())
 }
 
 /// One portable record.
@@ -80,10 +89,10 @@ async fn one(
 async fn attention(
     state: axum::extract::State<ApiState>,
 ) -> Result<Json<Vec<Attention>>, ApiError> {
-    let store = state.store.clone();
+    let (store, spec_dir) = (state.store.clone(), graphs(&state));
     let (sessions, listing, events) = read(move || {
         let sessions = store.list_local_records()?;
-        let listing = store.list_portable()?;
+        let listing = store.list_portable(spec_dir.as_deref())?;
         let events = match store.events().path() {
             Some(path) => read_all(path)?,
             None => Vec::new(),

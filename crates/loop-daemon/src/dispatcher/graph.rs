@@ -21,7 +21,7 @@ use loop_core::config::Config;
 use loop_core::control::Command;
 use loop_core::event::Event;
 use loop_core::graph::hooks::{CHECKLIST_MARKER, Comment, Effect, GateInput};
-use loop_core::graph::runtime::{self, Item, Report, Step};
+use loop_core::graph::runtime::{self, Declared, Forced, Item, Refused, Report, Step};
 use loop_core::graph::state::{
     Choices, Frozen, Offered, PullRequestEntry, Upstream, WorkItemState, inner_loop_dir, spec_id,
 };
@@ -630,6 +630,114 @@ impl Dispatcher {
         let (step, messages) =
             self.advance_with(&config, &link, Vec::new(), Boundary::Event, &tmux).await?;
         Some(self.claimed(&link, step, messages).await)
+    }
+
+    /// `the-loop graph force`: `target`'s pointer moved to `to` past its gates, recorded
+    /// under the state file's lock ([`runtime::force`]), then `graph.forced` and the
+    /// audit comment. A comment that could not be posted is one more warning: the state
+    /// file and the event log already hold the override. `None`: no graph here.
+    pub async fn graph_force(
+        &self,
+        target: &GraphTarget,
+        to: &str,
+        reason: &str,
+        by: &str,
+    ) -> Option<Result<Forced, Refused>> {
+        let (to, reason, by) = (to.to_owned(), reason.to_owned(), by.to_owned());
+        let (link, forced) = self
+            .operator_update(target, move |graph, state, item| {
+                runtime::force(graph, state, item, &to, &reason, &by, Timestamp::now())
+            })
+            .await?;
+        let Ok(mut forced) = forced else { return Some(forced) };
+        let lines = std::mem::take(&mut forced.lines);
+        self.carry_out_override(&link, lines, &forced.audit, &mut forced.warnings).await;
+        Some(Ok(forced))
+    }
+
+    /// `the-loop graph skip`: `tokens` declared skipped for `target`'s item under the
+    /// state file's lock ([`runtime::skip`]), then `graph.skips_declared` (and a
+    /// `graph.skips_rejected` per refused token) and, when anything was declared, the
+    /// audit comment. `via` is where it came from (`cli`, `api`). `None`: no graph here.
+    pub async fn graph_skip(
+        &self,
+        target: &GraphTarget,
+        tokens: Vec<String>,
+        reason: &str,
+        by: &str,
+        via: &'static str,
+    ) -> Option<Result<Declared, Refused>> {
+        let (reason, by) = (reason.to_owned(), by.to_owned());
+        let (link, declared) = self
+            .operator_update(target, move |graph, state, item| {
+                runtime::skip(graph, state, item, &tokens, &reason, &by, via, Timestamp::now())
+            })
+            .await?;
+        let Ok(mut declared) = declared else { return Some(declared) };
+        let audit = declared.audit.take().unwrap_or_default();
+        let lines = std::mem::take(&mut declared.lines);
+        self.carry_out_override(&link, lines, &audit, &mut declared.warnings).await;
+        Some(Ok(declared))
+    }
+
+    /// Runs an operator's `verb` on `target`'s state file under its lock (a file not
+    /// there yet is the loop's, never entered), saving it when the verb did not refuse.
+    async fn operator_update<T: Send + 'static>(
+        &self,
+        target: &GraphTarget,
+        verb: impl FnOnce(&loop_core::graph::Loop, &mut WorkItemState, Item<'_>) -> Result<T, Refused>
+        + Send
+        + 'static,
+    ) -> Option<(Link, Result<T, Refused>)> {
+        let (link, _) = self.operator_link(target).await?;
+        let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
+        let (work_item, id, keyword) =
+            (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let answer = blocking(move || {
+            folder.update(&events, |state| {
+                let mut state = state
+                    .unwrap_or_else(|| WorkItemState::new(&work_item.to_string(), graph.as_str()));
+                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let answer = verb(graph.graph(), &mut state, item);
+                (answer.is_ok().then_some(state), answer)
+            })
+        })
+        .await;
+        match answer {
+            Ok(answer) => Some((link, answer)),
+            Err(err) => {
+                self.events().emit_async(link_failed(&link.item, &err)).await;
+                None
+            }
+        }
+    }
+
+    /// An override's lines, then its audit comment (when there is one) on the work item;
+    /// a comment that could not go up is added to `warnings`.
+    async fn carry_out_override(
+        &self,
+        link: &Link,
+        lines: Vec<Line>,
+        audit: &str,
+        warnings: &mut Vec<String>,
+    ) {
+        for line in lines {
+            self.events().emit_async(line).await;
+        }
+        if audit.is_empty() {
+            return;
+        }
+        let posted = match &self.inner.github {
+            Some(github) => github
+                .post_comment(&link.item, &mark_self_authored(audit))
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string()),
+            None => Err("no GitHub client on this machine".to_owned()),
+        };
+        if let Err(err) = posted {
+            warnings.push(format!("could not post the audit comment on the work item: {err}"));
+        }
     }
 
     async fn claimed(&self, link: &Link, step: Step, messages: Vec<String>) -> Claimed {

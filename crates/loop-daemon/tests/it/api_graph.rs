@@ -50,6 +50,11 @@ async fn served() -> (ApiService, PathBuf) {
     (api, dir)
 }
 
+/// The first listed work item's `graph` section.
+async fn listed_graph(api: &ApiService) -> Value {
+    json(&api.get("/api/v1/work-items", &[]).await)[0]["graph"].clone()
+}
+
 async fn post(api: &ApiService, path: &str, body: Value) -> (u16, Value) {
     let answer = api.post(path, &[], &body.to_string()).await;
     (answer.status, json(&answer))
@@ -71,6 +76,19 @@ async fn a_claim_advances_the_item_the_gate_then_waits_and_check_says_where_it_i
     assert_eq!(checked["nodes"][0]["node"], "work");
     assert_eq!(checked["nodes"][0]["status"], "in-progress");
 
+    // The listing's `graph`, derived from the state file, follows the pointer.
+    let graph = listed_graph(&api).await;
+    assert_eq!(
+        (graph["loop"].as_str(), graph["workItem"].as_str(), graph["currentNode"].as_str()),
+        (Some("pdlc-adhoc-loop"), Some("issue-7"), Some("work")),
+        "{graph:#}"
+    );
+    assert_eq!(graph["phase"], "implementation");
+    assert_eq!(
+        graph["nodes"][1],
+        json!({"id": "review", "phase": null, "skipped": false, "selectable": false, "optIn": false})
+    );
+
     let (status, completed) = post(
         &api,
         "/api/v1/graph/complete",
@@ -88,6 +106,7 @@ async fn a_claim_advances_the_item_the_gate_then_waits_and_check_says_where_it_i
     let state = state_of(&dir);
     assert_eq!(state.current_node, "review", "saved in the checkout's state file");
     assert_eq!(state.completions["work"].by, "octocat");
+    assert_eq!(listed_graph(&api).await["currentNode"], "review", "the listing follows the state");
 
     // The human gate reads no comment: it waits, and the item is parked there.
     let (status, advanced) =
@@ -210,4 +229,88 @@ async fn the_shape_of_a_loop_and_the_refusals_of_every_graph_route() {
     assert_eq!(status, 400, "{answer:#}");
     assert_eq!(state_of(&dir).current_node, "work", "no refusal moved anything");
     api.stop().await;
+}
+
+#[tokio::test]
+async fn a_force_moves_the_pointer_past_the_gate_and_a_skip_declares_nodes_ahead() {
+    let (api, dir) = served().await;
+    let repo = dir.to_str().expect("utf-8");
+    let address = |extra: Value| {
+        let mut body = json!({"repo": repo, "workItem": "issue-7"});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+
+    // Refused before anything is written: no reason, an unknown node, a bad actor, an
+    // empty declaration.
+    for (path, body) in [
+        ("force", json!({"toNode": "review", "reason": " "})),
+        ("force", json!({"toNode": "nowhere", "reason": "why"})),
+        ("force", json!({"toNode": "review", "reason": "why", "actor": "not a login"})),
+        ("skip", json!({"nodes": ["review"], "reason": ""})),
+        ("skip", json!({"nodes": [], "reason": "why"})),
+    ] {
+        let (status, answer) = post(&api, &format!("/api/v1/graph/{path}"), address(body)).await;
+        assert_eq!(status, 400, "{path}: {answer:#}");
+    }
+    let (_, unknown) =
+        post(&api, "/api/v1/graph/force", address(json!({"toNode": "nowhere", "reason": "why"})))
+            .await;
+    assert!(unknown["detail"].as_str().unwrap().contains("work, review"), "{unknown:#}");
+    assert_eq!(state_of(&dir).current_node, "work", "no refusal moved anything");
+
+    // The ad-hoc loop's nodes are not skippable: every token is rejected, 200.
+    let (status, skipped) = post(
+        &api,
+        "/api/v1/graph/skip",
+        address(json!({"nodes": ["review", "bogus"], "reason": "tiny", "actor": "octocat"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{skipped:#}");
+    assert_eq!(skipped["workItem"], ITEM);
+    assert_eq!(skipped["declared"], json!([]));
+    assert_eq!(skipped["rejected"][0]["token"], "review");
+    assert!(skipped["rejected"][1]["why"].as_str().unwrap().contains("not a node or skip set"));
+    assert!(state_of(&dir).skips.is_empty());
+
+    let (status, forced) = post(
+        &api,
+        "/api/v1/graph/force",
+        address(json!({"toNode": "complete", "reason": "shipped by hand", "actor": "octocat"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{forced:#}");
+    assert_eq!(
+        (forced["workItem"].as_str(), forced["fromNode"].as_str(), forced["toNode"].as_str()),
+        (Some(ITEM), Some("work"), Some("complete"))
+    );
+    let warnings: Vec<&str> =
+        forced["warnings"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(warnings.iter().any(|w| w.contains("not a declared edge")), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("could not post the audit comment")),
+        "no GitHub here, and the answer says so: {warnings:?}"
+    );
+    let state = state_of(&dir);
+    assert_eq!(state.current_node, "complete");
+    assert!(state.nodes["complete"].forced);
+    assert_eq!(state.nodes["work"].outcome, "", "the bypassed gate has no verdict");
+    assert_eq!(state.forced[0]["actor"], "octocat");
+    assert_eq!(state.forced[0]["reason"], "shipped by hand");
+    assert_eq!(state.forced[0]["warnings"].as_array().map(Vec::len), Some(1));
+
+    let (_, checked) = post(&api, "/api/v1/graph/check", address(json!({}))).await;
+    let row =
+        |id: &str| checked["nodes"].as_array().unwrap().iter().find(|r| r["node"] == id).cloned();
+    assert_eq!(row("complete").unwrap()["forced"], true, "{checked:#}");
+
+    let site = api.stop().await;
+    let lines = site.events_named("graph.forced");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(
+        (lines[0]["from"].as_str(), lines[0]["to"].as_str(), lines[0]["level"].as_str()),
+        (Some("work"), Some("complete"), Some("warning"))
+    );
+    assert_eq!(site.events_named("graph.skips_rejected").len(), 2);
+    assert!(site.events_named("graph.skips_declared").is_empty());
 }

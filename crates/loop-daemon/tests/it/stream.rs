@@ -325,3 +325,67 @@ async fn a_client_that_stops_reading_is_told_to_refetch_and_then_follows_the_liv
         "stream.desync is logged"
     );
 }
+
+#[tokio::test]
+async fn a_watched_transcript_that_grows_is_a_transcript_frame_counting_its_lines() {
+    let api = ApiService::start("service:\n  stream:\n    keepAliveSeconds: 1\n", None).await;
+    let cwd = api.site.dir.path().join("checkout");
+    let record = crate::api::session(loop_core::record::EndpointStatus::Active, &cwd);
+    crate::api::store(&api.site).save_local_record(&record).expect("the session");
+    let dir = api
+        .site
+        .dir
+        .path()
+        .join("home/.claude/projects")
+        .join(loop_sessions::harness::claude_project_dir_name(&cwd));
+    std::fs::create_dir_all(&dir).expect("the projects dir");
+    let path = dir.join("conv-1.jsonl");
+    std::fs::write(&path, "{\"type\":\"user\"}\n").expect("the transcript");
+    let mut written = 1u64;
+    let append = |n: u64| {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).expect("open");
+        writeln!(file, "{{\"type\":\"assistant\",\"n\":{n}}}").expect("appended");
+    };
+
+    let mut stream = Sse::connect(&api, "?transcript=github:octo/app%237", None).await;
+    // Grows until a frame says so (the first look is a baseline, whenever it happens).
+    let mut told = None;
+    for _ in 0..20 {
+        written += 1;
+        append(written);
+        loop {
+            let frame = stream.next().await;
+            match frame.event.as_deref() {
+                Some("transcript") => {
+                    assert_eq!(frame.id, None, "a transcript frame moves no cursor");
+                    told = Some(frame.line());
+                    break;
+                }
+                _ if frame.comment.as_deref() == Some("keep-alive") => break,
+                _ => {}
+            }
+        }
+        if told.is_some() {
+            break;
+        }
+    }
+    let told = told.expect("a transcript frame");
+    assert_eq!(told["ref"], "github:octo/app#7");
+    // Every growth is a frame: the last one counts every line, as the route does.
+    let mut last = told["totalLines"].as_u64().expect("a count");
+    for _ in 0..20 {
+        if last == written {
+            break;
+        }
+        let frame = stream.next().await;
+        if frame.event.as_deref() == Some("transcript") {
+            last = frame.line()["totalLines"].as_u64().expect("a count");
+        }
+    }
+    assert_eq!(last, written);
+    let read = json(&api.get("/api/v1/sessions/transcript?ref=github:octo/app%237", &[]).await);
+    assert_eq!(read["totalLines"], written);
+    drop(stream);
+    api.stop().await;
+}

@@ -401,3 +401,82 @@ fn a_frozen_model_the_operator_offers_launches_the_session_and_its_respawn() {
 fn value_of<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
     argv.iter().position(|arg| arg == flag).and_then(|i| argv.get(i + 1)).map(String::as_str)
 }
+
+#[test]
+fn the_operator_declares_phases_skipped_and_forces_a_node_each_recorded_and_announced() {
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Fix a typo", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_posted(1, CHECKLIST);
+    site.wait_for_node(1, "phase-selection");
+
+    // A skip names the spec chain (and a node that always runs, refused): declared in the
+    // state file with its provenance, announced on the issue.
+    let skip = site.run(&[
+        "graph",
+        "skip",
+        ITEM,
+        "--node",
+        "spec-chain",
+        "--node",
+        "phase-selection",
+        "--reason",
+        "a one-line fix",
+    ]);
+    skip.expect_code(0).expect_stderr("`phase-selection` not declared");
+    let answer: Value = serde_json::from_str(skip.stdout.trim()).expect("one JSON line");
+    assert_eq!(answer["declared"].as_array().map(Vec::len), Some(7), "{answer}");
+    assert_eq!(answer["rejected"][0]["token"], "phase-selection");
+    assert_eq!(answer["warnings"], serde_json::json!([]), "the comment went up");
+    let state = site.state(1);
+    assert_eq!(state.skips["design"]["via"], "cli");
+    assert_eq!(state.skips["design"]["token"], "spec-chain");
+    assert_eq!(state.skips["design"]["reason"], "a one-line fix");
+    let (_, announced) = site.wait_for_posted(1, "Declared skips");
+    assert!(announced.contains("`brainstorming`") && announced.contains("a one-line fix"));
+
+    // The selection then walks past them, to implementation.
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
+    site.wait_for_node(1, "implementation");
+    site.wait_for_label(1, "loop:implementation");
+    assert_eq!(site.state(1).nodes["design"].outcome, "skipped");
+
+    // Refusals: no reason (exit 2, nothing written), a node the pointer reached (exit 1).
+    site.run(&["graph", "force", ITEM, "--to", "verification", "--reason", " "])
+        .expect_code(2)
+        .expect_stderr("reason is required");
+    site.run(&["graph", "force", ITEM, "--to", "nowhere", "--reason", "x"])
+        .expect_code(2)
+        .expect_stderr("implementation");
+    site.run(&["graph", "skip", ITEM, "--node", "implementation", "--reason", "x"])
+        .expect_code(1)
+        .expect_stderr("not an amnesty");
+
+    // The force: the pointer moves, the gate it bypassed gives no verdict, the node is
+    // marked forced, and the issue is told.
+    let force =
+        site.run(&["graph", "force", ITEM, "--to", "verification", "--reason", "tested by hand"]);
+    force.expect_code(0);
+    let answer: Value = serde_json::from_str(force.stdout.trim()).expect("one JSON line");
+    assert_eq!(
+        (answer["fromNode"].as_str(), answer["toNode"].as_str()),
+        (Some("implementation"), Some("verification"))
+    );
+    assert_eq!(answer["warnings"], serde_json::json!([]), "a declared edge, the comment posted");
+    let state = site.state(1);
+    assert_eq!(state.current_node, "verification");
+    assert!(state.nodes["verification"].forced);
+    assert_eq!(state.nodes["implementation"].outcome, "");
+    assert_eq!(state.forced.len(), 1);
+    let (_, announced) = site.wait_for_posted(1, "Forced transition");
+    assert!(announced.contains("`implementation` → `verification`"), "{announced}");
+    assert!(announced.contains("tested by hand"), "{announced}");
+    site.run(&["graph", "check", ITEM]).expect_stdout("(forced)");
+    let forced = site.events("graph.forced");
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    assert_eq!(forced[0]["reason"], "tested by hand");
+    assert_eq!(site.events("graph.skips_declared").len(), 1);
+    assert_eq!(site.events("graph.skips_rejected").len(), 2);
+    site.run(&["explain", ITEM]).expect_code(0).expect_stdout("no verdict was forged");
+}

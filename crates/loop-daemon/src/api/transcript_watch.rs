@@ -1,0 +1,164 @@
+//! The stream's `transcript` frames (reference §1.5): a subscriber that names work items
+//! in `?transcript=` is told when the Claude Code transcript of a session serving one of
+//! them grows — `event: transcript`, `data: {ref, totalLines}`, no content (the client
+//! reads `GET /api/v1/sessions/transcript` for that). The first sight of a file is its
+//! baseline, not a frame; a file replaced or cut short is counted again and is a frame.
+//!
+//! Each subscriber looks at its own files every [`TICK`]: one `stat` per file, and a
+//! read of only what was appended since, counted as the route counts (non-blank lines).
+//! Which file a ref's transcript is — its session, its conversation id, the path safety
+//! of the route ([`super::sessions::transcript_file`]) — is worked out again every
+//! [`RESOLVE_EVERY`] looks, so a session started, respawned or gone since is followed.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use loop_core::WorkItemRef;
+use loop_store::StateStore;
+use serde_json::json;
+
+use super::sessions::{TranscriptFile, transcript_file};
+
+/// How often a subscriber looks at the transcripts it watches.
+pub const TICK: Duration = Duration::from_millis(500);
+
+/// Looks between two resolutions of which file a ref's transcript is.
+const RESOLVE_EVERY: u32 = 10;
+
+/// The transcripts one subscriber watches.
+#[derive(Debug)]
+pub(super) struct Transcripts {
+    store: StateStore,
+    projects: PathBuf,
+    watched: Vec<Watched>,
+    looks: u32,
+}
+
+#[derive(Debug)]
+struct Watched {
+    item: WorkItemRef,
+    /// `None`: no Claude Code session serves it here (yet).
+    file: Option<TranscriptFile>,
+    seen: Option<Seen>,
+}
+
+/// A file as last counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    path: PathBuf,
+    /// `st_dev`, `st_ino`: a file replaced under the same name is another.
+    id: (u64, u64),
+    len: u64,
+    /// The offset just after the last newline counted.
+    counted: u64,
+    /// Non-blank lines up to `counted`.
+    lines: u64,
+    /// Whether the bytes after `counted` (a line not yet ended) are not blank.
+    partial: bool,
+}
+
+impl Seen {
+    /// What the route would answer as `totalLines`.
+    fn total(&self) -> u64 {
+        self.lines + u64::from(self.partial)
+    }
+}
+
+impl Transcripts {
+    /// `None` when the subscriber watches nothing.
+    pub(super) fn new(store: StateStore, projects: PathBuf, refs: &[String]) -> Option<Self> {
+        let watched: Vec<Watched> = refs
+            .iter()
+            .filter_map(|r| r.parse().ok())
+            .map(|item| Watched { item, file: None, seen: None })
+            .collect();
+        (!watched.is_empty()).then_some(Self { store, projects, watched, looks: 0 })
+    }
+
+    /// The `transcript` frames of the files that changed since the last look. Blocking:
+    /// file IO.
+    pub(super) fn look(&mut self) -> Vec<Bytes> {
+        let resolve = self.looks.is_multiple_of(RESOLVE_EVERY);
+        self.looks = self.looks.wrapping_add(1);
+        let mut frames = Vec::new();
+        for watched in &mut self.watched {
+            if resolve {
+                watched.file =
+                    self.store.load_local_record(&watched.item).ok().flatten().and_then(|record| {
+                        transcript_file(&self.projects, &record, &watched.item)
+                            .ok()
+                            .map(|(_, file)| file)
+                    });
+            }
+            let Some(path) = watched.file.as_ref().and_then(TranscriptFile::resolve) else {
+                continue;
+            };
+            let Some(now) = count(&path, watched.seen.as_ref()) else { continue };
+            let grew = watched.seen.as_ref().is_some_and(|seen| *seen != now);
+            if grew {
+                let data = json!({"ref": watched.item.to_string(), "totalLines": now.total()});
+                frames.push(Bytes::from(format!("event: transcript\ndata: {data}\n\n")));
+            }
+            watched.seen = Some(now);
+        }
+        frames
+    }
+}
+
+/// The file at `path` counted, from where `before` left off when it is the same file
+/// grown, else from its start; `before` itself when nothing changed, `None` when it
+/// cannot be read.
+fn count(path: &Path, before: Option<&Seen>) -> Option<Seen> {
+    let file = File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    let (id, len) = ((meta.dev(), meta.ino()), meta.len());
+    let same = before.filter(|b| b.path == *path && b.id == id && b.len <= len);
+    if let Some(same) = same.filter(|b| b.len == len) {
+        return Some(same.clone());
+    }
+    let mut seen = same.cloned().unwrap_or(Seen {
+        path: path.to_owned(),
+        id,
+        len: 0,
+        counted: 0,
+        lines: 0,
+        partial: false,
+    });
+    let mut bytes = vec![0; usize::try_from(len - seen.counted).ok()?];
+    file.read_exact_at(&mut bytes, seen.counted).ok()?;
+    let (ended, rest) = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(last) => bytes.split_at(last + 1),
+        None => bytes.split_at(0),
+    };
+    let blank = |line: &[u8]| line.iter().all(u8::is_ascii_whitespace);
+    seen.lines += ended.split(|&b| b == b'\n').filter(|line| !blank(line)).count() as u64;
+    seen.counted += ended.len() as u64;
+    seen.partial = !blank(rest);
+    seen.len = len;
+    Some(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_is_counted_as_the_route_counts_reading_only_what_was_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conv.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n\n{\"b\":2}\n{\"c\"").unwrap();
+        let first = count(&path, None).unwrap();
+        assert_eq!((first.lines, first.partial, first.total()), (2, true, 3));
+        assert_eq!(count(&path, Some(&first)), Some(first.clone()), "unchanged");
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, b":3}\n   \n{\"d\":4}\n").unwrap();
+        let grown = count(&path, Some(&first)).unwrap();
+        assert_eq!((grown.lines, grown.partial, grown.total()), (4, false, 4));
+        // Replaced by a shorter file: counted from its start.
+        std::fs::write(&path, "{\"x\":1}\n").unwrap();
+        assert_eq!(count(&path, Some(&grown)).unwrap().total(), 1);
+    }
+}

@@ -5,16 +5,19 @@
 # the stand-in agent. Fails if any comment is not pasted exactly once. Samples every 2 000
 # comments the service's RSS, its open file descriptors and the event log's size on disk
 # (live + rotated, bounded by rotation at 10 MiB × 6), one JSON line each, into
-# target/soak.jsonl, then prints them and the first/last comparison.
-#   scripts/soak.sh [EVENTS]
+# target/soak.jsonl, then prints them and the first/last comparison. An item is closed and
+# replaced once its thread holds THREAD_LENGTH comments (default 200, the length of real
+# threads); a long THREAD_LENGTH measures what long threads cost instead.
+#   scripts/soak.sh [EVENTS] [THREAD_LENGTH]
 # Needs: tmux. Takes roughly EVENTS / 50 seconds on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 events="${1:-100000}"
+thread_length="${2:-200}"
 report="$PWD/target/soak.jsonl"
 mkdir -p target
-echo "soak: $events comments, report in $report (one line per 2 000)" >&2
-SOAK_EVENTS="$events" SOAK_REPORT="$report" nice -n 10 cargo test --release --quiet -p the-loop --test it -- \
+echo "soak: $events comments, threads of $thread_length, report in $report (one line per 2 000)" >&2
+SOAK_EVENTS="$events" SOAK_THREAD_LENGTH="$thread_length" SOAK_REPORT="$report" nice -n 10 cargo test --release --quiet -p the-loop --test it -- \
   --ignored --exact soak::soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_resources
 cat "$report"
 python3 - "$report" <<'PY'

@@ -22,8 +22,9 @@ use crate::login::Login;
 use crate::record::{CommentId, CommentLedger, GaveUp, PollClock, PollLedger, SpawnLedger};
 use crate::refs::WorkItemRef;
 
-/// How many resolved comment ids a ledger keeps (newest last). Evicting a still-live id
-/// would re-forward it, so the cap is far above any real thread (three surfaces per PR).
+/// How many resolved comment ids a ledger keeps. A longer thread's oldest resolved ids
+/// give way to the ledger's `seenThrough` watermark ([`finalize`]), which says they are
+/// resolved without naming them, so the record stays bounded and nothing is re-forwarded.
 pub const SEEN_COMMENTS_CAP: usize = 2000;
 
 /// A ledger-only record is asked again once this many poll intervals have passed since it
@@ -41,6 +42,8 @@ pub struct ThreadEntry<'a> {
     /// The author: nobody for a deleted account, or a login GitHub would never issue.
     pub author: &'a Actor,
     pub body: &'a str,
+    /// GitHub's `created_at` (`submitted_at` for a review); `None` when it did not parse.
+    pub created_at: Option<Timestamp>,
 }
 
 /// What the dispatcher knows about a delivery the poller handed it (local, no GitHub
@@ -135,12 +138,23 @@ pub fn own_thread_known(ledger: &PollLedger) -> bool {
 pub fn baseline(ledger: &mut CommentLedger, live: &[CommentId], pending: &[CommentId]) {
     ledger.seen_comments.clear();
     ledger.comment_attempts.clear();
+    ledger.seen_through = None;
+    let mut seen = BTreeSet::new();
     for id in live.iter().filter(|id| !pending.contains(id)) {
-        if !ledger.seen_comments.contains(id) {
+        if seen.insert(id) {
             ledger.seen_comments.push(id.clone());
         }
     }
-    cap_seen(ledger);
+}
+
+/// Whether `comment` is resolved: named in `seenComments`, or created before the
+/// ledger's `seenThrough` watermark.
+pub fn is_resolved(ledger: &CommentLedger, comment: &ThreadEntry<'_>) -> bool {
+    before_watermark(ledger.seen_through, comment) || ledger.seen_comments.contains(comment.id)
+}
+
+fn before_watermark(seen_through: Option<Timestamp>, comment: &ThreadEntry<'_>) -> bool {
+    seen_through.zip(comment.created_at).is_some_and(|(through, created)| created < through)
 }
 
 /// A known item's thread sorted (reference §2.2 step 6).
@@ -160,7 +174,10 @@ pub fn sort_thread(
     allowed: impl Fn(&Actor) -> bool,
 ) -> Sorted {
     let mut sorted = Sorted::default();
-    for comment in thread.iter().filter(|c| !ledger.seen_comments.contains(c.id)) {
+    let seen: BTreeSet<&CommentId> = ledger.seen_comments.iter().collect();
+    let unresolved =
+        |c: &&ThreadEntry<'_>| !before_watermark(ledger.seen_through, c) && !seen.contains(c.id);
+    for comment in thread.iter().filter(unresolved) {
         if is_self_authored(comment.body) || !allowed(comment.author) {
             sorted.silenced.push(comment.id.clone());
         } else {
@@ -175,13 +192,12 @@ pub fn genuinely_new(ledger: &CommentLedger, candidates: &[CommentId]) -> bool {
     candidates.iter().any(|id| ledger.comment_attempts.get(id).copied().unwrap_or(0) == 0)
 }
 
-/// Marks `id` resolved: seen, no longer in flight.
+/// Marks `id` resolved: seen, no longer in flight. ([`finalize`] bounds the seen ids.)
 pub fn resolve(ledger: &mut CommentLedger, id: &CommentId) {
     ledger.comment_attempts.remove(id);
     if !ledger.seen_comments.contains(id) {
         ledger.seen_comments.push(id.clone());
     }
-    cap_seen(ledger);
 }
 
 /// Resolves `id` as abandoned by `version`: it joins `gaveUp` so an upgrade may re-arm it.
@@ -223,10 +239,10 @@ pub fn release_spawn(spawn: &mut SpawnLedger) {
     spawn.delivery_id = None;
 }
 
-/// Prunes everything to the live thread (deleted comments never come back) and drops an
-/// empty `gaveUp` (reference §2.2 step 10).
-pub fn finalize(ledger: &mut CommentLedger, live: &[CommentId]) {
-    let live: BTreeSet<&CommentId> = live.iter().collect();
+/// Prunes everything to the live thread (deleted comments never come back), drops an
+/// empty `gaveUp` (reference §2.2 step 10) and bounds the seen ids ([`cap_seen`]).
+pub fn finalize(ledger: &mut CommentLedger, thread: &[ThreadEntry<'_>]) {
+    let live: BTreeSet<&CommentId> = thread.iter().map(|c| c.id).collect();
     ledger.seen_comments.retain(|id| live.contains(id));
     ledger.comment_attempts.retain(|id, _| live.contains(id));
     if let Some(gave_up) = &mut ledger.gave_up {
@@ -235,6 +251,7 @@ pub fn finalize(ledger: &mut CommentLedger, live: &[CommentId]) {
             ledger.gave_up = None;
         }
     }
+    cap_seen(ledger, thread);
 }
 
 /// Re-arms comments abandoned by another version (issue-146): they leave `seenComments`
@@ -249,9 +266,42 @@ pub fn rearm(ledger: &mut CommentLedger, version: &str) -> Vec<CommentId> {
     gave_up.comments
 }
 
-fn cap_seen(ledger: &mut CommentLedger) {
+/// Keeps at most [`SEEN_COMMENTS_CAP`] seen ids. The oldest give way to the `seenThrough`
+/// watermark, which may only move to a creation time before which every comment of the
+/// thread is resolved (so an unresolved old comment holds it back), and never moves back;
+/// ids the watermark covers are dropped. Nothing is evicted while an unresolved comment's
+/// creation time is unknown. The thread stays on GitHub's clock throughout.
+fn cap_seen(ledger: &mut CommentLedger, thread: &[ThreadEntry<'_>]) {
     let excess = ledger.seen_comments.len().saturating_sub(SEEN_COMMENTS_CAP);
-    ledger.seen_comments.drain(..excess);
+    if excess > 0 {
+        let seen: BTreeSet<&CommentId> = ledger.seen_comments.iter().collect();
+        let resolved =
+            |c: &ThreadEntry<'_>| before_watermark(ledger.seen_through, c) || seen.contains(c.id);
+        let mut by_creation: Vec<(Timestamp, &ThreadEntry<'_>)> =
+            thread.iter().filter_map(|c| Some((c.created_at?, c))).collect();
+        by_creation.sort_by_key(|(created, _)| *created);
+        let unplaced = thread.iter().any(|c| c.created_at.is_none() && !resolved(c));
+        // The oldest unresolved comment, and the creation time of the first seen id kept.
+        let frontier = by_creation.iter().find(|(_, c)| !resolved(c)).map(|(at, _)| *at);
+        let kept =
+            by_creation.iter().filter(|(_, c)| seen.contains(c.id)).nth(excess).map(|(at, _)| *at);
+        let through = match (kept, frontier) {
+            (Some(kept), Some(frontier)) => Some(kept.min(frontier)),
+            (kept, frontier) => kept.or(frontier),
+        };
+        if !unplaced && let Some(through) = through {
+            ledger.seen_through = ledger.seen_through.max(Some(through));
+        }
+    }
+    let Some(through) = ledger.seen_through else { return };
+    let covered: BTreeSet<&CommentId> = thread
+        .iter()
+        .filter(|c| c.created_at.is_some_and(|created| created < through))
+        .map(|c| c.id)
+        .collect();
+    if !covered.is_empty() {
+        ledger.seen_comments.retain(|id| !covered.contains(id));
+    }
 }
 
 /// Whether the item may be offered a presence (spawn): its author is authorized, or an
@@ -448,6 +498,24 @@ mod tests {
         ns.iter().map(|n| c(*n)).collect()
     }
 
+    /// Comment `n` was created at minute `n` of GitHub's clock.
+    fn minute(n: u64) -> Timestamp {
+        Timestamp::from_second(1_790_000_000 + 60 * n as i64).unwrap()
+    }
+
+    /// A thread by `ann` of `live`, comment `n` created at [`minute`] `n` except those in
+    /// `unknown` (whose creation time did not parse).
+    fn entries<'a>(live: &'a [CommentId], unknown: &[u64]) -> Vec<ThreadEntry<'a>> {
+        static ANN: std::sync::LazyLock<Actor> = std::sync::LazyLock::new(|| user("ann"));
+        live.iter()
+            .map(|id| {
+                let n: u64 = id.as_str().trim_start_matches("IC_").parse().unwrap();
+                let created_at = (!unknown.contains(&n)).then(|| minute(n));
+                ThreadEntry { id, author: &ANN, body: "go on", created_at }
+            })
+            .collect()
+    }
+
     fn vocabulary() -> Vocabulary {
         Vocabulary::from(&ControlConfig::default())
     }
@@ -497,13 +565,18 @@ mod tests {
         let marked = crate::guards::mark_self_authored("the-loop start");
         let id = ids(&[1, 2, 3, 4, 5, 6, 7]);
         let thread = [
-            ThreadEntry { id: &id[0], author: &ann, body: "just chatting" },
-            ThreadEntry { id: &id[1], author: &ann, body: "the-loop start" },
-            ThreadEntry { id: &id[2], author: &eve, body: "the-loop start" },
-            ThreadEntry { id: &id[3], author: &ann, body: &marked },
-            ThreadEntry { id: &id[4], author: &ann, body: "the-loop start then the-loop stop" },
-            ThreadEntry { id: &id[5], author: &nobody, body: "the-loop start" },
-            ThreadEntry { id: &id[6], author: &ann, body: "the-loop stop" },
+            ThreadEntry { id: &id[0], author: &ann, body: "just chatting", created_at: None },
+            ThreadEntry { id: &id[1], author: &ann, body: "the-loop start", created_at: None },
+            ThreadEntry { id: &id[2], author: &eve, body: "the-loop start", created_at: None },
+            ThreadEntry { id: &id[3], author: &ann, body: &marked, created_at: None },
+            ThreadEntry {
+                id: &id[4],
+                author: &ann,
+                body: "the-loop start then the-loop stop",
+                created_at: None,
+            },
+            ThreadEntry { id: &id[5], author: &nobody, body: "the-loop start", created_at: None },
+            ThreadEntry { id: &id[6], author: &ann, body: "the-loop stop", created_at: None },
         ];
         let authorized = [login("ann")];
         assert_eq!(pending_control(&thread, false, &authorized, &vocabulary()), ids(&[2, 7]));
@@ -535,6 +608,7 @@ mod tests {
             seen_comments: ids(&[9]),
             comment_attempts: BTreeMap::from([(c(9), 1)]),
             gave_up: None,
+            seen_through: None,
         };
         baseline(&mut ledger, &ids(&[1, 2, 3, 2]), &ids(&[2]));
         assert_eq!(ledger.seen_comments, ids(&[1, 3]));
@@ -548,11 +622,11 @@ mod tests {
         let ledger = CommentLedger { seen_comments: ids(&[1]), ..Default::default() };
         let id = ids(&[1, 2, 3, 4, 5]);
         let thread = [
-            ThreadEntry { id: &id[0], author: &ann, body: "seen" },
-            ThreadEntry { id: &id[1], author: &eve, body: "stranger" },
-            ThreadEntry { id: &id[2], author: &ann, body: "new" },
-            ThreadEntry { id: &id[3], author: &ann, body: &marked },
-            ThreadEntry { id: &id[4], author: &nobody, body: "ghost" },
+            ThreadEntry { id: &id[0], author: &ann, body: "seen", created_at: None },
+            ThreadEntry { id: &id[1], author: &eve, body: "stranger", created_at: None },
+            ThreadEntry { id: &id[2], author: &ann, body: "new", created_at: None },
+            ThreadEntry { id: &id[3], author: &ann, body: &marked, created_at: None },
+            ThreadEntry { id: &id[4], author: &nobody, body: "ghost", created_at: None },
         ];
         let authorized = [login("ann")];
         let sorted = sort_thread(&ledger, &thread, |a| is_authorized(a, &authorized));
@@ -565,8 +639,10 @@ mod tests {
         // GitHub numbers the three surfaces separately: #5 exists on each of them.
         let ann = user("ann");
         let id = [CommentId::new("IC_5"), CommentId::new("PRR_5"), CommentId::new("PRRC_5")];
-        let thread: Vec<ThreadEntry<'_>> =
-            id.iter().map(|id| ThreadEntry { id, author: &ann, body: "go on" }).collect();
+        let thread: Vec<ThreadEntry<'_>> = id
+            .iter()
+            .map(|id| ThreadEntry { id, author: &ann, body: "go on", created_at: None })
+            .collect();
         let mut ledger = CommentLedger::default();
         resolve(&mut ledger, &id[0]);
         let authorized = [login("ann")];
@@ -575,7 +651,7 @@ mod tests {
         record_attempt(&mut ledger, &id[1]);
         assert!(genuinely_new(&ledger, &sorted.candidates), "the inline comment is new");
         resolve(&mut ledger, &id[2]);
-        finalize(&mut ledger, &id);
+        finalize(&mut ledger, &thread);
         assert_eq!(ledger.seen_comments, [id[0].clone(), id[2].clone()]);
         assert_eq!(ledger.comment_attempts, BTreeMap::from([(id[1].clone(), 1)]));
     }
@@ -621,25 +697,81 @@ mod tests {
             seen_comments: ids(&[1, 2, 3]),
             comment_attempts: BTreeMap::from([(c(4), 1), (c(5), 2)]),
             gave_up: Some(GaveUp { comments: ids(&[2]), version: "v".into() }),
+            seen_through: None,
         };
-        finalize(&mut ledger, &ids(&[1, 3, 5]));
+        finalize(&mut ledger, &entries(&ids(&[1, 3, 5]), &[]));
         assert_eq!(ledger.seen_comments, ids(&[1, 3]));
         assert_eq!(ledger.comment_attempts, BTreeMap::from([(c(5), 2)]));
         assert_eq!(ledger.gave_up, None);
     }
 
     #[test]
-    fn a_long_thread_survives_and_the_cap_keeps_the_newest() {
+    fn a_thread_within_the_cap_keeps_every_id_and_no_watermark() {
         let mut ledger = CommentLedger::default();
         let live: Vec<CommentId> = (1..=700).map(c).collect();
         baseline(&mut ledger, &live, &[]);
-        finalize(&mut ledger, &live);
+        finalize(&mut ledger, &entries(&live, &[]));
         assert_eq!(ledger.seen_comments.len(), 700);
-        for id in 0..(SEEN_COMMENTS_CAP as u64 + 5) {
-            resolve(&mut ledger, &c(10_000 + id));
-        }
+        assert_eq!(ledger.seen_through, None);
+    }
+
+    #[test]
+    fn a_thread_past_the_cap_gives_its_oldest_ids_to_the_watermark_and_re_forwards_none() {
+        let n = SEEN_COMMENTS_CAP as u64 + 100;
+        let live: Vec<CommentId> = (1..=n).map(c).collect();
+        let thread = entries(&live, &[]);
+        let mut ledger = CommentLedger::default();
+        baseline(&mut ledger, &live, &[]);
+        finalize(&mut ledger, &thread);
         assert_eq!(ledger.seen_comments.len(), SEEN_COMMENTS_CAP);
-        assert_eq!(ledger.seen_comments.last(), Some(&c(10_000 + SEEN_COMMENTS_CAP as u64 + 4)));
+        assert_eq!(ledger.seen_through, Some(minute(101)), "the first id kept");
+        assert_eq!(ledger.seen_comments.first(), Some(&c(101)));
+        let authorized = [login("ann")];
+        let allowed = |a: &Actor| is_authorized(a, &authorized);
+        assert_eq!(sort_thread(&ledger, &thread, allowed), Sorted::default(), "nothing is new");
+        assert!(thread.iter().all(|comment| is_resolved(&ledger, comment)));
+        // One more comment: it alone is a candidate; once resolved the watermark moves on.
+        let longer: Vec<CommentId> = (1..=n + 1).map(c).collect();
+        let thread = entries(&longer, &[]);
+        assert_eq!(sort_thread(&ledger, &thread, allowed).candidates, [c(n + 1)]);
+        resolve(&mut ledger, &c(n + 1));
+        finalize(&mut ledger, &thread);
+        assert_eq!(ledger.seen_comments.len(), SEEN_COMMENTS_CAP);
+        assert_eq!(ledger.seen_through, Some(minute(102)));
+    }
+
+    #[test]
+    fn the_watermark_never_passes_an_unresolved_comment_nor_one_of_unknown_age() {
+        let n = SEEN_COMMENTS_CAP as u64 + 100;
+        let live: Vec<CommentId> = (1..=n).map(c).collect();
+        // #50 is still in flight: the watermark stops at it, whatever the cap says.
+        let mut ledger = CommentLedger::default();
+        baseline(&mut ledger, &live, &[c(50)]);
+        record_attempt(&mut ledger, &c(50));
+        finalize(&mut ledger, &entries(&live, &[]));
+        assert_eq!(ledger.seen_through, Some(minute(50)));
+        assert_eq!(ledger.seen_comments.len(), live.len() - 50);
+        let authorized = [login("ann")];
+        let allowed = |a: &Actor| is_authorized(a, &authorized);
+        let thread = entries(&live, &[]);
+        assert_eq!(sort_thread(&ledger, &thread, allowed).candidates, [c(50)]);
+        // An unresolved comment whose creation time did not parse: nothing is evicted.
+        let mut ledger = CommentLedger::default();
+        baseline(&mut ledger, &live, &[c(7)]);
+        finalize(&mut ledger, &entries(&live, &[7]));
+        assert_eq!((ledger.seen_through, ledger.seen_comments.len()), (None, live.len() - 1));
+    }
+
+    #[test]
+    fn the_watermark_never_moves_back() {
+        let live: Vec<CommentId> = (1..=10).map(c).collect();
+        let mut ledger = CommentLedger { seen_through: Some(minute(5)), ..Default::default() };
+        for id in &live[4..] {
+            resolve(&mut ledger, id);
+        }
+        finalize(&mut ledger, &entries(&live, &[]));
+        assert_eq!(ledger.seen_through, Some(minute(5)));
+        assert_eq!(ledger.seen_comments, live[4..], "ids the watermark covers are dropped");
     }
 
     #[test]
@@ -648,6 +780,7 @@ mod tests {
             seen_comments: ids(&[1, 2]),
             comment_attempts: BTreeMap::new(),
             gave_up: Some(GaveUp { comments: ids(&[2]), version: version.into() }),
+            seen_through: None,
         };
         let mut same = abandoned("1.0.0");
         assert!(rearm(&mut same, "1.0.0").is_empty());

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::client::{
-    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Tail, Transport,
+    ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, Reuse, SystemClock, Tail, Transport,
     Validator, malformed,
 };
 use crate::error::GithubError;
@@ -136,7 +136,79 @@ pub struct ThreadComment {
     pub author: String,
     /// `created_at`, or `submitted_at` for reviews.
     pub created_at: String,
+    /// `updated_at` (moves when the comment is edited), or `submitted_at` for reviews.
+    /// Empty in a thread remembered by an older version.
+    #[serde(default)]
+    pub updated_at: String,
     pub html_url: String,
+}
+
+impl ThreadComment {
+    /// Where the surface comes in a thread's order when creation times tie: conversation,
+    /// reviews, inline (as the reference merges them).
+    fn surface_rank(&self) -> u8 {
+        match self.surface {
+            CommentSurface::Conversation => 0,
+            CommentSurface::Review { .. } => 1,
+            CommentSurface::Inline { .. } => 2,
+        }
+    }
+}
+
+/// Where an incremental read of a thread starts on each surface GitHub reads with
+/// `since=`: the newest `updated_at` GitHub itself reported there, verbatim (never this
+/// machine's clock, which may be skewed from GitHub's). `None`: read the surface whole.
+/// Reviews have no `since` parameter; they are always read whole, conditionally.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadSince {
+    pub conversation: Option<String>,
+    pub inline: Option<String>,
+}
+
+impl ThreadSince {
+    /// The newest `updated_at` on each surface of `thread` (as GitHub wrote it; a value
+    /// that does not parse is passed over).
+    pub fn of(thread: &[ThreadComment]) -> Self {
+        let newest = |on: fn(&CommentSurface) -> bool| {
+            thread
+                .iter()
+                .filter(|c| on(&c.surface))
+                .filter_map(|c| Some((c.updated_at.parse::<jiff::Timestamp>().ok()?, c)))
+                .max_by_key(|(at, _)| *at)
+                .map(|(_, c)| c.updated_at.clone())
+        };
+        Self {
+            conversation: newest(|s| matches!(s, CommentSurface::Conversation)),
+            inline: newest(|s| matches!(s, CommentSurface::Inline { .. })),
+        }
+    }
+}
+
+/// Puts a thread in thread order: stably by creation time, ties in the order
+/// conversation, reviews, inline.
+fn thread_order(thread: &mut [ThreadComment]) {
+    thread.sort_by(|a, b| {
+        (a.created_at.as_str(), a.surface_rank()).cmp(&(b.created_at.as_str(), b.surface_rank()))
+    });
+}
+
+/// Merges the comments an incremental read returned into the thread read before: each
+/// replaces the comment with its node id (an edit, or one seen again at the inclusive
+/// `since` boundary) or joins the thread, which stays in thread order. A comment deleted
+/// since is not noticed here; the next whole read drops it.
+pub fn merge_thread(thread: &mut Vec<ThreadComment>, changes: Vec<ThreadComment>) {
+    let mut by_node: std::collections::HashMap<String, usize> =
+        thread.iter().enumerate().map(|(at, c)| (c.node_id.clone(), at)).collect();
+    for comment in changes {
+        match by_node.get(&comment.node_id) {
+            Some(&at) => thread[at] = comment,
+            None => {
+                by_node.insert(comment.node_id.clone(), thread.len());
+                thread.push(comment);
+            }
+        }
+    }
+    thread_order(thread);
 }
 
 /// A comment the-loop just wrote.
@@ -304,7 +376,8 @@ impl GithubClient {
             .append_pair("labels", label)
             .append_pair("state", "open")
             .append_pair("per_page", "100");
-        let (rows, unchanged) = self.transport.get_all_pages(url.as_str()).await?;
+        let (rows, unchanged) =
+            self.transport.get_all_pages(url.as_str(), Reuse::Conditional).await?;
         let items = rows
             .into_iter()
             .map(|row| {
@@ -337,7 +410,8 @@ impl GithubClient {
         self.check_host(&repo.to_string(), repo)?;
         let mut url = self.repo_url(repo, "/pulls");
         url.query_pairs_mut().append_pair("state", "open").append_pair("per_page", "100");
-        let (rows, unchanged) = self.transport.get_all_pages(url.as_str()).await?;
+        let (rows, unchanged) =
+            self.transport.get_all_pages(url.as_str(), Reuse::Conditional).await?;
         let mut items = Vec::new();
         for row in rows {
             let raw: RawPull = decode_value(url.as_str(), row)?;
@@ -408,13 +482,24 @@ impl GithubClient {
     }
 
     /// The conversation comments of an issue or pull request, oldest first:
-    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100`.
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100`, every page
+    /// (the last one conditionally).
     pub async fn conversation_comments(
         &self,
         item: &WorkItemRef,
     ) -> Result<Vec<ThreadComment>, GithubError> {
-        let url = self.item_url(item, "/issues", "/comments?per_page=100")?;
-        let rows: Vec<RawComment> = self.get_all(&url).await?;
+        self.conversation_since(item, None).await
+    }
+
+    /// The conversation comments updated at or after `since` (all without one):
+    /// `GET /repos/{owner}/{repo}/issues/{issue_number}/comments?per_page=100&since=…`.
+    async fn conversation_since(
+        &self,
+        item: &WorkItemRef,
+        since: Option<&str>,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let (url, reuse) = self.surface_url(item, "/issues", "/comments", since)?;
+        let rows: Vec<RawComment> = self.get_all(&url, reuse).await?;
         Ok(rows
             .into_iter()
             .map(|c| ThreadComment {
@@ -423,6 +508,7 @@ impl GithubClient {
                 surface: CommentSurface::Conversation,
                 author: login(c.user.as_ref()),
                 body: c.body.unwrap_or_default(),
+                updated_at: c.updated_at.unwrap_or_else(|| c.created_at.clone()),
                 created_at: c.created_at,
                 html_url: c.html_url,
             })
@@ -434,31 +520,46 @@ impl GithubClient {
     /// reviews and reviews with an empty or blank body are dropped, as in the reference.
     pub async fn reviews(&self, item: &WorkItemRef) -> Result<Vec<ThreadComment>, GithubError> {
         let url = self.item_url(item, "/pulls", "/reviews?per_page=100")?;
-        let rows: Vec<RawReview> = self.get_all(&url).await?;
+        let rows: Vec<RawReview> = self.get_all(&url, Reuse::LastPage).await?;
         Ok(rows
             .into_iter()
             .filter(|r| r.state != "PENDING")
             .filter(|r| r.body.as_deref().is_some_and(|b| !b.trim().is_empty()))
-            .map(|r| ThreadComment {
-                id: r.id,
-                node_id: r.node_id,
-                author: login(r.user.as_ref()),
-                body: r.body.unwrap_or_default(),
-                created_at: r.submitted_at.unwrap_or_default(),
-                html_url: r.html_url,
-                surface: CommentSurface::Review { state: r.state },
+            .map(|r| {
+                let submitted_at = r.submitted_at.unwrap_or_default();
+                ThreadComment {
+                    id: r.id,
+                    node_id: r.node_id,
+                    author: login(r.user.as_ref()),
+                    body: r.body.unwrap_or_default(),
+                    updated_at: submitted_at.clone(),
+                    created_at: submitted_at,
+                    html_url: r.html_url,
+                    surface: CommentSurface::Review { state: r.state },
+                }
             })
             .collect())
     }
 
     /// The inline review comments of a pull request:
-    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100`.
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100`, every page
+    /// (the last one conditionally).
     pub async fn review_comments(
         &self,
         item: &WorkItemRef,
     ) -> Result<Vec<ThreadComment>, GithubError> {
-        let url = self.item_url(item, "/pulls", "/comments?per_page=100")?;
-        let rows: Vec<RawReviewComment> = self.get_all(&url).await?;
+        self.review_comments_since(item, None).await
+    }
+
+    /// The inline review comments updated at or after `since` (all without one):
+    /// `GET /repos/{owner}/{repo}/pulls/{pull_number}/comments?per_page=100&since=…`.
+    async fn review_comments_since(
+        &self,
+        item: &WorkItemRef,
+        since: Option<&str>,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let (url, reuse) = self.surface_url(item, "/pulls", "/comments", since)?;
+        let rows: Vec<RawReviewComment> = self.get_all(&url, reuse).await?;
         Ok(rows
             .into_iter()
             .map(|c| ThreadComment {
@@ -471,6 +572,7 @@ impl GithubClient {
                 },
                 author: login(c.user.as_ref()),
                 body: c.body,
+                updated_at: c.updated_at.unwrap_or_else(|| c.created_at.clone()),
                 created_at: c.created_at,
                 html_url: c.html_url,
             })
@@ -483,11 +585,47 @@ impl GithubClient {
         &self,
         item: &WorkItemRef,
     ) -> Result<Vec<ThreadComment>, GithubError> {
-        let mut thread = self.conversation_comments(item).await?;
-        thread.extend(self.reviews(item).await?);
-        thread.extend(self.review_comments(item).await?);
-        thread.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        self.thread_changes(item, ItemKind::PullRequest, &ThreadSince::default()).await
+    }
+
+    /// What changed in `item`'s thread since `since`, in thread order, to merge into the
+    /// thread read before ([`merge_thread`]): on each surface with a watermark, the
+    /// comments updated at or after it (GitHub's `since` is inclusive, so the comments at
+    /// the watermark come back again); a surface without one is read whole. For a pull
+    /// request the reviews are read whole too (they have no `since`). Reads with a
+    /// watermark are not remembered for conditional requests (their URL changes with
+    /// it); whole reads keep their last page. With no watermark at all this is the whole
+    /// thread.
+    pub async fn thread_changes(
+        &self,
+        item: &WorkItemRef,
+        kind: ItemKind,
+        since: &ThreadSince,
+    ) -> Result<Vec<ThreadComment>, GithubError> {
+        let mut thread = self.conversation_since(item, since.conversation.as_deref()).await?;
+        if kind == ItemKind::PullRequest {
+            thread.extend(self.reviews(item).await?);
+            thread.extend(self.review_comments_since(item, since.inline.as_deref()).await?);
+        }
+        thread_order(&mut thread);
         Ok(thread)
+    }
+
+    /// The first page of a comment surface, `…{collection}/{n}{suffix}?per_page=100`, with
+    /// `since=` when given, and how it is read: without a watermark conditionally, keeping
+    /// the last page only (a long thread's old pages would fill the cache); fresh with one.
+    fn surface_url(
+        &self,
+        item: &WorkItemRef,
+        collection: &str,
+        suffix: &str,
+        since: Option<&str>,
+    ) -> Result<(String, Reuse), GithubError> {
+        let url = self.item_url(item, collection, &format!("{suffix}?per_page=100"))?;
+        let Some(since) = since else { return Ok((url, Reuse::LastPage)) };
+        let mut url = reqwest::Url::parse(&url).map_err(|err| malformed(&url, &err.to_string()))?;
+        url.query_pairs_mut().append_pair("since", since);
+        Ok((url.to_string(), Reuse::Fresh))
     }
 
     /// The jobs of a workflow run's latest attempt, with their steps (one page of up to
@@ -751,8 +889,12 @@ impl GithubClient {
         decode_bytes(url, &answer.body)
     }
 
-    async fn get_all<T: DeserializeOwned>(&self, url: &str) -> Result<Vec<T>, GithubError> {
-        let (rows, _unchanged) = self.transport.get_all_pages(url).await?;
+    async fn get_all<T: DeserializeOwned>(
+        &self,
+        url: &str,
+        reuse: Reuse,
+    ) -> Result<Vec<T>, GithubError> {
+        let (rows, _unchanged) = self.transport.get_all_pages(url, reuse).await?;
         rows.into_iter().map(|row| decode_value(url, row)).collect()
     }
 }
@@ -950,6 +1092,7 @@ struct RawComment {
     user: Option<RawUser>,
     #[serde(default)]
     created_at: String,
+    updated_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -971,6 +1114,7 @@ struct RawReviewComment {
     html_url: String,
     user: Option<RawUser>,
     created_at: String,
+    updated_at: Option<String>,
     path: String,
     line: Option<u64>,
     original_line: Option<u64>,
@@ -1046,6 +1190,90 @@ mod tests {
     use loop_core::config::{CliBinary, GithubApi, GithubIntegration};
 
     use super::*;
+
+    fn comment(
+        node_id: &str,
+        surface: CommentSurface,
+        created: &str,
+        updated: &str,
+    ) -> ThreadComment {
+        ThreadComment {
+            id: 1,
+            node_id: node_id.into(),
+            surface,
+            body: format!("{node_id} at {updated}"),
+            author: "ann".into(),
+            created_at: created.into(),
+            updated_at: updated.into(),
+            html_url: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_watermark_is_each_surfaces_newest_updated_at_as_github_wrote_it() {
+        let inline = || CommentSurface::Inline { path: "a.rs".into(), line: Some(1), review: None };
+        let review = || CommentSurface::Review { state: "COMMENTED".into() };
+        let thread = [
+            comment(
+                "IC_1",
+                CommentSurface::Conversation,
+                "2026-12-01T10:00:00Z",
+                "2026-12-01T12:00:00Z",
+            ),
+            comment(
+                "IC_2",
+                CommentSurface::Conversation,
+                "2026-12-01T11:00:00Z",
+                "2026-12-01T11:00:00Z",
+            ),
+            comment("IC_3", CommentSurface::Conversation, "2026-12-01T11:30:00Z", "not a time"),
+            comment("PRR_1", review(), "2026-12-01T13:00:00Z", "2026-12-01T13:00:00Z"),
+            comment("PRRC_1", inline(), "2026-12-01T09:00:00Z", "2026-12-01T09:00:00Z"),
+        ];
+        let since = ThreadSince::of(&thread);
+        assert_eq!(since.conversation.as_deref(), Some("2026-12-01T12:00:00Z"), "an edit counts");
+        assert_eq!(since.inline.as_deref(), Some("2026-12-01T09:00:00Z"), "reviews never do");
+        assert_eq!(ThreadSince::of(&thread[3..4]), ThreadSince::default());
+        // A thread an older version remembered carries no `updatedAt`: read it whole.
+        let old: ThreadComment = serde_json::from_value(serde_json::json!({
+            "id": 1, "nodeId": "IC_1", "surface": {"kind": "conversation"}, "body": "b",
+            "author": "ann", "createdAt": "2026-12-01T10:00:00Z", "htmlUrl": ""
+        }))
+        .unwrap();
+        assert_eq!(ThreadSince::of(&[old]), ThreadSince::default());
+    }
+
+    #[test]
+    fn changes_replace_by_node_id_and_join_in_thread_order() {
+        let inline = CommentSurface::Inline { path: "a.rs".into(), line: Some(1), review: None };
+        let at = |h: u8| format!("2026-12-01T{h:02}:00:00Z");
+        let mut thread = vec![
+            comment("IC_1", CommentSurface::Conversation, &at(10), &at(10)),
+            comment("PRRC_1", inline.clone(), &at(11), &at(11)),
+            comment("IC_2", CommentSurface::Conversation, &at(12), &at(12)),
+        ];
+        let changes = vec![
+            comment("IC_1", CommentSurface::Conversation, &at(10), &at(13)),
+            comment("IC_2", CommentSurface::Conversation, &at(12), &at(12)),
+            comment("PRRC_2", inline, &at(13), &at(13)),
+            comment("IC_3", CommentSurface::Conversation, &at(13), &at(13)),
+        ];
+        merge_thread(&mut thread, changes);
+        let merged: Vec<(&str, &str)> =
+            thread.iter().map(|c| (c.node_id.as_str(), c.updated_at.as_str())).collect();
+        let (eleven, twelve, thirteen) = (at(11), at(12), at(13));
+        assert_eq!(
+            merged,
+            [
+                ("IC_1", thirteen.as_str()),
+                ("PRRC_1", eleven.as_str()),
+                ("IC_2", twelve.as_str()),
+                ("IC_3", thirteen.as_str()),
+                ("PRRC_2", thirteen.as_str()),
+            ],
+            "the edit in place, the boundary comment once, ties conversation first"
+        );
+    }
 
     #[test]
     fn hostile_graphql_answers_are_errors_or_omissions_never_panics() {

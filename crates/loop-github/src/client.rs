@@ -170,6 +170,22 @@ impl Resource {
     }
 }
 
+/// Whether a `GET` goes through the ETag cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Sent with the remembered `ETag` (a 304 is served from the remembered body), and its
+    /// answer remembered.
+    Conditional,
+    /// Unconditional, and its answer not remembered: for a read whose URL changes with
+    /// every call (a `since=` watermark), where a remembered answer would never be asked
+    /// for again and would only push useful ones out.
+    Fresh,
+    /// For a listing, [`Reuse::Conditional`] for its last page only: an earlier page (a long
+    /// thread's old comments) is forgotten once it has a next page, so a listing of any
+    /// length keeps one page in the cache. Its earlier pages cost a 200 each time.
+    LastPage,
+}
+
 /// A successful answer: status, body and the `Link: rel="next"` target, if any.
 #[derive(Debug, Clone)]
 pub(crate) struct Answer {
@@ -417,12 +433,16 @@ impl Transport {
 
     /// `GET url`, conditional on the remembered ETag.
     pub(crate) async fn get(&self, url: &str) -> Result<Answer, GithubError> {
-        self.exchange(Method::GET, url, None, Resource::Core, true).await
+        self.exchange(Method::GET, url, None, Resource::Core, true, Reuse::Conditional).await
     }
 
-    /// Every page of a `GET` listing, following `Link: rel="next"`. `unchanged` is true when
-    /// every page was a 304.
-    pub(crate) async fn get_all_pages(&self, url: &str) -> Result<(Vec<Value>, bool), GithubError> {
+    /// Every page of a `GET` listing, following `Link: rel="next"`, each page through the
+    /// ETag cache as `reuse` says. `unchanged` is true when every page was a 304.
+    pub(crate) async fn get_all_pages(
+        &self,
+        url: &str,
+        reuse: Reuse,
+    ) -> Result<(Vec<Value>, bool), GithubError> {
         let mut rows = Vec::new();
         let mut unchanged = true;
         let mut next = Some(url.to_owned());
@@ -437,7 +457,13 @@ impl Transport {
                     ),
                 ));
             }
-            let answer = self.get(&page_url).await?;
+            let page_reuse = if reuse == Reuse::LastPage { Reuse::Conditional } else { reuse };
+            let answer = self
+                .exchange(Method::GET, &page_url, None, Resource::Core, true, page_reuse)
+                .await?;
+            if reuse == Reuse::LastPage && answer.next.is_some() {
+                self.forget_answers(|url| url == page_url);
+            }
             unchanged &= answer.not_modified;
             match serde_json::from_slice::<Value>(&answer.body) {
                 Ok(Value::Array(page)) => rows.extend(page),
@@ -459,7 +485,10 @@ impl Transport {
             attempts: 1,
             reason,
         };
-        match self.attempt(&Method::GET, url, None, Resource::Core, &token).await {
+        match self
+            .attempt(&Method::GET, url, None, Resource::Core, &token, Reuse::Conditional)
+            .await
+        {
             Attempt::Done(answer) => Ok(answer),
             Attempt::Reauthorize => Err(GithubError::Unauthorized { url: url.to_owned() }),
             Attempt::Backoff { reason, .. } | Attempt::RetryAfter(_, reason) => Err(once(reason)),
@@ -540,12 +569,12 @@ impl Transport {
         resource: Resource,
         idempotent: bool,
     ) -> Result<Answer, GithubError> {
-        self.exchange(Method::POST, url, Some(body), resource, idempotent).await
+        self.exchange(Method::POST, url, Some(body), resource, idempotent, Reuse::Fresh).await
     }
 
     /// `DELETE url` (repeated after a 5xx: deleting twice leaves the same state).
     pub(crate) async fn delete(&self, url: &str) -> Result<Answer, GithubError> {
-        self.exchange(Method::DELETE, url, None, Resource::Core, true).await
+        self.exchange(Method::DELETE, url, None, Resource::Core, true, Reuse::Fresh).await
     }
 
     async fn exchange(
@@ -555,6 +584,7 @@ impl Transport {
         body: Option<&Value>,
         resource: Resource,
         idempotent: bool,
+        reuse: Reuse,
     ) -> Result<Answer, GithubError> {
         let mut retries = 0;
         let mut reauthorized = false;
@@ -564,7 +594,7 @@ impl Transport {
             self.wait_for_primary_limit(resource).await;
             let token = self.current_token(false).await?;
             attempts += 1;
-            match self.attempt(&method, url, body, resource, &token).await {
+            match self.attempt(&method, url, body, resource, &token, reuse).await {
                 Attempt::Done(answer) => return Ok(answer),
                 Attempt::Reauthorize if !reauthorized => {
                     reauthorized = true;
@@ -679,13 +709,12 @@ impl Transport {
         body: Option<&Value>,
         resource: Resource,
         token: &Token,
+        reuse: Reuse,
     ) -> Attempt {
         let variant = variant(token);
-        let cached = if *method == Method::GET {
-            lock(&self.shared.cache).get(url, &variant).cloned()
-        } else {
-            None
-        };
+        let remembered = *method == Method::GET && reuse == Reuse::Conditional;
+        let cached =
+            if remembered { lock(&self.shared.cache).get(url, &variant).cloned() } else { None };
         let mut request = self
             .http
             .request(method.clone(), url)
@@ -736,7 +765,7 @@ impl Transport {
                 }
             },
             s if s.is_success() => {
-                if *method == Method::GET
+                if remembered
                     && let Some(etag) = headers.get(header::ETAG).and_then(|v| v.to_str().ok())
                 {
                     // Copied: the answer may be a slice of the connection's whole read

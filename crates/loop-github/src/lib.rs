@@ -24,7 +24,7 @@ pub mod token;
 
 pub use api::{
     CommentSurface, GithubClient, ItemKind, ItemState, ItemStatus, ListedItem, Listing,
-    PostedComment, PullRequest, Reaction, ReactionTarget, ThreadComment,
+    PostedComment, PullRequest, Reaction, ReactionTarget, ThreadComment, ThreadSince, merge_thread,
 };
 pub use client::{
     ApiEndpoints, Clock, GithubSettings, RateLimit, Resource, SystemClock, Tail, Validator,

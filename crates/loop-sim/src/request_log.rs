@@ -19,6 +19,9 @@ pub struct RequestRecord {
     pub endpoint: String,
     /// The path as requested (with `/api/v3` for the Enterprise layout).
     pub path: String,
+    /// The query parameters, decoded (`per_page`, `page`, `since`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
     pub status: u16,
     /// The `X-GitHub-Api-Version` the request asked for, if any.
     pub api_version: Option<String>,
@@ -83,6 +86,7 @@ mod tests {
             method: "GET".into(),
             endpoint: endpoint.into(),
             path: String::new(),
+            query: BTreeMap::new(),
             status,
             api_version: None,
             accept: None,

@@ -706,6 +706,7 @@ async fn github(State(state): State<Arc<SimState>>, request: Request) -> Respons
         method: method.to_string(),
         endpoint,
         path,
+        query,
         status: response.status().as_u16(),
         api_version: header("x-github-api-version"),
         accept: header("accept"),
@@ -1175,9 +1176,11 @@ fn read(
         }
         "/repos/{owner}/{repo}/issues/{issue_number}/comments" => {
             let item = world.item(&route.repo, n)?;
+            let since = since(query)?;
             let rows = item
                 .comments
                 .iter()
+                .filter(|c| since.is_none_or(|since| c.updated_at >= since))
                 .map(|c| shapes::issue_comment(world, urls, repo, n, c))
                 .collect();
             Ok(paginate(urls, route, query, rows))
@@ -1201,8 +1204,11 @@ fn read(
                     .map(|r| shapes::review(world, urls, repo, n, r, &pull.head_sha))
                     .collect()
             } else {
+                // An inline comment is never edited here: its `updated_at` is its creation.
+                let since = since(query)?;
                 pull.review_comments
                     .iter()
+                    .filter(|c| since.is_none_or(|since| c.created_at >= since))
                     .map(|c| shapes::review_comment(world, urls, repo, n, c, &pull.head_sha))
                     .collect()
             };
@@ -1233,6 +1239,20 @@ fn read(
         }
         _ => Err(WorldError::NoRepo { repo: route.repo.clone() }),
     }
+}
+
+/// The `since` of a comment listing: only comments updated at or after it are listed
+/// (inclusive, as GitHub compares `updated_at`). One that is not an ISO 8601 time is
+/// refused.
+fn since(query: &BTreeMap<String, String>) -> Result<Option<Timestamp>, WorldError> {
+    query
+        .get("since")
+        .map(|since| {
+            since.parse::<Timestamp>().map_err(|_| WorldError::Invalid {
+                reason: format!("`since` must be an ISO 8601 timestamp, not {since:?}"),
+            })
+        })
+        .transpose()
 }
 
 /// One page of `rows` (`per_page` default 30, at most 100) with GitHub's `Link` header.
@@ -1362,6 +1382,7 @@ async fn sim_job_log(
         method: "GET".to_owned(),
         endpoint: "/_sim/job-logs/{id}".to_owned(),
         path: format!("/_sim/job-logs/{id}"),
+        query: BTreeMap::new(),
         status: response.status().as_u16(),
         api_version: None,
         accept: None,

@@ -413,12 +413,12 @@ pub struct World {
 }
 
 impl World {
-    /// An empty world whose clock starts at `now`.
+    /// An empty world whose clock starts at `now`, in whole seconds as GitHub's.
     pub fn new(now: Timestamp) -> Self {
         Self {
             next_id: 1000,
             surface_ids: [1000; 3],
-            last_tick: now,
+            last_tick: Timestamp::from_second(now.as_second()).unwrap_or(now),
             users: BTreeMap::new(),
             repos: BTreeMap::new(),
         }

@@ -197,6 +197,12 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::Poll, "seenComments", L, "resolved comments, by node id (`IC_…`, `PRR_…`, `PRRC_…`)"),
     attr(T::Poll, "commentAttempts", L, "delivery attempts of comments in flight"),
     attr(T::Poll, "gaveUp", L, "comments abandoned after the retry budget"),
+    attr(
+        T::Poll,
+        "seenThrough",
+        L,
+        "every comment created before it is resolved (GitHub's time; threads past the cap)",
+    ),
     attr(T::Poll, "spawn", L, "the presence (spawn) retry ledger"),
     attr(T::Poll, "title", D, "the listing's title"),
     attr(
@@ -208,6 +214,12 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::PullRequestLedger, "seenComments", L, "resolved PR comments, by node id"),
     attr(T::PullRequestLedger, "commentAttempts", L, "delivery attempts of PR comments in flight"),
     attr(T::PullRequestLedger, "gaveUp", L, "PR comments abandoned after the retry budget"),
+    attr(
+        T::PullRequestLedger,
+        "seenThrough",
+        L,
+        "every PR comment created before it is resolved (GitHub's time)",
+    ),
     attr(T::Spawn, "attempts", L, "spawn attempts so far"),
     attr(T::Spawn, "gaveUp", L, "whether spawning was abandoned"),
     attr(T::Spawn, "deliveryId", L, "the last presence delivery id"),

@@ -120,6 +120,12 @@ pub struct CommentLedger {
     /// Comments abandoned after the retry budget, and by which version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gave_up: Option<GaveUp>,
+    /// Every comment of the thread created before this instant (GitHub's `created_at`,
+    /// never this machine's clock) is resolved, whether `seenComments` still names it or
+    /// not. Set when a thread longer than `seenComments` may hold pushes its oldest ids
+    /// out; absent until then (and in every record an older version wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_through: Option<Timestamp>,
 }
 
 /// The presence (spawn) retry ledger.
@@ -215,6 +221,7 @@ mod tests {
                 seen_comments: vec![id("IC_1"), id("IC_2")],
                 comment_attempts: BTreeMap::from([(id("IC_3"), 1)]),
                 gave_up: None,
+                seen_through: Some("2026-12-01T21:00:00Z".parse().unwrap()),
             },
             spawn: Some(SpawnLedger { attempts: 1, gave_up: false, delivery_id: Some("d".into()) }),
             title: Some("Fix".into()),
@@ -225,6 +232,7 @@ mod tests {
         };
         let json = serde_json::to_value(&ledger).unwrap();
         assert_eq!(json["commentAttempts"]["IC_3"], 1);
+        assert_eq!(json["seenThrough"], "2026-12-01T21:00:00Z");
         assert_eq!(json["pullRequests"]["github:octo/lib#7"]["seenComments"][0], "PRR_9");
         assert_eq!(serde_json::from_value::<PollLedger>(json).unwrap(), ledger);
     }
@@ -246,10 +254,12 @@ mod tests {
         assert_eq!(ledger.comments.seen_comments.len(), 3);
         assert_eq!(ledger.comments.comment_attempts[&id("IC_kwDOA2")], 2);
         assert_eq!(ledger.comments.gave_up.as_ref().unwrap().comments, [id("PRR_kwDOA3")]);
+        assert_eq!(ledger.comments.seen_through, None, "no watermark in the reference's shape");
         let back = serde_json::to_value(&ledger).unwrap();
         assert_eq!(back["seenComments"], written["seenComments"]);
         assert_eq!(back["commentAttempts"], written["commentAttempts"]);
         assert_eq!(back["gaveUp"], written["gaveUp"]);
+        assert!(back.get("seenThrough").is_none(), "none is written until a thread needs one");
         assert_eq!(serde_json::from_value::<PollLedger>(back).unwrap(), ledger);
     }
 

@@ -159,6 +159,7 @@ mod tests {
             body: "hi".into(),
             author: "ann".into(),
             created_at: "2026-11-29T10:00:00Z".into(),
+            updated_at: "2026-11-29T10:00:00Z".into(),
             html_url: "https://github.com/octo/app/pull/16#issuecomment-5".into(),
         }
     }

@@ -143,7 +143,12 @@ impl<D: Pipeline> Poller<D> {
             .iter()
             .zip(&actors)
             .zip(&live)
-            .map(|((c, author), id)| ThreadEntry { id, author, body: &c.body })
+            .map(|((c, author), id)| ThreadEntry {
+                id,
+                author,
+                body: &c.body,
+                created_at: c.created_at.parse().ok(),
+            })
             .collect();
 
         let mut ledger = ledgers.ledger(&owner)?.cloned().unwrap_or_default();
@@ -213,7 +218,7 @@ impl<D: Pipeline> Poller<D> {
             }
         }
 
-        poll::finalize(poll::comment_ledger_mut(&owner, &mut ledger, item), &live);
+        poll::finalize(poll::comment_ledger_mut(&owner, &mut ledger, item), &entries);
         if own {
             ledger.title = Some(listed.title.clone());
             if ledger.spawn.as_ref().is_some_and(|s| *s == SpawnLedger::default()) {

@@ -43,7 +43,9 @@ use loop_core::config::Config;
 use loop_core::log::{Kind, Line};
 use loop_core::record::CommentId;
 use loop_core::{RepoRef, WorkItemRef};
-use loop_github::{GithubClient, GithubError, ItemKind, ListedItem, ThreadComment, Validator};
+use loop_github::{
+    GithubClient, GithubError, ItemKind, ListedItem, ThreadComment, ThreadSince, Validator,
+};
 use loop_store::heartbeat::{CycleSummary, Heartbeat, ScopeFailure, ScopeHealth, ScopeMonitor};
 use loop_store::index::PortableIndex;
 use loop_store::poll_cache::{PollCache, RememberedLinkage, RememberedThread};
@@ -722,14 +724,17 @@ impl<D: Pipeline> Poller<D> {
     }
 
     /// The item's thread: the remembered one (from this process or the poll cache) when
-    /// `updated_at` has not moved and this is no sweep, else read from GitHub.
+    /// `updated_at` has not moved and this is no sweep; else what changed since it, read
+    /// from GitHub with `since=` each surface's newest `updated_at` and merged in by node
+    /// id (edits replace, the comments at the inclusive boundary are seen again); else
+    /// (never read, or the full sweep) the whole thread, conditionally.
     async fn thread(
         &mut self,
         item: &ListedItem,
         sweep: bool,
     ) -> Result<Vec<ThreadComment>, String> {
-        if !sweep
-            && let Some(known) = self.memory.threads.get(&item.item)
+        let known = self.memory.threads.get(&item.item).filter(|_| !sweep);
+        if let Some(known) = known
             && known.updated_at == item.updated_at
         {
             return Ok(known.comments.clone());
@@ -740,11 +745,17 @@ impl<D: Pipeline> Poller<D> {
                 item.item.repo().host()
             ));
         };
-        let thread = match item.kind {
-            ItemKind::Issue => client.conversation_comments(&item.item).await,
-            ItemKind::PullRequest => client.pull_request_thread(&item.item).await,
+        let mut thread = known.map(|k| k.comments.clone()).unwrap_or_default();
+        let since = ThreadSince::of(&thread);
+        let changes = client
+            .thread_changes(&item.item, item.kind, &since)
+            .await
+            .map_err(|err| err.to_string())?;
+        if since == ThreadSince::default() {
+            thread = changes;
+        } else {
+            loop_github::merge_thread(&mut thread, changes);
         }
-        .map_err(|err| err.to_string())?;
         let remembered =
             RememberedThread { updated_at: item.updated_at.clone(), comments: thread.clone() };
         if self.memory.threads.get(&item.item) != Some(&remembered) {

@@ -33,6 +33,7 @@ mod poll_edges;
 mod poll_kill;
 mod poll_spawn;
 mod poll_support;
+mod poll_threads;
 mod receiver;
 mod replay;
 mod simulator;

@@ -171,6 +171,7 @@ async fn comments_abandoned_by_another_version_are_re_armed_once() {
         seen_comments: vec![id.clone()],
         comment_attempts: BTreeMap::new(),
         gave_up: Some(GaveUp { comments: vec![id], version: "0.0.1".into() }),
+        seen_through: None,
     };
     bench.store.write_section(&item, Some(&old)).unwrap();
     bench.cycle().await;

@@ -65,6 +65,9 @@ async fn exercise_every_operation() -> std::sync::Arc<loop_sim::Sim> {
     gh.item_exists(&item(issue)).await.unwrap();
     gh.read_pull_request(&item(pr)).await.unwrap();
     let thread = gh.pull_request_thread(&item(pr)).await.unwrap();
+    let since = loop_github::ThreadSince::of(&thread);
+    assert!(since.conversation.is_some() && since.inline.is_some(), "{since:?}");
+    gh.thread_changes(&item(pr), loop_github::ItemKind::PullRequest, &since).await.unwrap();
     gh.conversation_comments(&item(issue)).await.unwrap();
     gh.post_comment(&item(issue), "on it").await.unwrap();
     gh.add_labels(&item(issue), &["loop:design"]).await.unwrap();
@@ -155,6 +158,37 @@ async fn every_rest_operation_the_client_calls_is_in_githubs_description_and_no_
         })
         .collect();
     assert_eq!(called, described);
+}
+
+/// Every query parameter the client sends (`per_page`, `page`, `labels`, `state`,
+/// `since`, …) is one GitHub's description lists for that operation.
+#[tokio::test]
+async fn every_query_parameter_the_client_sends_is_described_for_its_operation() {
+    let sim = exercise_every_operation().await;
+    let doc = description();
+    let parameter_name = |parameter: &Value| -> String {
+        let parameter = match parameter["$ref"].as_str() {
+            Some(reference) => {
+                let name = reference.trim_start_matches("#/components/parameters/");
+                &doc["components"]["parameters"][name]
+            }
+            None => parameter,
+        };
+        parameter["name"].as_str().unwrap().to_owned()
+    };
+    let mut sent = BTreeSet::new();
+    for record in sim.requests().records.iter().filter(|r| !r.query.is_empty()) {
+        let operation = &doc["paths"][&record.endpoint][record.method.to_ascii_lowercase()];
+        let described: BTreeSet<String> = operation["parameters"]
+            .as_array()
+            .map(|ps| ps.iter().map(parameter_name).collect())
+            .unwrap_or_default();
+        for name in record.query.keys() {
+            assert!(described.contains(name), "{name} is not a parameter of {record:?}");
+            sent.insert(name.clone());
+        }
+    }
+    assert!(sent.contains("since"), "the incremental thread read was exercised: {sent:?}");
 }
 
 #[tokio::test]

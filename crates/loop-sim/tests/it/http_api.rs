@@ -160,3 +160,35 @@ async fn a_comment_is_edited_in_place_by_the_api_or_a_person_and_announced() {
         github(&http, Method::PATCH, &missing).body(json!({"body": "x"}).to_string()).send().await;
     assert_eq!(missing.unwrap().status(), 404);
 }
+
+/// `since` lists the comments updated at or after it (GitHub compares inclusively, so the
+/// comment at the watermark comes back), an edit brings an old comment back, and a value
+/// that is not a time is refused.
+#[tokio::test]
+async fn since_lists_the_comments_updated_at_or_after_it() {
+    let (sim, http) = start().await;
+    sim.open_issue("octo/app", "alice", "one", &[]).unwrap();
+    let first = sim.comment("octo/app", 1, "bob", "first").unwrap();
+    sim.comment("octo/app", 1, "bob", "second").unwrap();
+    sim.comment("octo/app", 1, "bob", "third").unwrap();
+    let url = format!("{}/repos/octo/app/issues/1/comments", sim.url());
+    let read = |query: String| {
+        let request = github(&http, Method::GET, &format!("{url}{query}"));
+        async move {
+            let answer = request.send().await.unwrap();
+            let status = answer.status().as_u16();
+            let rows: Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
+            (status, rows)
+        }
+    };
+    let bodies = |rows: Value| -> Vec<String> {
+        let rows = rows.as_array().unwrap().iter();
+        rows.map(|c| c["body"].as_str().unwrap().to_owned()).collect()
+    };
+    let (_, all) = read(String::new()).await;
+    let since = format!("?since={}", all[1]["updated_at"].as_str().unwrap().replace(':', "%3A"));
+    assert_eq!(bodies(read(since.clone()).await.1), ["second", "third"]);
+    sim.edit_comment("octo/app", first, "bob", "first, edited").unwrap();
+    assert_eq!(bodies(read(since).await.1), ["first, edited", "second", "third"]);
+    assert_eq!(read("?since=yesterday".into()).await.0, 422);
+}

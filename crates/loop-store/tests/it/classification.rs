@@ -38,6 +38,7 @@ fn full_comment_ledger() -> CommentLedger {
         seen_comments: vec![CommentId::new("IC_1")],
         comment_attempts: BTreeMap::from([(CommentId::new("PRR_2"), 1)]),
         gave_up: Some(GaveUp { comments: vec![CommentId::new("PRRC_3")], version: "0.1.0".into() }),
+        seen_through: Some(ts()),
     }
 }
 

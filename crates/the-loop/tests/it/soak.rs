@@ -2,11 +2,11 @@
 //! through both ingresses at once — each one delivered by the simulator's signed webhook
 //! AND found by the poller every second — into 20 live sessions of the real service, on
 //! real tmux with the stand-in agent. As in a long-lived daemon's life, work items come
-//! and go: once an item's thread holds [`THREAD_LENGTH`] soak comments it is closed (its
-//! session ends) and a new labelled item is started in its place, so the threads stay
-//! the length real ones have and what grows is the service's age, not one thread (how
-//! the cost grows with a thread's length is measured apart; docs/performance.md). Every
-//! comment must reach its session exactly once;
+//! and go: once an item's thread holds `SOAK_THREAD_LENGTH` soak comments (200 unless
+//! told) it is closed (its session ends) and a new labelled item is started in its place,
+//! so the threads stay the length real ones have and what grows is the service's age, not
+//! one thread. A long `SOAK_THREAD_LENGTH` measures what long threads cost instead
+//! (docs/performance.md). Every comment must reach its session exactly once;
 //! along the way the service's RSS, its open file descriptors and the event log's size on
 //! disk (live file plus rotated ones) are sampled and written, one JSON line per sample,
 //! to `SOAK_REPORT` for the script to judge flatness. Ignored by `cargo test`: it runs
@@ -26,7 +26,8 @@ const ITEMS: u64 = 20;
 const SECRET: &str = "soak-secret";
 /// Comments posted between two samples.
 const SAMPLE_EVERY: usize = 2_000;
-/// How many soak comments an item gets before it is closed and replaced.
+/// How many soak comments an item gets before it is closed and replaced, unless
+/// `SOAK_THREAD_LENGTH` says otherwise.
 const THREAD_LENGTH: usize = 200;
 
 #[test]
@@ -35,6 +36,11 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     let events: usize =
         std::env::var("SOAK_EVENTS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let report = std::env::var("SOAK_REPORT").unwrap_or_else(|_| "target/soak.jsonl".into());
+    let thread_length: usize = std::env::var("SOAK_THREAD_LENGTH")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(THREAD_LENGTH);
     let world = World::new();
     let port = crate::common::free_port();
     let webhooks = format!("webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\n");
@@ -76,8 +82,8 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     let mut ids = vec![0u64];
     for posted in 1..=events {
         let slot = posted % numbers.len();
-        if posted > numbers.len() && (posted - slot).is_multiple_of(numbers.len() * THREAD_LENGTH) {
-            // This slot's item has its THREAD_LENGTH comments: close it, start a new one.
+        if posted > numbers.len() && (posted - slot).is_multiple_of(numbers.len() * thread_length) {
+            // This slot's item has its thread_length comments: close it, start a new one.
             world.sim.close(REPO, numbers[slot], "octocat").unwrap();
             numbers[slot] = open_item(opened);
             opened += 1;

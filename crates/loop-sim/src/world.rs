@@ -318,6 +318,13 @@ pub struct ReviewComment {
     pub reactions: Vec<Reaction>,
 }
 
+/// Where the entry with numeric id `id` is in `list`. Entries are pushed as they are made
+/// and ids on a surface only grow, so every list is sorted by id and a lookup is a binary
+/// search: a soak's hundred thousand comments must not make each reaction a scan.
+fn position_by_id<T>(list: &[T], id: u64, id_of: impl FnMut(&T) -> u64) -> Option<usize> {
+    list.binary_search_by_key(&id, id_of).ok()
+}
+
 /// A completed GitHub Actions workflow run on a pull request's head.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkflowRun {
@@ -575,7 +582,8 @@ impl World {
                 self.user(&actor);
                 let number = self.comment(&repo, id)?.0;
                 let item = self.item_mut(&repo, number)?;
-                if let Some(comment) = item.comments.iter_mut().find(|c| c.id == id) {
+                if let Some(at_index) = position_by_id(&item.comments, id, |c| c.id) {
+                    let comment = &mut item.comments[at_index];
                     comment.body = body;
                     comment.updated_at = at;
                 }
@@ -772,7 +780,10 @@ impl World {
         self.repo(repo)?
             .items
             .values()
-            .find_map(|item| item.comments.iter().find(|c| c.id == id).map(|c| (item.number, c)))
+            .find_map(|item| {
+                let at = position_by_id(&item.comments, id, |c| c.id)?;
+                Some((item.number, &item.comments[at]))
+            })
             .ok_or_else(|| WorldError::NoComment { repo: repo.to_owned(), id })
     }
 
@@ -783,7 +794,8 @@ impl World {
             .values()
             .find_map(|item| {
                 let pull = item.pull.as_ref()?;
-                pull.review_comments.iter().find(|c| c.id == id).map(|c| (item.number, c))
+                let at = position_by_id(&pull.review_comments, id, |c| c.id)?;
+                Some((item.number, &pull.review_comments[at]))
             })
             .ok_or_else(|| WorldError::NoComment { repo: repo.to_owned(), id })
     }
@@ -818,19 +830,16 @@ impl World {
                 match prefix {
                     "I" | "PR" => (item.id == id && pull.is_some() == (prefix == "PR"))
                         .then(|| ReactionSubject::Item { repo: name.clone(), number: item.number }),
-                    "IC" => item
-                        .comments
-                        .iter()
-                        .any(|c| c.id == id)
-                        .then(|| ReactionSubject::IssueComment { repo: name.clone(), id }),
+                    "IC" => position_by_id(&item.comments, id, |c| c.id)
+                        .map(|_| ReactionSubject::IssueComment { repo: name.clone(), id }),
                     "PRR" => pull
                         .is_some_and(|p| {
                             p.reviews.iter().any(|r| r.id == id && r.submitted_at.is_some())
                         })
                         .then(|| ReactionSubject::Review { repo: name.clone(), id }),
                     "PRRC" => pull
-                        .is_some_and(|p| p.review_comments.iter().any(|c| c.id == id))
-                        .then(|| ReactionSubject::ReviewComment { repo: name.clone(), id }),
+                        .and_then(|p| position_by_id(&p.review_comments, id, |c| c.id))
+                        .map(|_| ReactionSubject::ReviewComment { repo: name.clone(), id }),
                     _ => None,
                 }
             })
@@ -935,10 +944,8 @@ impl World {
             ReactionSubject::IssueComment { repo, id } => {
                 let (number, _) = self.comment(repo, *id)?;
                 let item = self.item_mut(repo, number)?;
-                item.comments
-                    .iter_mut()
-                    .find(|c| c.id == *id)
-                    .map(|c| &mut c.reactions)
+                position_by_id(&item.comments, *id, |c| c.id)
+                    .map(|at| &mut item.comments[at].reactions)
                     .ok_or_else(|| WorldError::NoComment { repo: repo.clone(), id: *id })
             }
             ReactionSubject::Review { repo, id } => {
@@ -955,8 +962,10 @@ impl World {
                 let item = self.item_mut(repo, number)?;
                 item.pull
                     .as_mut()
-                    .and_then(|p| p.review_comments.iter_mut().find(|c| c.id == *id))
-                    .map(|c| &mut c.reactions)
+                    .and_then(|p| {
+                        let at = position_by_id(&p.review_comments, *id, |c| c.id)?;
+                        Some(&mut p.review_comments[at].reactions)
+                    })
                     .ok_or_else(|| WorldError::NoComment { repo: repo.clone(), id: *id })
             }
         }

@@ -108,15 +108,12 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
             );
         }
     }
-    wait_for_within(
-        Duration::from_secs(600),
-        Duration::from_millis(500),
-        "every comment pasted",
-        || {
-            let now = pasted.now();
-            (now >= events).then_some(()).ok_or(format!("{now} of {events}"))
-        },
-    );
+    // Wait for the rest to be pasted; if some never are, the check below names them with
+    // their trails rather than a bare count.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while pasted.now() < events && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
     sample(events, pasted.now(), &mut out);
 
     let messages = machine.messages();
@@ -131,7 +128,7 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
     let wrong: Vec<(usize, u32)> =
         (1..=events).filter(|&n| seen[n] != 1).map(|n| (n, seen[n])).take(20).collect();
     let trails: Vec<String> =
-        wrong.iter().take(3).map(|&(n, _)| trail_of(&machine, n, ids[n])).collect();
+        wrong.iter().take(8).map(|&(n, _)| trail_of(&machine, n, ids[n])).collect();
     assert!(
         wrong.is_empty(),
         "comments not pasted exactly once (comment, times): {wrong:?}\n{}",

@@ -325,6 +325,19 @@ impl GithubClient {
         self.transport.rate_limits()
     }
 
+    /// Whether a reaction on `target` now would draw on the last tenth of its rate-limit
+    /// bucket before the reset. Reactions are best-effort and leave that reserve to what
+    /// must be asked (the poller's reads and linkage query, the-loop's comments): a busy
+    /// repository would otherwise spend the GraphQL budget on reactions and leave the
+    /// poller waiting up to an hour for its reset.
+    pub fn reaction_in_reserve(&self, target: &ReactionTarget) -> bool {
+        let resource = match target {
+            ReactionTarget::Node(_) => Resource::Graphql,
+            _ => Resource::Core,
+        };
+        self.transport.in_reserve(resource)
+    }
+
     /// Answers received by HTTP status, 304s included (for metrics).
     pub fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         self.transport.answers_by_status()

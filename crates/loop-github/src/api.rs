@@ -325,6 +325,19 @@ impl GithubClient {
         self.transport.rate_limits()
     }
 
+    /// Whether a reaction on `target` now would draw on the last tenth of its rate-limit
+    /// bucket before the reset. Reactions are best-effort and leave that reserve to what
+    /// must be asked (the poller's reads and linkage query, the-loop's comments): a busy
+    /// repository would otherwise spend the GraphQL budget on reactions and leave the
+    /// poller waiting up to an hour for its reset.
+    pub fn reaction_in_reserve(&self, target: &ReactionTarget) -> bool {
+        let resource = match target {
+            ReactionTarget::Node(_) => Resource::Graphql,
+            _ => Resource::Core,
+        };
+        self.transport.in_reserve(resource)
+    }
+
     /// Answers received by HTTP status, 304s included (for metrics).
     pub fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         self.transport.answers_by_status()
@@ -341,19 +354,37 @@ impl GithubClient {
         self.transport.restore_validators(validators);
     }
 
-    /// Forgets the remembered answers of `item`'s comment surfaces (conversation, reviews,
-    /// inline comments): for an item the poller no longer lists, whose pages would
-    /// otherwise stay in memory and in the poll cache until evicted by count.
+    /// Forgets the remembered answers about `item`: its own read and its comment
+    /// surfaces' pages (conversation, reviews, inline comments). For an item the poller no
+    /// longer lists, whose pages would otherwise stay in memory and in the poll cache
+    /// until evicted by count.
+    ///
+    /// Pages after the first are read at the URL GitHub's `Link` header gives, which
+    /// names the repository by id (`/repositories/{id}/…`), an id not known here: those
+    /// of the same number in every repository are forgotten, which costs another item
+    /// with that number one full read.
     pub fn forget_threads(&self, item: &WorkItemRef) {
-        let (Ok(conversation), Ok(pull)) =
-            (self.item_url(item, "/issues", "/comments"), self.item_url(item, "/pulls", "/"))
-        else {
+        if self.check_host(&item.to_string(), item.repo()).is_err() {
             return;
-        };
+        }
+        let by_name = self.repo_url(item.repo(), "").to_string();
+        let by_id = self.transport.rest_url("/repositories/").to_string();
+        let number = item.number().to_string();
         self.transport.forget_answers(|url| {
-            url.strip_prefix(&conversation)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('?'))
-                || url.starts_with(&pull)
+            let path = url.split('?').next().unwrap_or(url);
+            let in_repo = path.strip_prefix(by_name.as_str()).or_else(|| {
+                let rest = path.strip_prefix(by_id.as_str())?;
+                let id_end = rest.find('/')?;
+                rest[..id_end].bytes().all(|b| b.is_ascii_digit()).then(|| &rest[id_end..])
+            });
+            in_repo.is_some_and(|rest| {
+                let of_item = |collection: &str| {
+                    rest.strip_prefix(collection)
+                        .and_then(|rest| rest.strip_prefix(number.as_str()))
+                        .is_some_and(|tail| matches!(tail, "" | "/comments" | "/reviews"))
+                };
+                of_item("/issues/") || of_item("/pulls/")
+            })
         });
     }
 

@@ -380,6 +380,14 @@ impl Transport {
         lock(&self.shared.rate_limits).clone()
     }
 
+    /// Whether `resource`'s bucket is down to its last tenth (or less) before its reset:
+    /// the reserve best-effort writes (reactions) leave to what the-loop must ask.
+    pub(crate) fn in_reserve(&self, resource: Resource) -> bool {
+        lock(&self.shared.rate_limits).get(&resource).is_some_and(|limit| {
+            limit.remaining <= limit.limit / 10 && !self.until_epoch(limit.reset_epoch).is_zero()
+        })
+    }
+
     /// How many answers of each HTTP status this client has received (304s included).
     pub(crate) fn answers_by_status(&self) -> BTreeMap<u16, u64> {
         lock(&self.shared.statuses).clone()

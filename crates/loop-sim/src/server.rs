@@ -36,7 +36,7 @@ use crate::request_log::{RequestLog, RequestRecord};
 use crate::shapes::{self, Urls};
 use crate::webhook::{self, Delivery, WebhookTarget};
 use crate::world::{
-    Action, InlineDraft, JobDraft, Outcome, ReactionSubject, ReviewState, World, WorldError,
+    Action, InlineDraft, JobDraft, Outcome, ReactionSubject, Repo, ReviewState, World, WorldError,
 };
 
 /// The `X-GitHub-Api-Version`s GitHub accepts; any other is refused with 400, as GitHub
@@ -689,6 +689,22 @@ fn percent_decoded(segment: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// `path` with a `/repositories/{id}` prefix — the form GitHub's `Link` headers use —
+/// turned into the `/repos/{owner}/{repo}` form its routes are written in.
+fn by_name(state: &SimState, path: &str) -> String {
+    let (prefix, rest) = path.split_at(if path.starts_with("/api/v3/") { 7 } else { 0 });
+    let Some((id, tail)) = rest.strip_prefix("/repositories/").and_then(|r| r.split_once('/'))
+    else {
+        return path.to_owned();
+    };
+    let world = lock(&state.world);
+    let Some(repo) = id.parse().ok().and_then(|id: u64| world.repos.values().find(|r| r.id == id))
+    else {
+        return path.to_owned();
+    };
+    format!("{prefix}/repos/{}/{tail}", repo.full_name())
+}
+
 /// The one handler behind every GitHub path.
 async fn github(State(state): State<Arc<SimState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -697,7 +713,7 @@ async fn github(State(state): State<Arc<SimState>>, request: Request) -> Respons
         Query::try_from_uri(&parts.uri).map(|Query(q)| q).unwrap_or_default();
     let body = axum::body::to_bytes(body, 25 * 1024 * 1024).await.unwrap_or_default();
     let method = parts.method.clone();
-    let routed = route(&method, &path);
+    let routed = route(&method, &by_name(&state, &path));
     let endpoint = routed.as_ref().map_or(path.clone(), |r| r.endpoint.to_owned());
     let response = answer(&state, &parts.headers, &method, &path, &query, &body, routed).await;
     let header =
@@ -1154,7 +1170,7 @@ fn read(
                 items.reverse();
             }
             let rows = items.into_iter().map(|i| shapes::issue(world, urls, repo, i)).collect();
-            Ok(paginate(urls, route, query, rows))
+            Ok(paginate(urls, route, repo, query, rows))
         }
         "/repos/{owner}/{repo}/pulls" => {
             let state = query.get("state").map_or("open", String::as_str);
@@ -1169,7 +1185,7 @@ fn read(
                 })
                 .filter_map(|i| shapes::pull_request(world, urls, repo, i))
                 .collect();
-            Ok(paginate(urls, route, query, rows))
+            Ok(paginate(urls, route, repo, query, rows))
         }
         "/repos/{owner}/{repo}/issues/{issue_number}" => {
             Ok(Reply::ok(shapes::issue(world, urls, repo, world.item(&route.repo, n)?)))
@@ -1183,7 +1199,7 @@ fn read(
                 .filter(|c| since.is_none_or(|since| c.updated_at >= since))
                 .map(|c| shapes::issue_comment(world, urls, repo, n, c))
                 .collect();
-            Ok(paginate(urls, route, query, rows))
+            Ok(paginate(urls, route, repo, query, rows))
         }
         "/repos/{owner}/{repo}/pulls/{pull_number}" => {
             let item = world.item(&route.repo, n)?;
@@ -1212,7 +1228,7 @@ fn read(
                     .map(|c| shapes::review_comment(world, urls, repo, n, c, &pull.head_sha))
                     .collect()
             };
-            Ok(paginate(urls, route, query, rows))
+            Ok(paginate(urls, route, repo, query, rows))
         }
         "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs" => {
             let run = world.run(&route.repo, n)?;
@@ -1255,10 +1271,12 @@ fn since(query: &BTreeMap<String, String>) -> Result<Option<Timestamp>, WorldErr
         .transpose()
 }
 
-/// One page of `rows` (`per_page` default 30, at most 100) with GitHub's `Link` header.
+/// One page of `rows` (`per_page` default 30, at most 100) with GitHub's `Link` header,
+/// whose URLs name `repo` by its id (`/repositories/{id}/…`), as GitHub's do.
 fn paginate(
     urls: &Urls,
     route: &Route,
+    repo: &Repo,
     query: &BTreeMap<String, String>,
     rows: Vec<Value>,
 ) -> Reply {
@@ -1272,12 +1290,10 @@ fn paginate(
         q.insert("page".to_owned(), p.to_string());
         let encoded: Vec<String> =
             q.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
-        let (owner, name) = route.repo.split_once('/').unwrap_or((&route.repo, ""));
         let number = route.number.to_string();
         let path = route
             .endpoint
-            .replace("{owner}", owner)
-            .replace("{repo}", name)
+            .replace("/repos/{owner}/{repo}", &format!("/repositories/{}", repo.id))
             .replace("{issue_number}", &number)
             .replace("{pull_number}", &number);
         format!("<{}{}?{}>", urls.api, path, encoded.join("&"))

@@ -5,6 +5,7 @@
 
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use loop_core::WorkItemRef;
@@ -34,6 +35,10 @@ const CLOCK_SKEW: SignedDuration = SignedDuration::from_secs(60);
 /// tasks, 20 MB in two minutes). Reactions are feedback for the people on the thread, so
 /// past the cap a delivery goes without them.
 const REACTIONS_IN_FLIGHT: usize = 64;
+
+/// How long one reaction may take, retries and waits included: a reaction is feedback
+/// of the moment, and one waiting out a rate limit would hold its slot for up to an hour.
+const REACTION_PATIENCE: Duration = Duration::from_secs(60);
 
 /// The reaction tasks in flight, and whether the cap turned some away since the count was
 /// last below half of it (so `reaction.shed` is said once per burst).
@@ -95,7 +100,7 @@ impl Dispatcher {
             return None;
         }
         let target = reaction_target(event)?;
-        let slot = self.reaction_slot(cx)?;
+        let slot = self.reaction_slot(cx, github.reaction_in_reserve(&target))?;
         let kind = target_kind(event, &target);
         let (started, completed, error) = (reactions.started, reactions.completed, reactions.error);
         let (outcome_tx, outcome) = oneshot::channel();
@@ -109,11 +114,16 @@ impl Dispatcher {
                     (github.clone(), target.clone(), dispatcher.clone(), item.clone(), cx.clone());
                 async move {
                     let Some(reaction) = reaction.map(to_github) else { return };
-                    let line = match github.add_reaction(&target, reaction).await {
-                        Ok(()) => Line::debug(Kind::ReactionAdded).field("target", kind),
-                        Err(err) => {
+                    let added = github.add_reaction(&target, reaction);
+                    let line = match tokio::time::timeout(REACTION_PATIENCE, added).await {
+                        Ok(Ok(())) => Line::debug(Kind::ReactionAdded).field("target", kind),
+                        Ok(Err(err)) => {
                             Line::warning(Kind::ReactionFailed).field("error", err.to_string())
                         }
+                        Err(_elapsed) => Line::warning(Kind::ReactionFailed).field(
+                            "error",
+                            format!("no answer within {} s", REACTION_PATIENCE.as_secs()),
+                        ),
                     };
                     let line =
                         cx.stamp(line.field("state", state).field("content", reaction.as_str()));
@@ -137,12 +147,13 @@ impl Dispatcher {
         Some(outcome_tx)
     }
 
-    /// A place for one more reaction task, or `None` at [`REACTIONS_IN_FLIGHT`] (then
-    /// `reaction.shed` is logged, once until the tasks in flight fall below half the cap).
-    fn reaction_slot(&self, cx: &Context) -> Option<ReactionSlot> {
+    /// A place for one more reaction task, or `None` at [`REACTIONS_IN_FLIGHT`] or while
+    /// the rate limit is `in_reserve` (then `reaction.shed` is logged, once until a slot
+    /// is taken with the tasks in flight below half the cap).
+    fn reaction_slot(&self, cx: &Context, in_reserve: bool) -> Option<ReactionSlot> {
         let reactions = &self.inner.reactions;
         let taken = reactions.in_flight.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < REACTIONS_IN_FLIGHT).then_some(n + 1)
+            (n < REACTIONS_IN_FLIGHT && !in_reserve).then_some(n + 1)
         });
         match taken {
             Ok(before) => {
@@ -153,8 +164,11 @@ impl Dispatcher {
             }
             Err(_) => {
                 if !reactions.shedding.swap(true, Ordering::AcqRel) {
+                    let reason = if in_reserve { "rate-limit-reserve" } else { "in-flight" };
                     let line = cx.stamp(
-                        Line::warning(Kind::ReactionShed).field("in_flight", REACTIONS_IN_FLIGHT),
+                        Line::warning(Kind::ReactionShed)
+                            .field("reason", reason)
+                            .field("in_flight", REACTIONS_IN_FLIGHT),
                     );
                     let events = self.events().clone();
                     tokio::spawn(async move { events.emit_async(line).await });

@@ -277,6 +277,12 @@ impl Dispatcher {
         self.ledger().mark_of(key).cloned()
     }
 
+    /// How many work items have a queue (and its worker task) now: those with work
+    /// queued or being carried out, as a queue is retired once empty.
+    pub fn queued_items(&self) -> usize {
+        self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
     /// Resolves once no job is queued or running and no reaction is in flight.
     pub async fn idle(&self) {
         let mut busy = self.inner.busy.subscribe();

@@ -1,7 +1,9 @@
-//! Queues: one FIFO and one worker task per work item, created on first use, so a
-//! session receives its events one at a time and in order while different sessions are
-//! served in parallel — at most `routing.maxConcurrentDispatches` at once, each bounded by
-//! `routing.dispatchTimeoutSeconds` (reference §5.5, §5.12).
+//! Queues: one FIFO and one worker task per work item, so a session receives its events
+//! one at a time and in order while different sessions are served in parallel — at most
+//! `routing.maxConcurrentDispatches` at once, each bounded by
+//! `routing.dispatchTimeoutSeconds` (reference §5.5, §5.12). A queue is created by the
+//! first event for its item and retired once it is empty, so a long-lived daemon holds
+//! queues for the items being worked on, not for every item it ever served.
 //!
 //! An event about an item whose spawn is in flight waits on the same queue, behind the
 //! spawn, and is planned again when the worker reaches it (outside the permit: planning
@@ -135,10 +137,10 @@ pub struct Queue {
 }
 
 impl Queue {
-    fn start(dispatcher: Dispatcher) -> Self {
+    fn start(dispatcher: Dispatcher, item: WorkItemRef) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
         let pending = Arc::new(Mutex::new(VecDeque::new()));
-        let worker = tokio::spawn(work(dispatcher, receiver, pending.clone()));
+        let worker = tokio::spawn(work(dispatcher, item, receiver, pending.clone()));
         Self { sender, pending, worker }
     }
 }
@@ -210,11 +212,13 @@ impl Dispatcher {
         let item = item(Busy::new(self), Counted::new(self, |inner| &inner.held, &target));
         let key = cx.delivery_id.clone().unwrap_or_default();
         let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        let queue = queues.entry(target.clone()).or_insert_with(|| Queue::start(self.clone()));
+        let queue = queues
+            .entry(target.clone())
+            .or_insert_with(|| Queue::start(self.clone(), target.clone()));
         queue.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key.clone());
         if let Err(mpsc::error::SendError(item)) = queue.sender.send(item) {
             // The worker died (a panic in a dispatch): start a fresh one for this item.
-            let fresh = Queue::start(self.clone());
+            let fresh = Queue::start(self.clone(), target.clone());
             fresh.pending.lock().unwrap_or_else(PoisonError::into_inner).push_back(key);
             // A fresh worker holds its receiver until it sees `Stop`.
             let _ = fresh.sender.send(item);
@@ -282,20 +286,19 @@ impl Dispatcher {
 
 async fn work(
     dispatcher: Dispatcher,
+    item: WorkItemRef,
     mut receiver: mpsc::UnboundedReceiver<Item>,
     pending: Arc<Mutex<VecDeque<String>>>,
 ) {
     // What a batch window took off the queue without taking it along, in order.
     let mut held = VecDeque::new();
     loop {
-        let item = match held.pop_front() {
-            Some(item) => item,
-            None => match receiver.recv().await {
-                Some(item) => item,
-                None => break,
-            },
+        let Some(next) =
+            held.pop_front().or_else(|| dispatcher.next_or_retire(&item, &mut receiver))
+        else {
+            break;
         };
-        match item {
+        match next {
             Item::Stop => break,
             Item::Job(job) => {
                 super::batch::taken(&pending, job.cx.delivery_id.as_deref().unwrap_or_default());
@@ -307,6 +310,30 @@ async fn work(
                 dispatcher.replan(*replan).await;
             }
         }
+    }
+}
+
+impl Dispatcher {
+    /// The next thing on `item`'s queue; when there is none, takes the queue out of the
+    /// map and returns `None` for its worker to end. Things are put on a queue under the
+    /// map's lock, so once it is out nothing more reaches it: the next event for the item
+    /// starts a fresh one, and order holds because this worker has nothing left to do.
+    fn next_or_retire(
+        &self,
+        item: &WorkItemRef,
+        receiver: &mut mpsc::UnboundedReceiver<Item>,
+    ) -> Option<Item> {
+        if let Ok(next) = receiver.try_recv() {
+            return Some(next);
+        }
+        let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(next) = receiver.try_recv() {
+            return Some(next);
+        }
+        // The entry is this worker's: another is only started for an item whose worker
+        // died, and a shutdown has taken it out already.
+        queues.remove(item);
+        None
     }
 }
 

@@ -169,8 +169,15 @@ impl<D: Pipeline> Poller<D> {
         let vocabulary = Vocabulary::from(&config.routing.control);
 
         let pending = if first_sight {
-            let pending =
+            let mut pending =
                 poll::pending_control(&entries, control.has_record, authorized, &vocabulary);
+            if has_session {
+                for id in self.since_first_known(listed, &thread, &refs).await {
+                    if !pending.contains(&id) {
+                        pending.push(id);
+                    }
+                }
+            }
             poll::baseline(poll::comment_ledger_mut(&owner, &mut ledger, item), &live, &pending);
             pending
         } else {
@@ -337,6 +344,28 @@ impl<D: Pipeline> Poller<D> {
 
     /// One candidate comment (reference §2.4). Returns the notice to post when it was
     /// given up.
+    /// At first sight of an item whose session is already live (a webhook started it
+    /// before this poller listed it), the comments from the first one the dispatcher
+    /// knows on, in thread order: the session was there for them, so those the webhook
+    /// did not bring (refused while the inbox was full, lost on the way) are forwarded
+    /// rather than baselined away. Those it did bring are resolved by their status.
+    async fn since_first_known(
+        &self,
+        listed: &ListedItem,
+        thread: &[ThreadComment],
+        refs: &[WorkItemRef],
+    ) -> Vec<CommentId> {
+        let linked = self.linked(&listed.item);
+        for (at, comment) in thread.iter().enumerate() {
+            let event = comment_event(listed, &linked, comment);
+            let key = event.dedup_key().map(|k| k.to_string()).unwrap_or_default();
+            if self.dispatch.status(&key, refs).await != poll::DeliveryStatus::Unhandled {
+                return thread[at..].iter().map(comment_id).collect();
+            }
+        }
+        Vec::new()
+    }
+
     async fn forward(
         &mut self,
         walk: &Walk<'_>,

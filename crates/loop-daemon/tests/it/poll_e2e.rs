@@ -62,6 +62,32 @@ async fn in_hybrid_mode_a_comment_the_webhook_delivered_is_not_delivered_again_b
     assert_eq!(pasted.iter().filter(|t| t.contains("pushed and polled")).count(), 1, "{pasted:#?}");
 }
 
+/// Found by the soak: a webhook started the item before the poller first listed it, then
+/// the webhook lost comments (the inbox full, 503). The poller's first sight must not
+/// baseline them away: the session was there for them.
+#[tokio::test]
+async fn comments_the_webhook_lost_after_it_started_the_session_are_polled_at_first_sight() {
+    let mut lab = Lab::start("").await;
+    let (mut poller, config) = poller(&lab);
+    let n = lab.open_labelled_issue();
+    lab.comment(n, OWNER, "an old remark, before any session");
+    lab.comment(n, OWNER, "the-loop start");
+    lab.settle().await;
+    assert_eq!(lab.named("session.spawned").len(), 1, "{:#?}", lab.events());
+    lab.sim.set_webhook(None);
+    for k in 0..3 {
+        lab.comment(n, OWNER, &format!("lost by the webhook {k}"));
+    }
+    let report = cycle(&lab, &mut poller, &config).await;
+    assert_eq!(report.comments_forwarded, 3, "{:#?}", lab.events());
+    let pasted = lab.pasted().await;
+    for k in 0..3 {
+        let text = format!("lost by the webhook {k}");
+        assert_eq!(pasted.iter().filter(|t| t.contains(&text)).count(), 1, "{pasted:#?}");
+    }
+    assert!(!pasted.iter().any(|t| t.contains("an old remark")), "{pasted:#?}");
+}
+
 #[tokio::test]
 async fn a_polled_stop_killed_before_its_settle_is_not_executed_again_after_a_restart() {
     let mut lab = Lab::start("").await;

@@ -257,17 +257,25 @@ async fn adding_and_removing_a_label_leaves_every_other_label_alone() {
 }
 
 #[tokio::test]
-async fn forgetting_an_items_threads_forgets_its_comment_pages_and_nothing_else() {
+async fn forgetting_an_items_threads_forgets_its_reads_and_pages_and_nothing_else() {
     let sim = sim().await;
     let issue = sim.open_issue(REPO, "alice", "one", &[LABEL]).unwrap();
     let pr = sim.open_pull_request(REPO, "bob", "fix", "", "b", &[LABEL]).unwrap();
-    for _ in issue + 1..10 {
+    for _ in pr + 1..10 {
         sim.open_issue(REPO, "alice", "filler", &[]).unwrap();
     }
     let tenth = sim.open_issue(REPO, "alice", "ten", &[LABEL]).unwrap();
+    // Long enough for a second page, which is read at the `Link` header's
+    // `/repositories/{id}/…` URL.
+    for number in [issue, tenth] {
+        for k in 0..101 {
+            sim.comment(REPO, number, "alice", &format!("comment {k}")).unwrap();
+        }
+    }
     let gh = client(&sim, RecordingClock::new());
     gh.list_labelled_open_items(&repo(), LABEL).await.unwrap();
     for number in [issue, tenth] {
+        gh.read_item(&item(number)).await.unwrap();
         gh.conversation_comments(&item(number)).await.unwrap();
     }
     gh.pull_request_thread(&item(pr)).await.unwrap();
@@ -275,6 +283,10 @@ async fn forgetting_an_items_threads_forgets_its_comment_pages_and_nothing_else(
         gh.validators().into_iter().map(|v| v.url).collect()
     };
     let before = urls(&gh);
+    let by_id = |url: &str, n: u64| {
+        url.contains("/repositories/") && url.contains(&format!("/issues/{n}/comments?"))
+    };
+    assert!(before.iter().any(|url| by_id(url, issue)), "a second page by id: {before:?}");
 
     gh.forget_threads(&item(issue));
     gh.forget_threads(&item(pr));
@@ -282,11 +294,15 @@ async fn forgetting_an_items_threads_forgets_its_comment_pages_and_nothing_else(
     let kept: Vec<String> = before
         .into_iter()
         .filter(|url| {
-            let of = |n: u64, what: &str| url.contains(&format!("/{what}/{n}/"));
+            let path = url.split('?').next().unwrap_or(url);
+            let of = |n: u64, what: &str| {
+                path.ends_with(&format!("/{what}/{n}")) || path.contains(&format!("/{what}/{n}/"))
+            };
             !(of(issue, "issues") || of(pr, "issues") || of(pr, "pulls"))
         })
         .collect();
     assert_eq!(urls(&gh), kept);
-    assert!(kept.iter().any(|url| url.contains(&format!("/issues/{tenth}/comments"))), "{kept:?}");
+    assert!(kept.iter().any(|url| by_id(url, tenth)), "{kept:?}");
+    assert!(kept.iter().any(|url| url.ends_with(&format!("/issues/{tenth}"))), "{kept:?}");
     assert!(kept.iter().any(|url| url.contains("labels=")), "the listing stays: {kept:?}");
 }

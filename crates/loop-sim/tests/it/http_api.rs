@@ -65,16 +65,22 @@ async fn link_headers_page_through_a_listing() {
     let url = format!("{}/repos/octo/app/issues?labels=a%20b&per_page=2&page=2", sim.url());
     let page = github(&http, Method::GET, &url).send().await.unwrap();
     let link = page.headers()["link"].to_str().unwrap().to_owned();
-    let base = sim.url();
+    // As GitHub's, the links name the repository by id.
+    let base = format!("{}/repositories/{}", sim.url(), sim.world().repo("octo/app").unwrap().id);
     assert_eq!(
         link,
         format!(
-            "<{base}/repos/octo/app/issues?labels=a%20b&page=3&per_page=2>; rel=\"next\", <{base}/repos/octo/app/issues?labels=a%20b&page=3&per_page=2>; rel=\"last\", <{base}/repos/octo/app/issues?labels=a%20b&page=1&per_page=2>; rel=\"first\", <{base}/repos/octo/app/issues?labels=a%20b&page=1&per_page=2>; rel=\"prev\""
+            "<{base}/issues?labels=a%20b&page=3&per_page=2>; rel=\"next\", <{base}/issues?labels=a%20b&page=3&per_page=2>; rel=\"last\", <{base}/issues?labels=a%20b&page=1&per_page=2>; rel=\"first\", <{base}/issues?labels=a%20b&page=1&per_page=2>; rel=\"prev\""
         )
     );
     let body: Vec<Value> = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
     let numbers: Vec<u64> = body.iter().map(|i| i["number"].as_u64().unwrap()).collect();
     assert_eq!(numbers, vec![3, 2], "newest first, as GitHub sorts by default");
+    let next = format!("{base}/issues?labels=a%20b&page=3&per_page=2");
+    let page = github(&http, Method::GET, &next).send().await.unwrap();
+    let body: Vec<Value> = serde_json::from_slice(&page.bytes().await.unwrap()).unwrap();
+    let numbers: Vec<u64> = body.iter().map(|i| i["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, vec![1], "the link by id reads the same listing");
 
     sim.comment("octo/app", 2, "bob", "bump").unwrap();
     let url = format!("{}/repos/octo/app/issues?sort=updated&per_page=2", sim.url());

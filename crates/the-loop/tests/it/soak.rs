@@ -84,6 +84,18 @@ fn soak_comments_through_both_ingresses_reach_their_sessions_once_with_flat_reso
         let slot = posted % numbers.len();
         if posted > numbers.len() && (posted - slot).is_multiple_of(numbers.len() * thread_length) {
             // This slot's item has its thread_length comments: close it, start a new one.
+            // First every comment posted so far is pasted: one the webhook lost to a full
+            // inbox (503) and the poller found after the close would meet an ended
+            // session, which is right for a closed item but not what this soak counts.
+            wait_for_within(
+                Duration::from_secs(600),
+                Duration::from_millis(200),
+                "every comment before the close pasted",
+                || {
+                    let behind = (posted - 1).saturating_sub(pasted.now());
+                    (behind == 0).then_some(()).ok_or(format!("{behind} behind"))
+                },
+            );
             world.sim.close(REPO, numbers[slot], "octocat").unwrap();
             numbers[slot] = open_item(opened);
             opened += 1;

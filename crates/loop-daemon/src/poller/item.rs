@@ -172,7 +172,7 @@ impl<D: Pipeline> Poller<D> {
             let mut pending =
                 poll::pending_control(&entries, control.has_record, authorized, &vocabulary);
             if has_session {
-                for id in self.since_first_known(listed, &thread, &refs).await {
+                for id in self.since_first_known(listed, thread, &refs).await {
                     if !pending.contains(&id) {
                         pending.push(id);
                     }

@@ -64,7 +64,9 @@ const HTTP_GRACE: Duration = Duration::from_secs(3);
 const JOURNAL_QUEUE: usize = 4096;
 
 /// Durable deliveries waiting for the processor; beyond this they wait in the journal only.
-const PROCESS_QUEUE: usize = 256;
+/// Each holds its body: 64 keep the processor fed at the bench's rate, and 256 (with
+/// read-backs of 256) left 4 MB more resident after a drain (docs/performance.md).
+const PROCESS_QUEUE: usize = 64;
 
 /// The `Retry-After` of a 503: long enough for a backlog at its ceiling to drain a good
 /// part, short enough that a retrying sender is not kept away for long.

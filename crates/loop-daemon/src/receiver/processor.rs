@@ -101,9 +101,9 @@ impl InboxMarks {
     }
 }
 
-/// How many deliveries one read-back from the journal brings into memory (about 2 MB of
+/// How many deliveries one read-back from the journal brings into memory (about 1 MB of
 /// GitHub-sized bodies: the processor's memory stays flat however long the backlog).
-const READ_BACK_BATCH: usize = 256;
+const READ_BACK_BATCH: usize = 128;
 
 /// The most deliveries handed to the processing thread at once (their marks and
 /// event-log flush are per batch, so a busy processor does not wait on a thread hand-over

@@ -296,7 +296,7 @@ impl Facts {
                 }
                 facts.binding.insert(endpoint_ref.clone(), record.work_item.clone());
             }
-            facts.session_records.insert(record.work_item);
+            facts.session_records.insert(record.work_item.clone());
         }
         // Read fresh: records that arrived by `git pull` or were copied in are listed.
         let index = store.portable_index().unwrap_or_else(|err| {

@@ -28,6 +28,8 @@
 //!
 //! The registry stores handles only. It never spawns, pastes or kills.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::record::{AwaitingInput, Endpoint, EndpointStatus, LocalRecord};
@@ -426,7 +428,8 @@ impl Registry {
             .store
             .list_local_records()?
             .into_iter()
-            .find(|record| rules::is_live(record) && record.endpoints.contains_key(target)))
+            .find(|record| rules::is_live(record) && record.endpoints.contains_key(target))
+            .map(Arc::unwrap_or_clone))
     }
 
     /// Where an event on `target` goes (see [`rules::route`]); `None`: no live session.

@@ -167,7 +167,7 @@ impl StateStore {
                 let own = record.own_endpoint()?;
                 let id = spec_id(record.work_item.number());
                 let folder = SpecFolder::new(&own.cwd, spec_dir, &id).ok()?;
-                Some((record.work_item, folder.state_path()))
+                Some((record.work_item.clone(), folder.state_path()))
             })
             .collect())
     }

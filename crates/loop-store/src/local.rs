@@ -17,7 +17,9 @@
 //! identity changed (device, inode, size, mtime, ctime; one `stat` per unchanged file).
 //! Every writer replaces a record by rename, so a changed record is a new inode: a stale
 //! answer would need a new file with the same inode, size and nanosecond timestamps. A
-//! listing of 50 records costs about 1.5 ms when each is read and parsed.
+//! listing of 50 records costs about 1.5 ms when each is read and parsed. An unchanged
+//! record is handed out shared (`Arc`), so a listing's cost past the `stat`s does not
+//! grow with what the records hold (a closed one keeps its recent delivery ids).
 //!
 //! A root the reference wrote before its issue 128 holds session records in
 //! `<root>/sessions/<slug>.json`. The first read of session records in a process adopts
@@ -31,7 +33,7 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use loop_core::WorkItemRef;
 use loop_core::log::{Kind, Line};
@@ -124,8 +126,9 @@ impl StateStore {
     }
 
     /// Every readable session record in the registry directory, sorted by ref. A file
-    /// unchanged since the last listing is not read again (module doc).
-    pub fn list_local_records(&self) -> Result<Vec<LocalRecord>, StoreError> {
+    /// unchanged since the last listing is not read again, and its record is shared with
+    /// that listing, not copied (module doc).
+    pub fn list_local_records(&self) -> Result<Vec<Arc<LocalRecord>>, StoreError> {
         self.adopt_legacy_sessions();
         let dir = self.layout.registry_dir();
         let entries = match fs::read_dir(dir) {
@@ -142,19 +145,23 @@ impl StateStore {
             let Some(slug) = name.to_str().and_then(record_slug) else { continue };
             let path = entry.path();
             seen.insert(path.clone());
-            let record = match read_record(&path, listed.get(&path))? {
+            let record = match read_record(&path, listed.get(&path).map(|(identity, _)| identity))?
+            {
                 RecordFile::Gone => None,
-                RecordFile::Unchanged => listed.get(&path).map(|(_, record)| record.clone()),
+                RecordFile::Unchanged => listed.get(&path).map(|(_, record)| Arc::clone(record)),
                 RecordFile::Read(identity, bytes) => match parse_local(&bytes, slug) {
                     Ok(record) => {
-                        listed.insert(path, (identity, record.clone()));
+                        let record = Arc::new(record);
+                        listed.insert(path, (identity, Arc::clone(&record)));
                         Some(record)
                     }
                     Err(_) => {
                         // Quarantined (after a re-read under the lock) unless fixed since.
                         listed.remove(&path);
                         let lock = self.local_lock(slug);
-                        self.local_file(&path, &lock).load(|bytes| parse_local(bytes, slug))?
+                        self.local_file(&path, &lock)
+                            .load(|bytes| parse_local(bytes, slug))?
+                            .map(Arc::new)
                     }
                 },
             };
@@ -226,7 +233,7 @@ struct AdoptedSessions {
 /// read from; and whether this process adopted the legacy ones yet.
 #[derive(Debug, Default)]
 pub(crate) struct ListedRecords {
-    records: Mutex<HashMap<PathBuf, (FileIdentity, LocalRecord)>>,
+    records: Mutex<HashMap<PathBuf, (FileIdentity, Arc<LocalRecord>)>>,
     legacy_adopted: std::sync::OnceLock<()>,
 }
 
@@ -263,14 +270,11 @@ enum RecordFile {
     Read(FileIdentity, Vec<u8>),
 }
 
-/// Reads a record file unless `known` was parsed from this very file (one `stat`, no
+/// Reads a record file unless `known` is this very file's identity (one `stat`, no
 /// open).
-fn read_record(
-    path: &Path,
-    known: Option<&(FileIdentity, LocalRecord)>,
-) -> Result<RecordFile, StoreError> {
+fn read_record(path: &Path, known: Option<&FileIdentity>) -> Result<RecordFile, StoreError> {
     let gone = |err: &io::Error| err.kind() == io::ErrorKind::NotFound;
-    if let Some((seen, _)) = known {
+    if let Some(seen) = known {
         match fs::metadata(path) {
             Ok(meta) if FileIdentity::of(&meta) == *seen => return Ok(RecordFile::Unchanged),
             Ok(_) => {}

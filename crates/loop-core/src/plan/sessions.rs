@@ -5,6 +5,7 @@
 //! Pure over the snapshot: listing the registry is the caller's.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::WorkItemRef;
 use crate::config::SessionPerPr;
@@ -14,7 +15,8 @@ use crate::record::{Endpoint, EndpointStatus, LocalRecord};
 /// The session records of this machine, as read once for one decision.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    pub records: Vec<LocalRecord>,
+    /// Shared with the registry's listing, which hands out unchanged records uncopied.
+    pub records: Vec<Arc<LocalRecord>>,
     /// The work items whose session is being spawned (a spawn queued or running): their
     /// records are about to exist.
     pub spawning: BTreeSet<WorkItemRef>,
@@ -26,7 +28,10 @@ pub struct Snapshot {
 impl Snapshot {
     /// The records whose own session is live (active or paused).
     pub fn live(&self) -> impl Iterator<Item = &LocalRecord> {
-        self.records.iter().filter(|r| r.own_endpoint().is_some_and(Endpoint::is_live))
+        self.records
+            .iter()
+            .map(Arc::as_ref)
+            .filter(|r| r.own_endpoint().is_some_and(Endpoint::is_live))
     }
 
     /// The live record owning `item`: its own record, else one holding it as a pull
@@ -96,7 +101,7 @@ impl Snapshot {
 
     /// The record (of any status) whose work item is `item`.
     pub fn record(&self, item: &WorkItemRef) -> Option<&LocalRecord> {
-        self.records.iter().find(|r| &r.work_item == item)
+        self.records.iter().map(Arc::as_ref).find(|r| &r.work_item == item)
     }
 }
 
@@ -172,13 +177,13 @@ mod tests {
         }
     }
 
-    fn record(item: &str, status: EndpointStatus, prs: &[&str]) -> LocalRecord {
+    fn record(item: &str, status: EndpointStatus, prs: &[&str]) -> Arc<LocalRecord> {
         let mut record = LocalRecord::new(r(item));
         record.endpoints.insert(r(item), endpoint(status, "loop-x"));
         for pr in prs {
             record.endpoints.insert(r(pr), endpoint(EndpointStatus::Active, ""));
         }
-        record
+        Arc::new(record)
     }
 
     #[test]
@@ -238,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_same_repository_pr_never_gets_its_own_session_under_cross_repository() {
-        let mut rec = record("github:o/a#15", EndpointStatus::Active, &[]);
+        let mut rec = Arc::unwrap_or_clone(record("github:o/a#15", EndpointStatus::Active, &[]));
         rec.endpoints.insert(r("github:o/a#16"), endpoint(EndpointStatus::Active, "loop-pr"));
         rec.endpoints.insert(r("github:o/b#3"), endpoint(EndpointStatus::Active, "loop-b"));
         let cross = SessionPerPr::CrossRepository;

@@ -65,7 +65,7 @@ impl Front {
         };
         let mut record = LocalRecord::new(item.clone());
         record.endpoints.insert(item, endpoint(status));
-        Snapshot { records: vec![record], spawning, busy }
+        Snapshot { records: vec![record.into()], spawning, busy }
     }
 
     /// The judgement and, when it passed the front door, the plan.

@@ -3,6 +3,8 @@
 //! cleans up only after it, a pull request is bound before the event is queued, and a
 //! dequeued job for a pull request is routed to the endpoint its mode gives it.
 
+use std::sync::Arc;
+
 use loop_core::WorkItemRef;
 use loop_core::config::SessionPerPr;
 use loop_core::control::{Command, Effect, SessionState};
@@ -152,7 +154,7 @@ fn a_routing_switch_turned_off_plans_nothing_and_claims_nothing() {
 fn live_record() -> LocalRecord {
     let mut front = Front::new();
     front.session = SessionState::Active;
-    front.sessions().records.remove(0)
+    Arc::unwrap_or_clone(front.sessions().records.remove(0))
 }
 
 #[test]

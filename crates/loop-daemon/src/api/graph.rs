@@ -747,7 +747,7 @@ impl Address<'_> {
                 .find(|r| {
                     r.work_item.number() == number && r.own_endpoint().is_some_and(|e| here(&e.cwd))
                 })
-                .map(|r| r.work_item))
+                .map(|r| r.work_item.clone()))
         })
         .await?;
         found

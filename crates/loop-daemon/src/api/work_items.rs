@@ -9,6 +9,8 @@
 //!    open question of the agent's (`the-loop ask`) no answer has reached yet;
 //! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -117,7 +119,7 @@ struct Attention {
 
 /// The "Needs you" rows, in the rules' order.
 fn needs_you(
-    sessions: &[LocalRecord],
+    sessions: &[Arc<LocalRecord>],
     controls: &[(loop_core::WorkItemRef, Control)],
     events: &[EventRecord],
 ) -> Vec<Attention> {

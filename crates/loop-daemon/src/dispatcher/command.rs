@@ -191,6 +191,7 @@ impl Dispatcher {
         for served in record.endpoints.keys() {
             self.end_session(&item, served).await;
         }
+        self.forget_checkouts(&item);
     }
 
     /// Closes one pull request's endpoint of `record`, leaving the work item's session.

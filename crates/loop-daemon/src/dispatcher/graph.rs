@@ -151,6 +151,16 @@ impl Dispatcher {
         Ok(Link { item: item.clone(), folder, graph, id, execute_keyword })
     }
 
+    /// Forgets what was proven or said of `item`'s checkouts: its session ended, and the
+    /// next one may have a different checkout at the same path.
+    pub(super) fn forget_checkouts(&self, item: &WorkItemRef) {
+        let inner = &self.inner;
+        let mut proven = inner.proven_checkouts.lock().unwrap_or_else(PoisonError::into_inner);
+        proven.retain(|(proven, _), _| proven != item);
+        let mut skips = inner.graph_skips.lock().unwrap_or_else(PoisonError::into_inner);
+        skips.retain(|(skipped, _, _)| skipped != item);
+    }
+
     /// Whether `cwd` is `item`'s checkout (its origin remote), remembered either way: a
     /// checkout's origin does not change under a session, and the hot path runs no git.
     async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> bool {

@@ -110,9 +110,9 @@ struct Inner {
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
     /// Whether each session checkout is its work item's (origin remote), proven once, so
-    /// a delivery does not run git to prove it again.
+    /// a delivery does not run git to prove it again (forgotten when the session closes).
     proven_checkouts: Mutex<HashMap<(WorkItemRef, std::path::PathBuf), bool>>,
-    /// The `graph.skipped` lines said: once per session checkout and reason.
+    /// The `graph.skipped` lines said: once per session checkout and reason (likewise).
     graph_skips: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf, &'static str)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,
     /// Jobs queued to spawn each work item's session and not yet ended.

@@ -276,6 +276,13 @@ impl<D: Pipeline> Poller<D> {
         Ok(facts)
     }
 
+    /// The presence `spawn` last emitted is settled: nothing of it is left to release.
+    fn forget_attempt(&mut self, spawn: &SpawnLedger) {
+        if let Some(key) = &spawn.delivery_id {
+            self.memory.attempted.remove(key);
+        }
+    }
+
     /// Offers, waits on, resets or gives up the presence (reference §2.5).
     async fn try_spawn(
         &mut self,
@@ -304,8 +311,12 @@ impl<D: Pipeline> Poller<D> {
                 tracing::debug!(work_item = %item, awaiting_start, "no presence offered");
             }
             SpawnStep::Wait => {}
-            SpawnStep::Reset => *spawn = SpawnLedger::default(),
+            SpawnStep::Reset => {
+                self.forget_attempt(spawn);
+                *spawn = SpawnLedger::default();
+            }
             SpawnStep::GiveUp { attempts } => {
+                self.forget_attempt(spawn);
                 spawn.gave_up = true;
                 report.failures += 1;
                 self.store
@@ -342,8 +353,6 @@ impl<D: Pipeline> Poller<D> {
         }
     }
 
-    /// One candidate comment (reference §2.4). Returns the notice to post when it was
-    /// given up.
     /// At first sight of an item whose session is already live (a webhook started it
     /// before this poller listed it), the comments from the first one the dispatcher
     /// knows on, in thread order: the session was there for them, so those the webhook
@@ -366,6 +375,8 @@ impl<D: Pipeline> Poller<D> {
         Vec::new()
     }
 
+    /// One candidate comment (reference §2.4). Returns the notice to post when it was
+    /// given up.
     async fn forward(
         &mut self,
         walk: &Walk<'_>,

@@ -242,6 +242,16 @@ enum Attempted {
     Presence { owner: WorkItemRef },
 }
 
+impl Attempted {
+    /// The listed item the attempt was made for.
+    fn item(&self) -> &WorkItemRef {
+        match self {
+            Attempted::Comment { item, .. } => item,
+            Attempted::Presence { owner } => owner,
+        }
+    }
+}
+
 /// The poller over a state root, GitHub and the dispatcher seam.
 #[derive(Debug)]
 pub struct Poller<D> {
@@ -296,7 +306,7 @@ impl Facts {
                 }
                 facts.binding.insert(endpoint_ref.clone(), record.work_item.clone());
             }
-            facts.session_records.insert(record.work_item);
+            facts.session_records.insert(record.work_item.clone());
         }
         // Read fresh: records that arrived by `git pull` or were copied in are listed.
         let index = store.portable_index().unwrap_or_else(|err| {
@@ -639,6 +649,8 @@ impl<D: Pipeline> Poller<D> {
         }
         self.memory.threads.retain(|item, _| keep(item));
         self.memory.linkage.retain(|item, _| keep(item));
+        self.memory.rearm_checked.retain(|item| keep(item));
+        self.memory.attempted.retain(|_, attempted| keep(attempted.item()));
         if (self.memory.threads.len(), self.memory.linkage.len()) != before {
             self.memory.cache_dirty = true;
         }

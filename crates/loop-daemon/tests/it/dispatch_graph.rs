@@ -261,7 +261,17 @@ async fn a_graph_skip_is_said_once_per_session_checkout() {
         lab.comment(number, OWNER, body);
         lab.settle().await;
     }
-    let reasons: Vec<Value> =
-        lab.named("graph.skipped").into_iter().map(|e| e["reason"].clone()).collect();
-    assert_eq!(reasons, ["foreign-checkout", "no-spec-dir"], "{reasons:?}");
+    let reasons = |lab: &Lab| -> Vec<Value> {
+        lab.named("graph.skipped").into_iter().map(|e| e["reason"].clone()).collect()
+    };
+    assert_eq!(reasons(&lab), ["foreign-checkout", "no-spec-dir"], "{:?}", lab.events());
+
+    // The next session is a session of its own, in the same checkout: said again.
+    for body in ["the-loop stop", "the-loop start", "four"] {
+        lab.comment(number, OWNER, body);
+        lab.settle().await;
+    }
+    assert_eq!(lab.named("session.spawned").len(), 2, "{:#?}", lab.events());
+    let twice = ["foreign-checkout", "no-spec-dir", "foreign-checkout", "no-spec-dir"];
+    assert_eq!(reasons(&lab), twice, "{:?}", lab.events());
 }

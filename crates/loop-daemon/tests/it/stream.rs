@@ -80,18 +80,41 @@ impl Sse {
         }
     }
 
-    /// The `log` frames up to the one whose line has `marker`, in order.
+    /// The `log` frames up to the one whose line has `marker`, in order (within
+    /// [`PATIENCE`] in all: keep-alives would keep a wait frame by frame going for ever).
     async fn logs_until(&mut self, marker: &str) -> Vec<Frame> {
-        let mut logs = Vec::new();
-        loop {
-            let frame = self.next().await;
-            if frame.event.as_deref() != Some("log") {
-                continue;
+        let logs = async {
+            let mut logs = Vec::new();
+            loop {
+                let frame = self.next().await;
+                if frame.event.as_deref() != Some("log") {
+                    continue;
+                }
+                let last = frame.line()["marker"] == marker;
+                logs.push(frame);
+                if last {
+                    return logs;
+                }
             }
-            let last = frame.line()["marker"] == marker;
-            logs.push(frame);
-            if last {
-                return logs;
+        };
+        tokio::time::timeout(PATIENCE, logs).await.unwrap_or_else(|_| panic!("{marker:?} in time"))
+    }
+}
+
+/// Returns once the hub has broadcast every line written before the call: a line
+/// naming `item` appended now reaches `probe` (a stream filtered on `item`). A probe
+/// that lags behind a tail catching up is told so (`desync`, and the line may be
+/// skipped): it tries again with a new line.
+async fn caught_up(probe: &mut Sse, log: &EventLog, item: &str) {
+    for round in 0.. {
+        let marker = format!("caught-up-{round}");
+        append(log, &marker, Some(item));
+        loop {
+            let frame = probe.next().await;
+            match frame.event.as_deref() {
+                Some("desync") => break,
+                Some("log") if frame.line()["marker"] == marker.as_str() => return,
+                _ => {}
             }
         }
     }
@@ -306,14 +329,24 @@ async fn a_client_that_stops_reading_is_told_to_refetch_and_then_follows_the_liv
         })
     };
     flood.await.expect("the flood");
+    // The hub's tail may still be behind the writer (a loaded machine); once it has
+    // broadcast the whole flood, the stalled subscriber cannot have taken it all.
+    let mut probe = Sse::connect(&api, "?workItem=github:octo/app%237", None).await;
+    tokio::time::timeout(PATIENCE, caught_up(&mut probe, &log, "github:octo/app#7"))
+        .await
+        .expect("the hub's tail catches up with the flood");
+    drop(probe);
     // What it missed is gone (the desync says so); what comes after reaches it.
-    loop {
-        let frame = stalled.next().await;
-        if frame.event.as_deref() == Some("desync") {
-            assert_eq!(frame.line()["reason"], "queue-overflow");
-            break;
+    let desync = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let frame = stalled.next().await;
+            if frame.event.as_deref() == Some("desync") {
+                return frame;
+            }
         }
-    }
+    });
+    let desync = desync.await.expect("a desync in time");
+    assert_eq!(desync.line()["reason"], "queue-overflow");
     append(&log, "after", None);
     stalled.logs_until("after").await;
     drop(stalled);

@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
@@ -157,7 +158,8 @@ fn a_listing_follows_every_change_made_since_the_last_one() {
         record.endpoints.insert(work_item.clone(), endpoint("/w"));
         store.save_local_record(&record).unwrap();
     }
-    assert_eq!(store.list_local_records().unwrap().len(), 3);
+    let before = store.list_local_records().unwrap();
+    assert_eq!(before.len(), 3);
 
     // Another clone of the store (as another part of the process holds) changes them.
     let other = store.clone();
@@ -174,6 +176,8 @@ fn a_listing_follows_every_change_made_since_the_last_one() {
     let refs: Vec<String> = listed.iter().map(|r| r.work_item.to_string()).collect();
     assert_eq!(refs, ["github:octo/app#1", "github:octo/app#2"]);
     assert!(listed[1].endpoints[&changed].has_delivered("d2"), "{listed:#?}");
+    assert!(Arc::ptr_eq(&listed[0], &before[0]), "an unchanged record is shared, not copied");
+    assert!(!Arc::ptr_eq(&listed[1], &before[1]), "a changed one is read again");
 
     // A file damaged in place after it was listed is read again and quarantined.
     let path = store.layout().local_record(&kept);

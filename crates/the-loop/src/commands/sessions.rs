@@ -120,7 +120,7 @@ fn list(
         SessionStatus::Paused => EndpointStatus::Paused,
         SessionStatus::Closed => EndpointStatus::Closed,
     });
-    let records: Vec<LocalRecord> = site
+    let records: Vec<_> = site
         .store
         .list_local_records()
         .context("cannot list the session records")?
@@ -129,7 +129,7 @@ fn list(
         .collect();
     let mut rows = Vec::new();
     for record in &records {
-        rows.push((record, site.control(&record.work_item)?));
+        rows.push((&**record, site.control(&record.work_item)?));
     }
     if json {
         let entries: Vec<_> = rows
@@ -362,7 +362,7 @@ fn reset(
                 .list_local_records()
                 .context("cannot list the session records")?
                 .into_iter()
-                .map(|r| r.work_item),
+                .map(|r| r.work_item.clone()),
         );
         let index = site.store.portable_index().context("cannot list the portable records")?;
         items.extend(index.work_items.iter().filter_map(|e| e.work_item.parse().ok()));

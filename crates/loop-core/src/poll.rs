@@ -157,6 +157,22 @@ fn before_watermark(seen_through: Option<Timestamp>, comment: &ThreadEntry<'_>) 
     seen_through.zip(comment.created_at).is_some_and(|(through, created)| created < through)
 }
 
+/// [`is_resolved`] for many comments of one ledger: its seen ids indexed once.
+struct Resolved<'a> {
+    seen_through: Option<Timestamp>,
+    seen: BTreeSet<&'a CommentId>,
+}
+
+impl<'a> Resolved<'a> {
+    fn of(ledger: &'a CommentLedger) -> Self {
+        Self { seen_through: ledger.seen_through, seen: ledger.seen_comments.iter().collect() }
+    }
+
+    fn contains(&self, comment: &ThreadEntry<'_>) -> bool {
+        before_watermark(self.seen_through, comment) || self.seen.contains(comment.id)
+    }
+}
+
 /// A known item's thread sorted (reference §2.2 step 6).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sorted {
@@ -174,10 +190,8 @@ pub fn sort_thread(
     allowed: impl Fn(&Actor) -> bool,
 ) -> Sorted {
     let mut sorted = Sorted::default();
-    let seen: BTreeSet<&CommentId> = ledger.seen_comments.iter().collect();
-    let unresolved =
-        |c: &&ThreadEntry<'_>| !before_watermark(ledger.seen_through, c) && !seen.contains(c.id);
-    for comment in thread.iter().filter(unresolved) {
+    let resolved = Resolved::of(ledger);
+    for comment in thread.iter().filter(|c| !resolved.contains(c)) {
         if is_self_authored(comment.body) || !allowed(comment.author) {
             sorted.silenced.push(comment.id.clone());
         } else {
@@ -274,17 +288,18 @@ pub fn rearm(ledger: &mut CommentLedger, version: &str) -> Vec<CommentId> {
 fn cap_seen(ledger: &mut CommentLedger, thread: &[ThreadEntry<'_>]) {
     let excess = ledger.seen_comments.len().saturating_sub(SEEN_COMMENTS_CAP);
     if excess > 0 {
-        let seen: BTreeSet<&CommentId> = ledger.seen_comments.iter().collect();
-        let resolved =
-            |c: &ThreadEntry<'_>| before_watermark(ledger.seen_through, c) || seen.contains(c.id);
+        let resolved = Resolved::of(ledger);
         let mut by_creation: Vec<(Timestamp, &ThreadEntry<'_>)> =
             thread.iter().filter_map(|c| Some((c.created_at?, c))).collect();
         by_creation.sort_by_key(|(created, _)| *created);
-        let unplaced = thread.iter().any(|c| c.created_at.is_none() && !resolved(c));
+        let unplaced = thread.iter().any(|c| c.created_at.is_none() && !resolved.contains(c));
         // The oldest unresolved comment, and the creation time of the first seen id kept.
-        let frontier = by_creation.iter().find(|(_, c)| !resolved(c)).map(|(at, _)| *at);
-        let kept =
-            by_creation.iter().filter(|(_, c)| seen.contains(c.id)).nth(excess).map(|(at, _)| *at);
+        let frontier = by_creation.iter().find(|(_, c)| !resolved.contains(c)).map(|(at, _)| *at);
+        let kept = by_creation
+            .iter()
+            .filter(|(_, c)| resolved.seen.contains(c.id))
+            .nth(excess)
+            .map(|(at, _)| *at);
         let through = match (kept, frontier) {
             (Some(kept), Some(frontier)) => Some(kept.min(frontier)),
             (kept, frontier) => kept.or(frontier),

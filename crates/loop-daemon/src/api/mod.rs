@@ -22,7 +22,8 @@
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
 //!
-//! [`serve`] runs the app on a bound listener until its shutdown resolves. What may not
+//! [`serve`] runs the app on a bound listener until its shutdown resolves; the app is
+//! built by the first request (`OnFirstRequest`), so an idle service never holds it. What may not
 //! start at all — beyond loopback without a token — is [`misconfigurations`], asked by
 //! the service's preflight. It decides nothing about work items: routes read the store
 //! and act through the dispatcher, exactly as the CLI's verbs do.
@@ -292,4 +293,30 @@ pub async fn serve(
             .field("port", local.port()),
     );
     served.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Body;
+    use axum::routing::get;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_app_is_built_by_the_first_request_once_and_shared_by_its_clones() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&builds);
+        let app = OnFirstRequest::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Router::new().route("/", get(|| async { "built" }))
+        });
+        assert_eq!(builds.load(Ordering::SeqCst), 0, "built before any request");
+        for mut clone in [app.clone(), app] {
+            let Ok(response) = clone.call(Request::new(Body::empty())).await;
+            assert_eq!(response.status(), StatusCode::OK);
+        }
+        assert_eq!(builds.load(Ordering::SeqCst), 1, "built once for both requests");
+    }
 }

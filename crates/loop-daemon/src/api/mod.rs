@@ -22,7 +22,8 @@
 //! - `/mcp` (unless `service.mcp.enabled: false`): [`crate::mcp`]'s server, behind the
 //!   same guards and its own DNS-rebinding check.
 //!
-//! [`serve`] runs the app on a bound listener until its shutdown resolves. What may not
+//! [`serve`] runs the app on a bound listener until its shutdown resolves; the app is
+//! built by the first request (`OnFirstRequest`), so an idle service never holds it. What may not
 //! start at all — beyond loopback without a token — is [`misconfigurations`], asked by
 //! the service's preflight. It decides nothing about work items: routes read the store
 //! and act through the dispatcher, exactly as the CLI's verbs do.
@@ -41,20 +42,25 @@ mod stream;
 mod transcript_watch;
 mod work_items;
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
 use axum::middleware;
-use axum::{Extension, Router};
+use axum::response::Response;
+use axum::routing::future::RouteFuture;
+use axum::{Extension, Router, ServiceExt};
 use loop_core::config::ServiceConfig;
 use loop_core::log::{Kind, Line};
 use loop_store::{EventLog, StateStore};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tower_service::Service;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, Body, Params};
@@ -200,6 +206,39 @@ fn app(
     }
 }
 
+/// The app, built when the first request comes rather than at start: a service nobody
+/// asks never builds the route table, the OpenAPI document (50 KB, rendered from every
+/// route's description) or the MCP server, and an idle one keeps ~3 MB less resident
+/// (docs/performance.md "Idle"). Building is pure and takes a few milliseconds.
+#[derive(Clone)]
+struct OnFirstRequest(Arc<LazyLock<Router, Box<dyn FnOnce() -> Router + Send>>>);
+
+impl OnFirstRequest {
+    fn new(build: impl FnOnce() -> Router + Send + 'static) -> Self {
+        Self(Arc::new(LazyLock::new(Box::new(build))))
+    }
+}
+
+impl std::fmt::Debug for OnFirstRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnFirstRequest")
+    }
+}
+
+impl Service<Request> for OnFirstRequest {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = RouteFuture<Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        Router::clone(&self.0).call(request)
+    }
+}
+
 /// How long the requests in flight may take to finish once the control plane stops.
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -224,8 +263,10 @@ pub async fn serve(
     );
     let (stop, stopped) = oneshot::channel::<()>();
     let mcp_stop = tokio_util::sync::CancellationToken::new();
+    let built = mcp_stop.clone();
+    let app = OnFirstRequest::new(move || app(state, &service, token, local, built));
     let mut server = tokio::spawn(
-        axum::serve(listener, app(state, &service, token, local, mcp_stop.clone()))
+        axum::serve(listener, app.into_make_service())
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
             })
@@ -252,4 +293,30 @@ pub async fn serve(
             .field("port", local.port()),
     );
     served.unwrap_or_else(|join| Err(std::io::Error::other(join)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::Body;
+    use axum::routing::get;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_app_is_built_by_the_first_request_once_and_shared_by_its_clones() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&builds);
+        let app = OnFirstRequest::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Router::new().route("/", get(|| async { "built" }))
+        });
+        assert_eq!(builds.load(Ordering::SeqCst), 0, "built before any request");
+        for mut clone in [app.clone(), app] {
+            let Ok(response) = clone.call(Request::new(Body::empty())).await;
+            assert_eq!(response.status(), StatusCode::OK);
+        }
+        assert_eq!(builds.load(Ordering::SeqCst), 1, "built once for both requests");
+    }
 }

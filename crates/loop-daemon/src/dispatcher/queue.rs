@@ -260,7 +260,7 @@ impl Dispatcher {
         }
         for job in jobs {
             if let (Some(seq), Some(marks)) = (job.cx.inbox_seq, self.inner.inbox_marks.get()) {
-                marks.release(seq);
+                marks.release(seq).await;
             }
             drop(job.busy);
         }
@@ -279,7 +279,7 @@ impl Dispatcher {
         // A stamp that could not be written is logged; the poller's close is not retried.
         let _logged = self.carry_out_plan(plan, &replan.planned).await;
         if let (Some(seq), Some(marks)) = (seq, self.inner.inbox_marks.get()) {
-            marks.release(seq);
+            marks.release(seq).await;
         }
     }
 }

@@ -67,19 +67,24 @@ impl InboxMarks {
     }
 
     /// A job for delivery `seq` ended (its decision recorded). The last one sends the
-    /// mark once the processor has passed the delivery on; a mark the journal writer
-    /// cannot take now (its queue full, or the receiver stopped) is left out (the delivery
-    /// is then replayed at the next start and found done by the dispatcher's ledger).
-    pub fn release(&self, seq: u64) {
-        let mut held = self.held();
-        let Some(entry) = held.get_mut(&seq) else { return };
-        entry.jobs = entry.jobs.saturating_sub(1);
-        if entry.jobs == 0 && entry.passed_on {
-            held.remove(&seq);
-            drop(held);
-            if let Some(journal) = self.journal.upgrade() {
-                let _ = journal.try_send(JournalRequest::Processed(vec![seq]));
+    /// mark once the processor has passed the delivery on, waiting for room in the
+    /// journal writer's queue: a mark left out would keep the delivery pending — its
+    /// segment and every later one on disk, the depth and lag gauges up — until the next
+    /// start. Only a stopped receiver does not take it (the delivery is then replayed at
+    /// the next start and found done by the dispatcher's ledger).
+    pub async fn release(&self, seq: u64) {
+        let owed = {
+            let mut held = self.held();
+            let Some(entry) = held.get_mut(&seq) else { return };
+            entry.jobs = entry.jobs.saturating_sub(1);
+            let owed = entry.jobs == 0 && entry.passed_on;
+            if owed {
+                held.remove(&seq);
             }
+            owed
+        };
+        if let Some(journal) = owed.then(|| self.journal.upgrade()).flatten() {
+            let _ = journal.send(JournalRequest::Processed(vec![seq])).await;
         }
     }
 
@@ -369,23 +374,46 @@ mod tests {
         assert!(sent(&mut rx).is_empty());
     }
 
-    #[test]
-    fn a_queued_delivery_is_marked_when_its_last_job_ends() {
+    #[tokio::test]
+    async fn a_queued_delivery_is_marked_when_its_last_job_ends() {
         let (marks, mut rx) = marks();
         marks.hold(7);
         marks.hold(7);
         assert!(!marks.marks_now(7), "the dispatcher marks it");
-        marks.release(7);
+        marks.release(7).await;
         assert!(sent(&mut rx).is_empty(), "one job still runs");
-        marks.release(7);
+        marks.release(7).await;
         assert_eq!(sent(&mut rx), [7]);
     }
 
-    #[test]
-    fn jobs_ending_before_the_processor_passes_on_leave_the_mark_to_it_once() {
+    #[tokio::test]
+    async fn a_mark_waits_for_room_in_the_journal_writers_queue() {
+        let (marks, mut rx) = marks();
+        for _ in 0..8 {
+            let filler = marks.journal.upgrade().expect("the test keeps the writer's sender");
+            filler.try_send(JournalRequest::Processed(vec![1])).expect("room for the filler");
+        }
+        marks.hold(9);
+        assert!(!marks.marks_now(9));
+        let mut release = std::pin::pin!(marks.release(9));
+        assert!(poll_once(release.as_mut()).is_pending(), "the queue is full");
+        assert!(matches!(rx.recv().await, Some(JournalRequest::Processed(_))));
+        release.await;
+        assert_eq!(sent(&mut rx).last(), Some(&9), "the mark went once there was room");
+    }
+
+    /// Polls `future` once, with a waker that does nothing.
+    fn poll_once<F: std::future::Future>(
+        future: std::pin::Pin<&mut F>,
+    ) -> std::task::Poll<F::Output> {
+        future.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[tokio::test]
+    async fn jobs_ending_before_the_processor_passes_on_leave_the_mark_to_it_once() {
         let (marks, mut rx) = marks();
         marks.hold(3);
-        marks.release(3);
+        marks.release(3).await;
         assert!(marks.marks_now(3));
         assert!(sent(&mut rx).is_empty(), "not marked twice");
         assert!(marks.marks_now(3), "forgotten once marked");

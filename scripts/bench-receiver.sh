@@ -25,7 +25,8 @@
 # Environment: DURATION (wrk -d, default 10s), THREADS (2), CONNECTIONS (16),
 # HEALTH_STARTS (10), BODY_BYTES (8192), STATE_DIR (default: a temp dir under target/,
 # i.e. the project's disk; STATE_DIR=/dev/shm/... for tmpfs), BIN (a prebuilt binary;
-# default: build target/release/the-loop).
+# default: build target/release/the-loop), CLOSED_RECORDS (0: how many closed session
+# records of other work items the state root holds, as a daemon's history leaves them).
 # Needs: wrk (apt-get install wrk), python3, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,7 @@ THREADS="${THREADS:-2}"
 CONNECTIONS="${CONNECTIONS:-16}"
 HEALTH_STARTS="${HEALTH_STARTS:-10}"
 BODY_BYTES="${BODY_BYTES:-8192}"
+CLOSED_RECORDS="${CLOSED_RECORDS:-0}"
 REFERENCE_RPS=756
 if [[ -z "${BIN:-}" ]]; then
   cargo build --release --quiet -p the-loop
@@ -45,6 +47,23 @@ command -v wrk >/dev/null || { echo "error: wrk is not installed (apt-get instal
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/bench-receiver.XXXXXX")"
 STATE="${STATE_DIR:-$PWD/target/bench-receiver-state}/$(basename "$WORK")"
 mkdir -p "$STATE"
+# A history: closed sessions of other work items, each record with its recent deliveries.
+python3 - "$STATE/local" "$CLOSED_RECORDS" <<'PY'
+import json, os, sys
+local, count = sys.argv[1], int(sys.argv[2])
+os.makedirs(local, exist_ok=True)
+for n in range(1, count + 1):
+    ref = f"github:octo/old#{n}"
+    endpoint = {
+        "harness": "claude", "harnessSessionId": f"00000000-0000-4000-8000-{n:012d}",
+        "cwd": f"/home/dev/work/octo-old-{n}", "tmuxTarget": f"loop-github-octo-old-{n}",
+        "status": "closed",
+        "recentDeliveries": [f"issue_comment:IC_kwDOold{n:06d}{k:04d}:created" for k in range(50)],
+        "createdAt": "2026-11-01T10:00:00Z", "lastEventAt": "2026-11-02T10:00:00Z",
+    }
+    with open(f"{local}/github-octo-old-{n}.json", "w") as f:
+        json.dump({"ref": ref, "endpoints": {ref: endpoint}}, f, indent=2)
+PY
 SERVICE_PID=""
 cleanup() {
   [[ -n "$SERVICE_PID" ]] && kill -TERM "$SERVICE_PID" 2>/dev/null && wait "$SERVICE_PID" 2>/dev/null
@@ -161,7 +180,7 @@ until curl -fsS -o /dev/null "http://127.0.0.1:$PORT/health" 2>/dev/null; do
 done
 sleep 1
 IDLE_KB="$(rss_kb "$SERVICE_PID")"
-echo "receiver pid $SERVICE_PID on 127.0.0.1:$PORT, state root $STATE"
+echo "receiver pid $SERVICE_PID on 127.0.0.1:$PORT, state root $STATE ($CLOSED_RECORDS closed records)"
 
 # GET /health every 10 ms on one kept-alive connection while wrk runs.
 python3 - "$PORT" "$WORK/health.stop" > "$WORK/health-latency.out" <<'PY' &

@@ -91,4 +91,11 @@ impl StateStore {
     pub fn events(&self) -> &EventLog {
         &self.events
     }
+
+    /// The same store — its listings' caches included — reporting to `events` instead:
+    /// one per part of a process (the receiver, the poller), so the session records are
+    /// held in memory once, not once per part.
+    pub fn reporting_to(&self, events: EventLog) -> Self {
+        Self { events, ..self.clone() }
+    }
 }

@@ -268,11 +268,13 @@ impl Service {
         let hosted = Hosted { receiver: receiving, unsigned: secret.is_none(), poller: polling };
         let live = LiveConfig::new(source, events.clone(), hosted);
         let mut warnings = Vec::new();
+        // One store for every part, so the session records are cached once.
+        let store = StateStore::new(layout.clone(), events.clone());
 
         let receiver = match receiver_lock {
             Some(lock) => {
                 let hold = matches!(mode, Mode::Serve { hold_processing: true });
-                let store = StateStore::new(layout.clone(), events.for_source("gh-webhook"));
+                let store = store.reporting_to(events.for_source("gh-webhook"));
                 let receiver = Receiver::new(live.clone(), store, secret)?.hold_processing(hold);
                 warnings.extend(receiver.warnings().iter().cloned());
                 Some((receiver, lock))
@@ -312,7 +314,7 @@ impl Service {
         });
         let dispatcher = Dispatcher::open(DispatcherParts {
             config: Arc::clone(&config),
-            store: StateStore::new(layout.clone(), events.clone()),
+            store: store.clone(),
             github: github.clone(),
             tmux: Arc::new(Tmux::new(tmux_settings(
                 &config,
@@ -333,7 +335,7 @@ impl Service {
 
         let poller = match clients {
             Some(clients) => {
-                let store = StateStore::new(layout.clone(), events.for_source("poll"));
+                let store = store.reporting_to(events.for_source("poll"));
                 let poller =
                     Poller::new(store, clients, dispatcher.clone(), env!("CARGO_PKG_VERSION"));
                 let lock = poller.lock()?;

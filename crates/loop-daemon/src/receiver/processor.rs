@@ -73,17 +73,16 @@ impl InboxMarks {
     /// start. Only a stopped receiver does not take it (the delivery is then replayed at
     /// the next start and found done by the dispatcher's ledger).
     pub async fn release(&self, seq: u64) {
-        let owed = {
+        {
             let mut held = self.held();
             let Some(entry) = held.get_mut(&seq) else { return };
             entry.jobs = entry.jobs.saturating_sub(1);
-            let owed = entry.jobs == 0 && entry.passed_on;
-            if owed {
-                held.remove(&seq);
+            if entry.jobs > 0 || !entry.passed_on {
+                return;
             }
-            owed
-        };
-        if let Some(journal) = owed.then(|| self.journal.upgrade()).flatten() {
+            held.remove(&seq);
+        }
+        if let Some(journal) = self.journal.upgrade() {
             let _ = journal.send(JournalRequest::Processed(vec![seq])).await;
         }
     }

@@ -28,7 +28,7 @@
 //! slug is added to that list — so a record adopted and later reset or closed is never
 //! adopted again. The legacy files are left as they are.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
@@ -137,37 +137,37 @@ impl StateStore {
             Err(err) => return Err(StoreError::io("list", dir)(err)),
         };
         let mut listed = self.listed.records.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut seen = HashSet::new();
+        // What the last listing kept: each file still here is carried over, so a removed
+        // one is forgotten (and, after an error, the rest is read again next time).
+        let mut before = std::mem::take(&mut *listed);
         let mut records = Vec::new();
         for entry in entries {
             let entry = entry.map_err(StoreError::io("list", dir))?;
             let name = entry.file_name();
             let Some(slug) = name.to_str().and_then(record_slug) else { continue };
             let path = entry.path();
-            seen.insert(path.clone());
-            let record = match read_record(&path, listed.get(&path).map(|(identity, _)| identity))?
-            {
+            let known = before.remove(&path);
+            let record = match read_record(&path, known.as_ref().map(|(identity, _)| identity))? {
                 RecordFile::Gone => None,
-                RecordFile::Unchanged => listed.get(&path).map(|(_, record)| Arc::clone(record)),
+                RecordFile::Unchanged => known.map(|(identity, record)| {
+                    listed.insert(path, (identity, Arc::clone(&record)));
+                    record
+                }),
                 RecordFile::Read(identity, bytes) => match parse_local(&bytes, slug) {
                     Ok(record) => {
                         let record = Arc::new(record);
                         listed.insert(path, (identity, Arc::clone(&record)));
                         Some(record)
                     }
-                    Err(_) => {
-                        // Quarantined (after a re-read under the lock) unless fixed since.
-                        listed.remove(&path);
-                        let lock = self.local_lock(slug);
-                        self.local_file(&path, &lock)
-                            .load(|bytes| parse_local(bytes, slug))?
-                            .map(Arc::new)
-                    }
+                    // Quarantined (after a re-read under the lock) unless fixed since.
+                    Err(_) => self
+                        .local_file(&path, &self.local_lock(slug))
+                        .load(|bytes| parse_local(bytes, slug))?
+                        .map(Arc::new),
                 },
             };
             records.extend(record);
         }
-        listed.retain(|path, _| seen.contains(path));
         records.sort_by(|a, b| a.work_item.cmp(&b.work_item));
         Ok(records)
     }

@@ -12,6 +12,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::{TmuxConfig, WorkspaceConfig};
 
 use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
+use crate::landing;
 use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
 use crate::workspace::{WorkspaceError, Workspaces};
 
@@ -28,6 +29,16 @@ pub enum SessionError {
         "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted"
     )]
     NotReady { target: String, within: Duration },
+    #[error(
+        "the agent in `{target}` did not show its input box within {within:?} (starting, or at a dialog); nothing was typed"
+    )]
+    NotAtInput { target: String, within: Duration },
+    #[error("the paste never showed in the input box of the agent in `{target}`")]
+    PasteNotShown { target: String },
+    #[error(
+        "the agent in `{target}` did not take the pasted text after {tries} returns; it is still in its input box"
+    )]
+    NotTaken { target: String, tries: u32 },
 }
 
 impl loop_core::Hint for SessionError {
@@ -35,7 +46,10 @@ impl loop_core::Hint for SessionError {
         match self {
             Self::Tmux(err) => err.hint(),
             Self::Harness(err) => err.hint(),
-            Self::NotReady { target, .. } => {
+            Self::NotReady { target, .. }
+            | Self::NotAtInput { target, .. }
+            | Self::PasteNotShown { target }
+            | Self::NotTaken { target, .. } => {
                 Some(format!("look at it with `tmux attach -r -t {target}`"))
             }
             Self::Delivery(_) => None,
@@ -104,7 +118,7 @@ pub fn spawn_fresh(
 ) -> Result<Launch, SessionError> {
     let launch = harness.fresh(&harness.new_conversation()?, choice)?;
     tmux.spawn(site, &launch.argv)?;
-    paste_first_prompt(tmux, site, prompt, settings)?;
+    paste_first_prompt(tmux, harness, site, prompt, settings)?;
     Ok(launch)
 }
 
@@ -124,7 +138,7 @@ pub fn respawn(
     if settings.resume {
         match try_resume(tmux, harness, site, recorded, choice, settings.probe) {
             Ok(launch) => {
-                paste_first_prompt(tmux, site, prompt, settings)?;
+                paste_first_prompt(tmux, harness, site, prompt, settings)?;
                 return Ok(Respawned { launch, resume_failure: None });
             }
             // A live occupant is not ours to replace: say so, the caller delivers into it.
@@ -134,7 +148,7 @@ pub fn respawn(
     }
     let launch = harness.fresh(&harness.new_conversation()?, choice)?;
     tmux.spawn(site, &launch.argv)?;
-    paste_first_prompt(tmux, site, prompt, settings)?;
+    paste_first_prompt(tmux, harness, site, prompt, settings)?;
     Ok(Respawned { launch, resume_failure })
 }
 
@@ -163,8 +177,19 @@ fn try_resume(
     }
 }
 
-/// Pastes `text` into the session; when nothing runs there, respawns it (see
-/// [`respawn`]) with `text` as the new harness's first prompt.
+/// Puts `text` into the agent's input in `target` by the harness's rule (see
+/// [`crate::landing`]): the one way text reaches a live session.
+pub fn deliver(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    target: &str,
+    text: &str,
+) -> Result<(), SessionError> {
+    landing::deliver(tmux, harness, target, text, landing::AT_INPUT_WITHIN)
+}
+
+/// Delivers `text` into the session ([`deliver`]); when nothing runs there, respawns it
+/// (see [`respawn`]) with `text` as the new harness's first prompt.
 pub fn deliver_or_respawn(
     tmux: &Tmux,
     harness: &dyn Harness,
@@ -174,36 +199,40 @@ pub fn deliver_or_respawn(
     text: &str,
     settings: &RespawnSettings,
 ) -> Result<Delivered, SessionError> {
-    match tmux.deliver(&site.target, text) {
+    match deliver(tmux, harness, &site.target, text) {
         Ok(()) => Ok(Delivered::Pasted),
-        Err(DeliveryError::SessionMissing { .. }) => {
+        Err(SessionError::Delivery(DeliveryError::SessionMissing { .. })) => {
             match respawn(tmux, harness, site, recorded, choice, text, settings) {
                 Ok(respawned) => Ok(Delivered::Respawned(respawned)),
                 Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
-                    tmux.deliver(&site.target, text)?;
+                    deliver(tmux, harness, &site.target, text)?;
                     Ok(Delivered::RespawnAverted)
                 }
                 Err(err) => Err(err),
             }
         }
-        Err(err) => Err(err.into()),
+        Err(err) => Err(err),
     }
 }
 
+/// The first prompt of a new harness: once its terminal reads raw, by the harness's
+/// landing rule, waiting as long as a start may take for its input box.
 fn paste_first_prompt(
     tmux: &Tmux,
+    harness: &dyn Harness,
     site: &SessionSite,
     prompt: &str,
     settings: &RespawnSettings,
 ) -> Result<(), SessionError> {
+    let started = std::time::Instant::now();
     if !tmux.await_input_ready(&site.target, settings.ready_within)? {
         return Err(SessionError::NotReady {
             target: site.target.clone(),
             within: settings.ready_within,
         });
     }
-    tmux.deliver(&site.target, prompt)?;
-    Ok(())
+    let rest = settings.ready_within.saturating_sub(started.elapsed());
+    landing::deliver(tmux, harness, &site.target, prompt, rest)
 }
 
 /// What closing does to the tmux session; from `routing.tmux`.

@@ -101,9 +101,9 @@ impl StandInOptions {
                     options.session_id = Some(value()?.to_string_lossy().into_owned());
                 }
                 "--resume" => options.resume = Some(value()?.to_string_lossy().into_owned()),
-                // Claude Code's launch choices: taken, and shown by the launch record's
-                // argv; the stand-in answers the same whatever the model.
-                "--model" | "--effort" => {
+                // Claude Code's launch choices and plugin: taken, and shown by the launch
+                // record's argv; the stand-in answers the same whatever the model.
+                "--model" | "--effort" | "--plugin-dir" => {
                     value()?;
                 }
                 "--fail-resume" => options.fail_resume = true,

@@ -385,13 +385,15 @@ pub struct ReplyArgs {
 #[derive(Debug, Subcommand)]
 pub enum HarnessCommand {
     /// Write the plugin under the state root and register it in this user's Claude Code
-    /// settings (only keys that are absent; an existing `false` is kept)
+    /// settings, for the sessions you start yourself (only keys that are absent; an
+    /// existing `false` is kept). Sessions the-loop spawns need no install
     Install {
         #[arg(value_enum)]
         harness: PluginHarness,
     },
-    /// Where the plugin is, whether its files are this binary's, and whether Claude Code
-    /// has it registered and enabled (exit 0 only if it is in use)
+    /// Where the plugin is, whether its files are this binary's, whether spawned sessions
+    /// load it, and whether your own Claude Code has it installed (exit 0 when spawned
+    /// sessions load it)
     Status,
 }
 

@@ -40,6 +40,7 @@ pub mod test_support;
 pub mod webhook;
 pub mod world;
 
+pub use model_api::ModelApi;
 pub use request_log::{RequestLog, RequestRecord};
 pub use server::{Fault, FaultKind, Sim, SimSettings};
 pub use webhook::{Delivery, WebhookTarget};

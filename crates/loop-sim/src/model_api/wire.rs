@@ -110,12 +110,16 @@ pub struct Message {
     pub usage: Usage,
 }
 
-/// `usage` as the API writes it.
+/// `usage` as the API writes it; every cache write is a five-minute one.
 fn usage_json(usage: &Usage) -> Value {
     json!({
         "input_tokens": usage.input_tokens,
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
         "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_creation_input_tokens,
+            "ephemeral_1h_input_tokens": 0,
+        },
         "output_tokens": usage.output_tokens,
     })
 }
@@ -336,7 +340,11 @@ mod tests {
         assert_eq!(json["content"], json!([{"type": "text", "text": "hello"}]));
         assert_eq!(
             json["usage"],
-            json!({"input_tokens": 5, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2, "output_tokens": 9})
+            json!({
+                "input_tokens": 5, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2,
+                "cache_creation": {"ephemeral_5m_input_tokens": 3, "ephemeral_1h_input_tokens": 0},
+                "output_tokens": 9
+            })
         );
         assert_eq!(json["stop_reason"], "end_turn");
         assert_eq!(json["type"], "message");

@@ -137,6 +137,7 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
             );
         }
     };
+    // Past the limit, or a connection that broke mid-body (then nobody reads the answer).
     let Ok(bytes) = axum::body::to_bytes(body, BODY_LIMIT).await else {
         return refuse(
             &shared,

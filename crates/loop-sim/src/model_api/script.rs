@@ -222,6 +222,8 @@ impl Script {
         let index = continued
             .filter(|&i| self.rules.get(i).is_some_and(|r| !r.spent))
             .or_else(|| self.rules.iter().position(|r| !r.spent && r.rule.when.matches(prompt)))?;
+        // `index` was found in `rules` just above, and `add` refuses a rule without
+        // replies, so `len` is at least 1 and `step` within it.
         let status = &mut self.rules[index];
         let len = status.rule.replies.len();
         let step = (status.served % len as u64) as usize;

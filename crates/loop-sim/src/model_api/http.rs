@@ -115,6 +115,8 @@ async fn api(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         stream: false,
         user_text: None,
         tool_results: Vec::new(),
+        history: Vec::new(),
+        skills: Vec::new(),
         tools: Vec::new(),
         status: 0,
         usage: None,
@@ -213,6 +215,8 @@ fn describe(record: &mut ModelRequest, endpoint: Endpoint, prompt: &Prompt) {
         record.stream = prompt.stream;
         record.user_text = Some(prompt.user_text.clone());
         record.tool_results = prompt.tool_results.clone();
+        record.history = prompt.history.clone();
+        record.skills = prompt.skills.clone();
     }
     record.model = Some(prompt.model.clone());
     record.conversation = prompt.conversation.clone();

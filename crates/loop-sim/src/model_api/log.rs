@@ -63,6 +63,12 @@ pub struct ModelRequest {
     pub user_text: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_results: Vec<ToolResult>,
+    /// The text of every earlier user message, oldest first: the history it carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<String>,
+    /// The skills Claude Code listed to the model (plugin commands as `plugin:name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
     /// The names of the tools offered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,

@@ -62,6 +62,12 @@ pub struct Prompt {
     /// The last user message's text, then its tool results' content, by line.
     pub user_text: String,
     pub tool_results: Vec<ToolResult>,
+    /// The same text of every user message before it, oldest first (empty ones left
+    /// out): the conversation as the client sent it again.
+    pub history: Vec<String>,
+    /// The skills and commands Claude Code lists to the model ("The following skills
+    /// are available…"), by name.
+    pub skills: Vec<String>,
     pub conversation: Option<String>,
     /// The JSON schema the answer must follow (`output_config.format.schema`), if any.
     pub output_schema: Option<Value>,
@@ -74,6 +80,10 @@ pub struct Invalid(pub String);
 
 /// What the title request's system prompt starts with in Claude Code 2.1.197.
 const TITLE_INSTRUCTION: &str = "Generate a concise, sentence-case title";
+
+/// What Claude Code 2.1.197 writes before the skills (plugin commands among them) it
+/// offers the model.
+const SKILLS_HEADING: &str = "The following skills are available for use with the Skill tool:";
 
 const REMINDER_OPEN: &str = "<system-reminder>";
 const REMINDER_CLOSE: &str = "</system-reminder>";
@@ -133,6 +143,20 @@ pub fn read(
         .rev()
         .find(|message| message.get("role").and_then(Value::as_str) == Some("user"));
     let (user_text, tool_results) = last_user.map(user_message).unwrap_or_default();
+    let users: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+        .collect();
+    let history = users[..users.len().saturating_sub(1)]
+        .iter()
+        .map(|message| user_message(message).0)
+        .filter(|text| !text.is_empty())
+        .collect();
+    let skills = messages
+        .iter()
+        .flat_map(|message| texts(message.get("content").unwrap_or(&Value::Null)))
+        .flat_map(listed_skills)
+        .collect();
     let json_len = |value: Option<&Value>| value.map_or(0, |v| v.to_string().chars().count());
     let size = InputSize {
         whole: json_len(body.get("system"))
@@ -148,6 +172,8 @@ pub fn read(
         side,
         user_text,
         tool_results,
+        history,
+        skills,
         conversation: conversation(&body, session_header),
         output_schema,
         size,
@@ -192,6 +218,18 @@ fn user_message(message: &Value) -> (String, Vec<ToolResult>) {
     }
     lines.extend(results.iter().map(|r| r.content.clone()).filter(|c| !c.is_empty()));
     (lines.join("\n"), results)
+}
+
+/// The names in a "The following skills are available for use with the Skill tool:" list
+/// (`- name: description` lines, up to the first line that is not one).
+fn listed_skills(text: &str) -> Vec<String> {
+    let Some(at) = text.find(SKILLS_HEADING) else { return Vec::new() };
+    text[at + SKILLS_HEADING.len()..]
+        .lines()
+        .skip_while(|line| line.trim().is_empty())
+        .map_while(|line| line.strip_prefix("- "))
+        .filter_map(|entry| entry.split_once(": ").map(|(name, _)| name.trim().to_owned()))
+        .collect()
 }
 
 /// The texts of a content value: the string itself, or its `text` blocks in order.
@@ -275,6 +313,22 @@ mod tests {
                 {"role": "system", "content": "Available agent types for the Agent tool: …"}
             ]
         })
+    }
+
+    #[test]
+    fn a_resumed_conversation_carries_its_history_and_the_skills_listed() {
+        let mut turn = claude_code_turn();
+        let listing = "<system-reminder>\nThe following skills are available for use with the Skill tool:\n\n- deep-research: Deep research\n- the-loop:work-on: Start work\n\nMore text\n</system-reminder>";
+        turn["messages"] = json!([
+            {"role": "user", "content": [{"type": "text", "text": listing}, {"type": "text", "text": "first prompt"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
+            {"role": "user", "content": "second prompt"},
+        ]);
+        let read = prompt(turn);
+        assert_eq!(read.user_text, "second prompt");
+        assert_eq!(read.history, ["first prompt"], "reminder-only messages left out");
+        assert_eq!(read.skills, ["deep-research", "the-loop:work-on"]);
     }
 
     #[test]

@@ -487,6 +487,20 @@ pub struct DemoArgs {
     /// At the end, stop the demo's tmux server and delete its directory: nothing is left
     #[arg(long)]
     pub clean: bool,
+
+    /// The agent the sessions run: the built-in stand-in, or the real Claude Code CLI
+    /// (`claude` on PATH) against a stand-in of Anthropic's API — no account, no cost
+    #[arg(long, value_enum, default_value_t = DemoAgent::StandIn)]
+    pub agent: DemoAgent,
+}
+
+/// The agents `the-loop demo` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoAgent {
+    /// This binary's stand-in agent, which records what it is sent
+    StandIn,
+    /// Claude Code as installed (`claude` on PATH), its model a local stand-in
+    Claude,
 }
 
 #[derive(Debug, Args)]

@@ -18,8 +18,13 @@ pub struct InputBoxSigns {
     pub rule: char,
     /// The mark the box's first line starts with.
     pub prompt: char,
-    /// What the harness shows in place of a long paste (`[Pasted text #1 +40 lines]`).
+    /// What the harness shows in place of a long paste: this, a number, then ` +N
+    /// lines]` where N counts the paste's line breaks, or `]` when it has none
+    /// (`[Pasted text #3 +39 lines]` for 40 lines).
     pub collapsed_paste: String,
+    /// Dim hints the harness draws in an empty box (a screen capture has no
+    /// attributes to tell them from typed text).
+    pub placeholders: Vec<String>,
 }
 
 /// The shortest run of rule characters that counts as a rule (the box spans the pane).
@@ -32,7 +37,12 @@ const PROBE_CHARS: usize = 24;
 impl InputBoxSigns {
     /// Claude Code's (checked on 2.1.197; fixtures in `fixtures/pane/`).
     pub fn claude_code() -> Self {
-        Self { rule: '─', prompt: '❯', collapsed_paste: "[Pasted text #".to_owned() }
+        Self {
+            rule: '─',
+            prompt: '❯',
+            collapsed_paste: "[Pasted text #".to_owned(),
+            placeholders: vec!["Press up to edit queued messages".to_owned()],
+        }
     }
 
     /// The input box on `screen`, if it is drawn: the lines between the last two rules,
@@ -46,7 +56,7 @@ impl InputBoxSigns {
         let first = inside.first()?.trim_start().strip_prefix(self.prompt)?;
         let rest = inside[1..].iter().map(|line| line.trim());
         let text = std::iter::once(first.trim()).chain(rest).collect::<Vec<_>>().join(" ");
-        Some(InputBox { text: collapse_whitespace(&text), collapsed_paste: &self.collapsed_paste })
+        Some(InputBox { text: collapse_whitespace(&text), signs: self })
     }
 
     fn is_rule(&self, line: &str) -> bool {
@@ -60,24 +70,33 @@ impl InputBoxSigns {
 pub struct InputBox<'a> {
     /// Its text after the prompt mark, lines joined, whitespace collapsed.
     text: String,
-    collapsed_paste: &'a str,
+    signs: &'a InputBoxSigns,
 }
 
 impl InputBox<'_> {
-    /// Whether nothing is typed in it (a dim placeholder counts as text: the screen
-    /// capture has no attributes).
+    /// Whether nothing is typed in it: no text, or only a placeholder hint.
     pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
+        self.text.is_empty() || self.signs.placeholders.contains(&self.text)
     }
 
-    /// Whether the box shows `pasted`: its collapsed form, or the start of its first
-    /// line that is not blank.
+    /// Whether the box shows `pasted`, pasted into it empty: it starts with `pasted`'s
+    /// collapsed form (the mark with its count of line breaks) or with the start of its
+    /// first line that is not blank.
     pub fn holds(&self, pasted: &str) -> bool {
-        if self.text.contains(self.collapsed_paste) {
+        let probe = probe(pasted);
+        if probe.is_empty() {
+            return false;
+        }
+        if self.text.starts_with(probe.as_str()) {
             return true;
         }
-        let probe = probe(pasted);
-        !probe.is_empty() && self.text.contains(probe.as_str())
+        let Some(rest) = self.text.strip_prefix(self.signs.collapsed_paste.as_str()) else {
+            return false;
+        };
+        let breaks = pasted.replace("\r\n", "\n").matches(['\n', '\r']).count();
+        let tail = if breaks == 0 { "]".to_owned() } else { format!(" +{breaks} lines]") };
+        let number = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        number > 0 && rest[number..].starts_with(&tail)
     }
 }
 
@@ -102,7 +121,10 @@ mod tests {
     const WORKING: &str = include_str!("../fixtures/pane/claude-working.txt");
     const QUEUED: &str = include_str!("../fixtures/pane/claude-queued.txt");
 
-    const LONG: &str = "line 0 of a long prompt\nline 1 of a long prompt\n";
+    /// The 40 lines (ending in a line break) behind `[Pasted text #1 +40 lines]`.
+    fn long() -> String {
+        (0..40).map(|i| format!("line {i} of a long prompt\n")).collect()
+    }
     const SHORT: &str = "Short comment: fix the parser";
 
     #[test]
@@ -114,7 +136,7 @@ mod tests {
             ("working", WORKING, true),
             ("holding a long paste", HOLDS_COLLAPSED, false),
             ("holding a short paste", HOLDS_SHORT, false),
-            ("with a queued message", QUEUED, false),
+            ("with a queued message (its placeholder)", QUEUED, true),
         ] {
             let input = signs.input_box(screen).unwrap_or_else(|| panic!("{name}: no box"));
             assert_eq!(input.is_empty(), empty, "{name}: {input:?}");
@@ -125,12 +147,15 @@ mod tests {
     fn a_paste_is_held_until_the_agent_takes_it() {
         let signs = InputBoxSigns::claude_code();
         let holds = |screen: &str, text: &str| signs.input_box(screen).unwrap().holds(text);
-        assert!(holds(HOLDS_COLLAPSED, LONG), "a long paste shows collapsed");
+        assert!(holds(HOLDS_COLLAPSED, &long()), "a long paste shows collapsed");
+        let other: String = long().lines().take(12).collect::<Vec<_>>().join("\n");
+        assert!(!holds(HOLDS_COLLAPSED, &other), "another paste's collapsed form is not this one");
         assert!(holds(HOLDS_SHORT, SHORT), "a short one as itself");
-        assert!(!holds(AFTER_TURN, LONG), "submitted: gone from the box");
+        assert!(!holds(AFTER_TURN, &long()), "submitted: gone from the box");
         assert!(!holds(READY, SHORT));
         assert!(!holds(QUEUED, SHORT), "queued: shown above the box, not in it");
         assert!(!holds(HOLDS_SHORT, "Something else entirely"));
+        assert!(!holds(HOLDS_SHORT, "comment: fix"), "only from the start of the box");
         assert!(!holds(READY, "  \n \n"), "a blank text is never seen");
     }
 
@@ -145,5 +170,9 @@ mod tests {
         let drawn = format!("{rule}\n  ❯ typed\n    more\n{rule}\nfooter\n");
         let input = signs.input_box(&drawn).unwrap();
         assert!(input.holds("typed more"), "{input:?}");
+        let one_line = format!("{rule}\n❯ [Pasted text #2]\n{rule}\n");
+        let input = signs.input_box(&one_line).unwrap();
+        assert!(input.holds(&"x".repeat(900)), "a long line collapses with no line count");
+        assert!(!input.holds("a\nb"), "{input:?}");
     }
 }

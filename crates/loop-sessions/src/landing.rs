@@ -8,9 +8,10 @@
 //! sits in the box, unsent. So for a harness that draws an input box
 //! ([`Harness::input_box`]):
 //!
-//! 1. wait until the box is drawn (nothing is typed before, never into a dialog);
-//! 2. paste, unless the box already shows this very text (a retry after a submit that
-//!    did not take pastes nothing twice), and wait until the box shows it;
+//! 1. wait until the box is drawn and empty (nothing is typed before, never into a
+//!    dialog, never beside what someone is typing by hand) — or already shows this very
+//!    text (a retry after a submit that did not take pastes nothing twice);
+//! 2. paste into the empty box and wait until it shows the text;
 //! 3. submit (a carriage return) and wait until the box no longer shows it — taken as a
 //!    turn, or queued behind the running one; a submit that did not take is sent again,
 //!    up to [`SUBMIT_TRIES`] times. Only the return is repeated, never the paste.
@@ -52,45 +53,64 @@ pub fn deliver(
         return Ok(tmux.deliver(target, text)?);
     };
     let prompt = tmux.prompt_file(target, text)?;
-    let watch =
-        |within, done: fn(Option<bool>) -> bool| watch(tmux, signs, target, text, within, done);
-    let Some(held) = watch(at_input_within, |look| look.is_some())? else {
-        return Err(SessionError::NotAtInput {
-            target: target.to_owned(),
-            within: at_input_within,
-        });
-    };
-    if !held {
-        tmux.send(target, &[Keys::Paste(&prompt)])?;
-        if watch(PASTE_SHOWS_WITHIN, |look| look == Some(true))? != Some(true) {
-            return Err(SessionError::PasteNotShown { target: target.to_owned() });
+    let watch = |within, done: fn(Look) -> bool| watch(tmux, signs, target, text, within, done);
+    let ready = watch(at_input_within, |look| matches!(look, Look::Empty | Look::Holds))?;
+    match ready {
+        Look::Holds => {}
+        Look::Empty => {
+            tmux.send(target, &[Keys::Paste(&prompt)])?;
+            if watch(PASTE_SHOWS_WITHIN, |look| look == Look::Holds)? != Look::Holds {
+                return Err(SessionError::PasteNotShown { target: target.to_owned() });
+            }
+        }
+        Look::NoBox | Look::Other => {
+            let within = at_input_within;
+            return Err(SessionError::NotAtInput { target: target.to_owned(), within });
         }
     }
     for _ in 0..SUBMIT_TRIES {
         tmux.send(target, &[Keys::Submit])?;
         // Gone from the box: taken. A box no longer drawn is never sent another return
         // (it could answer a dialog); the text left the box, so it was taken too.
-        if watch(SUBMIT_TAKES_WITHIN, |look| look != Some(true))? != Some(true) {
+        if watch(SUBMIT_TAKES_WITHIN, |look| look != Look::Holds)? != Look::Holds {
             return Ok(());
         }
     }
     Err(SessionError::NotTaken { target: target.to_owned(), tries: SUBMIT_TRIES })
 }
 
+/// What one look at the screen saw of the input box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// No box drawn: the agent is starting, or shows a dialog.
+    NoBox,
+    /// A box with nothing typed in it.
+    Empty,
+    /// A box showing the text being delivered.
+    Holds,
+    /// A box holding something else (someone typing by hand).
+    Other,
+}
+
 /// Looks at the session's screen until `done` accepts what it shows or `within` passes;
-/// the last look: `None` no input box drawn, `Some(holds)` whether the box shows `text`.
+/// the last look.
 fn watch(
     tmux: &Tmux,
     signs: &InputBoxSigns,
     target: &str,
     text: &str,
     within: Duration,
-    done: fn(Option<bool>) -> bool,
-) -> Result<Option<bool>, DeliveryError> {
+    done: fn(Look) -> bool,
+) -> Result<Look, DeliveryError> {
     let deadline = Instant::now() + within;
     loop {
         let screen = tmux.capture(target)?;
-        let look = signs.input_box(&screen).map(|input| input.holds(text));
+        let look = match signs.input_box(&screen) {
+            None => Look::NoBox,
+            Some(input) if input.holds(text) => Look::Holds,
+            Some(input) if input.is_empty() => Look::Empty,
+            Some(_) => Look::Other,
+        };
         if done(look) || Instant::now() >= deadline {
             return Ok(look);
         }

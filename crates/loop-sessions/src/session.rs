@@ -30,7 +30,7 @@ pub enum SessionError {
     )]
     NotReady { target: String, within: Duration },
     #[error(
-        "the agent in `{target}` did not show its input box within {within:?} (starting, or at a dialog); nothing was typed"
+        "the agent in `{target}` did not show an empty input box within {within:?} (starting, at a dialog, or someone typing in it); nothing was typed"
     )]
     NotAtInput { target: String, within: Duration },
     #[error("the paste never showed in the input box of the agent in `{target}`")]

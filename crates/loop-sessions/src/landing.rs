@@ -28,7 +28,7 @@ use crate::session::SessionError;
 use crate::tmux::{DeliveryError, Keys, Tmux};
 
 /// How often the screen is looked at while waiting.
-const LOOK_EVERY: Duration = Duration::from_millis(25);
+const LOOK_EVERY: Duration = Duration::from_millis(10);
 /// How long a paste may take to show in the box (Claude Code 2.1.197 shows one after
 /// 0.3–0.7 s on a busy 2-core machine: it holds input back to tell a paste from typing).
 const PASTE_SHOWS_WITHIN: Duration = Duration::from_secs(5);

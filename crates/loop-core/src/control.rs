@@ -105,22 +105,29 @@ impl Vocabulary {
             .zip(seen)
             .filter_map(|((command, _), seen)| seen.then_some(*command))
             .collect();
-        match found.as_slice() {
-            [] => Parsed::Plain,
-            [command] => {
-                roster_args.sort_unstable();
-                let mut logins: Vec<Login> = Vec::new();
-                for at in roster_args {
-                    for login in login_arguments(&body[at..]) {
-                        if !logins.contains(&login) {
-                            logins.push(login);
-                        }
+        parsed(found, roster_args, body)
+    }
+}
+
+/// What a body says, given the commands found in it (in vocabulary order) and where the
+/// `@login` arguments of its roster keywords start: nothing, one command with its
+/// logins (in the order the body names them, each once), or an ambiguity.
+fn parsed(found: Vec<Command>, mut roster_args: Vec<usize>, body: &str) -> Parsed {
+    match found.as_slice() {
+        [] => Parsed::Plain,
+        [command] => {
+            roster_args.sort_unstable();
+            let mut logins: Vec<Login> = Vec::new();
+            for at in roster_args {
+                for login in login_arguments(&body[at..]) {
+                    if !logins.contains(&login) {
+                        logins.push(login);
                     }
                 }
-                Parsed::Command { command: *command, logins }
             }
-            _ => Parsed::Ambiguous { commands: found },
+            Parsed::Command { command: *command, logins }
         }
+        _ => Parsed::Ambiguous { commands: found },
     }
 }
 
@@ -557,22 +564,7 @@ mod tests {
                 }
             }
         }
-        match found.as_slice() {
-            [] => Parsed::Plain,
-            [command] => {
-                roster_args.sort_unstable();
-                let mut logins: Vec<Login> = Vec::new();
-                for at in roster_args {
-                    for login in login_arguments(&body[at..]) {
-                        if !logins.contains(&login) {
-                            logins.push(login);
-                        }
-                    }
-                }
-                Parsed::Command { command: *command, logins }
-            }
-            _ => Parsed::Ambiguous { commands: found },
-        }
+        parsed(found, roster_args, body)
     }
 
     proptest! {

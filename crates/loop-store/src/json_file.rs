@@ -231,13 +231,12 @@ impl JsonFile<'_> {
         &self,
         parse: impl Fn(&[u8]) -> Result<T, String>,
     ) -> Result<Option<T>, StoreError> {
-        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
-        match parse(&bytes) {
-            Ok(value) => Ok(Some(value)),
-            Err(_) => {
+        match self.parsed(&parse)? {
+            Some(Err(_)) => {
                 let _guard = LockGuard::exclusive(self.lock)?;
                 self.load_locked(parse)
             }
+            read => Ok(read.and_then(Result::ok)),
         }
     }
 
@@ -246,14 +245,22 @@ impl JsonFile<'_> {
         &self,
         parse: impl Fn(&[u8]) -> Result<T, String>,
     ) -> Result<Option<T>, StoreError> {
-        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
-        match parse(&bytes) {
-            Ok(value) => Ok(Some(value)),
-            Err(error) => {
+        match self.parsed(&parse)? {
+            Some(Err(error)) => {
                 quarantine(self.path, &error, self.events)?;
                 Ok(None)
             }
+            read => Ok(read.and_then(Result::ok)),
         }
+    }
+
+    /// The file, parsed: `None` when it does not exist, the parse error when it does not
+    /// parse.
+    fn parsed<T>(
+        &self,
+        parse: &impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<Result<T, String>>, StoreError> {
+        Ok(read_bytes(self.path)?.map(|bytes| parse(&bytes)))
     }
 }
 

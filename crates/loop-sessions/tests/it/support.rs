@@ -1,8 +1,8 @@
-//! Shared context: a private tmux server per test, and readers of (and waits for) what
-//! the stand-in harness records. The stand-in binary, the wait and the record reader are
+//! Shared context: a private tmux server per test, readers of (and waits for) what the
+//! stand-in harness records, and git run as a test's fixed author. The stand-in binary, the wait and the record reader are
 //! every crate's (`loop_sim::test_support`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -94,4 +94,21 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.tmux_raw(&["kill-server"]);
     }
+}
+
+/// Runs `git -C dir ARGS…` as a fixed author and committer; fails the test on an error.
+/// Answers its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }

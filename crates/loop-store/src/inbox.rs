@@ -819,6 +819,13 @@ mod tests {
         (dir, inbox)
     }
 
+    /// Syncs and closes `inbox`, and opens the journal in `dir` again.
+    fn reopen(mut inbox: Inbox, dir: &Path) -> Inbox {
+        inbox.sync().unwrap();
+        drop(inbox);
+        Inbox::open(dir).unwrap().0
+    }
+
     /// What reopening the journal in `dir` finds.
     fn reopened(dir: &Path) -> Contents {
         Inbox::open(dir).unwrap().1
@@ -848,9 +855,7 @@ mod tests {
     fn reading_from_a_sequence_number_skips_earlier_segments_and_stops_at_the_limit() {
         let (dir, mut inbox) = new_inbox();
         let old = inbox.append(receipt(Some("old"), "{}")).unwrap();
-        inbox.sync().unwrap();
-        drop(inbox);
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let mut inbox = reopen(inbox, dir.path());
         let fresh: Vec<u64> =
             (0..5).map(|_| inbox.append(receipt(None, "{}")).unwrap().seq).collect();
         inbox.sync().unwrap();
@@ -863,9 +868,7 @@ mod tests {
     fn a_segment_holding_only_marks_is_followed_by_correctly_numbered_receipts() {
         let (dir, mut inbox) = new_inbox();
         let a = inbox.append(receipt(Some("a"), "{}")).unwrap();
-        inbox.sync().unwrap();
-        drop(inbox);
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let mut inbox = reopen(inbox, dir.path());
         inbox.mark_processed(a.seq); // the new live segment holds only this mark
         inbox.sync().unwrap();
         drop(inbox);

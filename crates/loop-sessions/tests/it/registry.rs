@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::record::{EndpointStatus, LocalRecord};
 use loop_sessions::registry::{EndpointHandles, Registry, RegistryError};
-use loop_sessions::{CommandHarness, LaunchChoice, RespawnSettings, SessionSite, session};
+use loop_sessions::{RespawnSettings, SessionSite};
 use loop_store::classification::{Kind, RecordType, classify};
 use loop_store::{EventLog, StateLayout, StateStore};
 use tempfile::TempDir;
@@ -124,25 +124,12 @@ fn a_spawned_session_leaves_no_handle_in_portable_records_or_the_checkout() {
     let checkout = lab.path("checkout");
     std::fs::create_dir(&checkout).expect("checkout dir");
     git(&checkout, &["init", "--quiet"]);
-    let harness = CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
-        resume: None,
-        transcript: None,
-    };
+    let harness = lab.stand_in_harness(&[]);
     let item = r("github:octo/app#15");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
     let settings =
         RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
-    let launch = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot",
-        &settings,
-    )
-    .expect("spawned");
+    let launch = lab.spawn(&harness, &site, "boot", &settings);
     let (registry, root) = registry(&lab.dir);
     let handles = EndpointHandles {
         harness: "stand-in".into(),
@@ -212,12 +199,7 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
         git: "git".into(),
     });
     let (registry, _) = registry(&lab.dir);
-    let harness = CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&[]),
-        resume: None,
-        transcript: None,
-    };
+    let harness = lab.stand_in_harness(&[]);
     let settings =
         RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
     let now = Timestamp::now();
@@ -227,15 +209,7 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
     let spawn = |served: &WorkItemRef| {
         let checkout = workspaces.prepare(served, &url, None, false).expect("checkout").path;
         let site = SessionSite::for_work_item(served, checkout.clone(), None);
-        let launch = session::spawn_fresh(
-            &lab.tmux,
-            &harness,
-            &site,
-            &LaunchChoice::default(),
-            "boot",
-            &settings,
-        )
-        .expect("spawned");
+        let launch = lab.spawn(&harness, &site, "boot", &settings);
         EndpointHandles {
             harness: "stand-in".into(),
             harness_session_id: Some(launch.conversation.to_string()),

@@ -16,33 +16,13 @@ fn site(lab: &Lab) -> SessionSite {
     SessionSite::for_work_item(&item, lab.dir.path().to_owned(), None)
 }
 
-/// The stand-in as a command harness; `resume_extra` is added to the resume template.
-fn stand_in_harness(lab: &Lab, resume_extra: &[&str]) -> CommandHarness {
-    let mut resume = lab.stand_in_argv(&["--resume", "{session_id}"]);
-    resume.extend(resume_extra.iter().map(|s| s.to_string()));
-    CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
-        resume: Some(resume),
-        transcript: None,
-    }
-}
-
 /// A lab with the stand-in spawned fresh at [`site`] (first prompt `boot`), and how it
 /// was launched.
 fn spawned() -> (Lab, CommandHarness, SessionSite, Launch) {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
-    let launch = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot",
-        &settings(),
-    )
-    .expect("spawned");
+    let launch = lab.spawn(&harness, &site, "boot", &settings());
     (lab, harness, site, launch)
 }
 
@@ -102,17 +82,9 @@ fn argv_of(launch: &serde_json::Value) -> Vec<String> {
 #[test]
 fn a_fresh_spawn_pastes_the_first_prompt_once_the_harness_reads_input() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
-    let launch = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot\nprompt",
-        &settings(),
-    )
-    .expect("spawned");
+    let launch = lab.spawn(&harness, &site, "boot\nprompt", &settings());
     assert!(!launch.resumed);
     let messages = lab.wait_for_messages("the boot prompt", |m| !m.is_empty());
     assert_eq!(messages, ["boot\nprompt"]);
@@ -156,7 +128,7 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
 #[test]
 fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &["--fail-resume"]);
+    let harness = lab.stand_in_harness(&["--fail-resume"]);
     let site = site(&lab);
     // The probe ends as soon as the resumed harness dies; a long one only guards a slow
     // machine against reading a harness that has not exited yet as a survivor.
@@ -176,7 +148,7 @@ fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
 #[test]
 fn a_flag_shaped_recorded_id_is_never_passed_to_the_harness() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
     let respawned = respawn(
         &lab,
@@ -199,7 +171,7 @@ fn a_flag_shaped_recorded_id_is_never_passed_to_the_harness() {
 #[test]
 fn resume_on_respawn_off_starts_fresh_without_trying() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
     let settings = RespawnSettings { resume: false, ..settings() };
     let respawned = respawn(&lab, &harness, &site, Some("abc"), "e", &settings).expect("respawned");
@@ -257,7 +229,7 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
     use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
 
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let workspaces = Workspaces::new(WorkspaceSettings {
         root: lab.path("workspaces"),
         strategy: WorkspaceStrategy::Clone,
@@ -269,8 +241,7 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
     let checkout = workspaces.checkout_path(&item).expect("path");
     std::fs::create_dir_all(&checkout).expect("checkout dir");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    lab.spawn(&harness, &site, "boot", &settings());
 
     let keep = CloseSettings { keep_checkout: true, ..CloseSettings::default() };
     let closed = session::close(&lab.tmux, Some(&workspaces), &item, &keep).expect("closed");

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use loop_sessions::{Liveness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sessions::{
+    CommandHarness, Launch, LaunchChoice, Liveness, RespawnSettings, SessionSite, Tmux,
+    TmuxSettings, TmuxSocket, session,
+};
 use loop_sim::test_support::{read_lines, stand_in, wait_for};
 use tempfile::TempDir;
 
@@ -26,6 +29,32 @@ impl Lab {
         settings.config_file = Some(PathBuf::from("/dev/null"));
         settings.command_timeout = Duration::from_secs(20);
         Self { dir, tmux: Tmux::new(settings) }
+    }
+
+    /// The stand-in as a command harness, fresh with `--session-id` and resumed with
+    /// `--resume`; `resume_extra` is added to the resume template.
+    pub fn stand_in_harness(&self, resume_extra: &[&str]) -> CommandHarness {
+        let mut resume = self.stand_in_argv(&["--resume", "{session_id}"]);
+        resume.extend(resume_extra.iter().map(|s| s.to_string()));
+        CommandHarness {
+            name: "stand-in".into(),
+            fresh: self.stand_in_argv(&["--session-id", "{session_id}"]),
+            resume: Some(resume),
+            transcript: None,
+        }
+    }
+
+    /// Spawns `harness` fresh at `site` on this lab's tmux, with no model or effort
+    /// chosen and `prompt` its first prompt.
+    pub fn spawn(
+        &self,
+        harness: &CommandHarness,
+        site: &SessionSite,
+        prompt: &str,
+        settings: &RespawnSettings,
+    ) -> Launch {
+        session::spawn_fresh(&self.tmux, harness, site, &LaunchChoice::default(), prompt, settings)
+            .expect("spawned")
     }
 
     pub fn path(&self, name: &str) -> PathBuf {

@@ -251,12 +251,7 @@ impl Inbox {
         // A segment's receipts are numbered from its id on.
         let next_seq = live_id;
         let path = segment_path(dir, live_id);
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(StoreError::io("create", &path))?;
+        let file = open_segment(&path)?;
         let live_len = file.metadata().map_err(StoreError::io("stat", &path))?.len();
         segments.entry(live_id).or_default();
         // Only tracked receipts can be marked (see above).
@@ -488,12 +483,7 @@ impl Inbox {
             let retiring = self.live_segment()?;
             let id = self.next_seq.max(self.live_id + 1);
             let path = segment_path(&self.dir, id);
-            let file = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(&path)
-                .map_err(StoreError::io("create", &path))?;
+            let file = open_segment(&path)?;
             self.next_seq = id;
             self.retired.segments.push(retiring);
             self.retired.dir = Some(self.dir.clone());
@@ -791,6 +781,16 @@ fn hex(digest: &[u8]) -> String {
         let _ = write!(out, "{b:02x}");
         out
     })
+}
+
+/// Opens segment `path` for appending, creating it private to this user.
+fn open_segment(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(StoreError::io("create", path))
 }
 
 /// Makes a new file's directory entry durable.

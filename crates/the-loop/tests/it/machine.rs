@@ -20,7 +20,7 @@ use crate::common::{Cli, Run, executable, free_port};
 /// from the test's thread).
 pub struct World {
     pub sim: Sim,
-    _runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl World {
@@ -34,7 +34,12 @@ impl World {
             .expect("a runtime for the simulator");
         let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
         sim.create_repo(Self::REPO).expect("the repository");
-        Self { sim, _runtime: runtime }
+        Self { sim, runtime }
+    }
+
+    /// Runs `future` on the simulator's runtime, from the test's thread.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 }
 
@@ -114,11 +119,7 @@ impl Machine {
                 base = world.sim.url(),
             ),
         );
-        cli.env("GH_TOKEN", "test-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
-        cli.env("USER", "alice");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        cli.env("PATH", path);
+        cli.sessions_env(&bin, &tmux_dir).env("USER", "alice");
         Self { cli, root, tmux_dir, record, launches, workspaces, origins, api_port }
     }
 

@@ -9,7 +9,7 @@
 //! events. Nothing from a comment leaves this module except a fixed [`Command`] and
 //! logins that fit GitHub's grammar.
 
-use crate::config::{ControlConfig, ControlKeywords, SpawnPolicy};
+use crate::config::{ControlConfig, SpawnPolicy};
 use crate::event::Actor;
 use crate::guards::ActorPass;
 use crate::login::Login;
@@ -18,94 +18,7 @@ use jiff::Timestamp;
 use crate::record::{Collaborator, Collaborators, ControlSource};
 use crate::refs::WorkItemRef;
 
-/// A control command (`routing.control.keywords.<name>`), also what a portable record's
-/// `control.command` holds: the last command recorded (never a roster edit, which writes
-/// the `collaborators` section instead).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Command {
-    Start,
-    Contribute,
-    Do,
-    Review,
-    Resume,
-    Pause,
-    Stop,
-    Cleanup,
-    Execute,
-    AddCollaborator,
-    RemoveCollaborator,
-}
-
-impl Command {
-    pub const ALL: [Command; 11] = [
-        Command::Start,
-        Command::Contribute,
-        Command::Do,
-        Command::Review,
-        Command::Resume,
-        Command::Pause,
-        Command::Stop,
-        Command::Cleanup,
-        Command::Execute,
-        Command::AddCollaborator,
-        Command::RemoveCollaborator,
-    ];
-
-    /// The command's name, as in `routing.control.keywords` and the event log.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Start => "start",
-            Self::Contribute => "contribute",
-            Self::Do => "do",
-            Self::Review => "review",
-            Self::Resume => "resume",
-            Self::Pause => "pause",
-            Self::Stop => "stop",
-            Self::Cleanup => "cleanup",
-            Self::Execute => "execute",
-            Self::AddCollaborator => "add-collaborator",
-            Self::RemoveCollaborator => "remove-collaborator",
-        }
-    }
-
-    /// Start, contribute, do and review: may spawn a session.
-    pub fn spawns(self) -> bool {
-        matches!(self, Self::Start | Self::Contribute | Self::Do | Self::Review)
-    }
-
-    /// The spawning commands and resume: as the last recorded command, the item is armed.
-    pub fn arms(self) -> bool {
-        self.spawns() || self == Self::Resume
-    }
-
-    /// Pause, stop and cleanup: always recorded, and they disarm.
-    pub fn disarms(self) -> bool {
-        matches!(self, Self::Pause | Self::Stop | Self::Cleanup)
-    }
-
-    /// The two roster commands, which take `@login` arguments and write no control record.
-    pub fn edits_roster(self) -> bool {
-        matches!(self, Self::AddCollaborator | Self::RemoveCollaborator)
-    }
-
-    /// The comment text that issues this command (`routing.control.keywords.<name>`).
-    pub fn keyword(self, keywords: &ControlKeywords) -> &str {
-        match self {
-            Self::Start => &keywords.start,
-            Self::Contribute => &keywords.contribute,
-            Self::Do => &keywords.r#do,
-            Self::Review => &keywords.review,
-            Self::Resume => &keywords.resume,
-            Self::Pause => &keywords.pause,
-            Self::Stop => &keywords.stop,
-            Self::Cleanup => &keywords.cleanup,
-            Self::Execute => &keywords.execute,
-            Self::AddCollaborator => &keywords.add_collaborator,
-            Self::RemoveCollaborator => &keywords.remove_collaborator,
-        }
-    }
-}
+pub use crate::command::Command;
 
 /// Whether a work item is armed: its last recorded command is an arming one. This is the
 /// durable bit a start satisfies `requireStartCommand` with.
@@ -192,22 +105,29 @@ impl Vocabulary {
             .zip(seen)
             .filter_map(|((command, _), seen)| seen.then_some(*command))
             .collect();
-        match found.as_slice() {
-            [] => Parsed::Plain,
-            [command] => {
-                roster_args.sort_unstable();
-                let mut logins: Vec<Login> = Vec::new();
-                for at in roster_args {
-                    for login in login_arguments(&body[at..]) {
-                        if !logins.contains(&login) {
-                            logins.push(login);
-                        }
+        parsed(found, roster_args, body)
+    }
+}
+
+/// What a body says, given the commands found in it (in vocabulary order) and where the
+/// `@login` arguments of its roster keywords start: nothing, one command with its
+/// logins (in the order the body names them, each once), or an ambiguity.
+fn parsed(found: Vec<Command>, mut roster_args: Vec<usize>, body: &str) -> Parsed {
+    match found.as_slice() {
+        [] => Parsed::Plain,
+        [command] => {
+            roster_args.sort_unstable();
+            let mut logins: Vec<Login> = Vec::new();
+            for at in roster_args {
+                for login in login_arguments(&body[at..]) {
+                    if !logins.contains(&login) {
+                        logins.push(login);
                     }
                 }
-                Parsed::Command { command: *command, logins }
             }
-            _ => Parsed::Ambiguous { commands: found },
+            Parsed::Command { command: *command, logins }
         }
+        _ => Parsed::Ambiguous { commands: found },
     }
 }
 
@@ -644,22 +564,7 @@ mod tests {
                 }
             }
         }
-        match found.as_slice() {
-            [] => Parsed::Plain,
-            [command] => {
-                roster_args.sort_unstable();
-                let mut logins: Vec<Login> = Vec::new();
-                for at in roster_args {
-                    for login in login_arguments(&body[at..]) {
-                        if !logins.contains(&login) {
-                            logins.push(login);
-                        }
-                    }
-                }
-                Parsed::Command { command: *command, logins }
-            }
-            _ => Parsed::Ambiguous { commands: found },
-        }
+        parsed(found, roster_args, body)
     }
 
     proptest! {

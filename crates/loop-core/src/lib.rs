@@ -20,6 +20,7 @@
 //! - [`route`]: event → ordered work-item refs, and the existence-check seam.
 //! - [`hint`]: the operator's next step for an error, apart from its message.
 //! - [`guards`]: self-authored marker, repository bound, actor guard, instance scope.
+//! - [`command`]: the commands an operator gives a work item, as the records hold them.
 //! - [`control`]: control keywords, the named-actor re-check, command semantics and the
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
@@ -38,6 +39,7 @@
 pub mod agent;
 pub mod batch;
 pub mod ci;
+pub mod command;
 pub mod config;
 pub mod control;
 pub mod event;

@@ -531,19 +531,7 @@ impl GithubClient {
     ) -> Result<Vec<ThreadComment>, GithubError> {
         let (url, reuse) = self.surface_url(item, "/issues", "/comments", since)?;
         let rows: Vec<RawComment> = self.get_all(&url, reuse).await?;
-        Ok(rows
-            .into_iter()
-            .map(|c| ThreadComment {
-                id: c.id,
-                node_id: c.node_id,
-                surface: CommentSurface::Conversation,
-                author: login(c.user.as_ref()),
-                body: c.body.unwrap_or_default(),
-                updated_at: c.updated_at.unwrap_or_else(|| c.created_at.clone()),
-                created_at: c.created_at,
-                html_url: c.html_url,
-            })
-            .collect())
+        Ok(rows.into_iter().map(|c| c.into_thread(CommentSurface::Conversation)).collect())
     }
 
     /// The submitted reviews of a pull request that have a body:
@@ -593,19 +581,11 @@ impl GithubClient {
         let rows: Vec<RawReviewComment> = self.get_all(&url, reuse).await?;
         Ok(rows
             .into_iter()
-            .map(|c| ThreadComment {
-                id: c.id,
-                node_id: c.node_id,
-                surface: CommentSurface::Inline {
-                    path: c.path,
-                    line: c.line.or(c.original_line),
-                    review: c.pull_request_review_id,
-                },
-                author: login(c.user.as_ref()),
-                body: c.body,
-                updated_at: c.updated_at.unwrap_or_else(|| c.created_at.clone()),
-                created_at: c.created_at,
-                html_url: c.html_url,
+            .map(|c| {
+                let line = c.line.or(c.original_line);
+                let surface =
+                    CommentSurface::Inline { path: c.path, line, review: c.pull_request_review_id };
+                c.comment.into_thread(surface)
             })
             .collect())
     }
@@ -1126,6 +1106,22 @@ struct RawComment {
     updated_at: Option<String>,
 }
 
+impl RawComment {
+    /// The comment on `surface`; one never edited was updated when it was created.
+    fn into_thread(self, surface: CommentSurface) -> ThreadComment {
+        ThreadComment {
+            id: self.id,
+            node_id: self.node_id,
+            surface,
+            author: login(self.user.as_ref()),
+            body: self.body.unwrap_or_default(),
+            updated_at: self.updated_at.unwrap_or_else(|| self.created_at.clone()),
+            created_at: self.created_at,
+            html_url: self.html_url,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct RawReview {
     id: u64,
@@ -1139,13 +1135,9 @@ struct RawReview {
 
 #[derive(Debug, Deserialize)]
 struct RawReviewComment {
-    id: u64,
-    node_id: String,
-    body: String,
-    html_url: String,
-    user: Option<RawUser>,
-    created_at: String,
-    updated_at: Option<String>,
+    /// What every comment has; an inline one adds where it sits.
+    #[serde(flatten)]
+    comment: RawComment,
     path: String,
     line: Option<u64>,
     original_line: Option<u64>,

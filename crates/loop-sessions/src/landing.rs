@@ -24,8 +24,37 @@ use std::time::{Duration, Instant};
 use loop_core::pane::InputBoxSigns;
 
 use crate::harness::Harness;
-use crate::session::SessionError;
 use crate::tmux::{DeliveryError, Keys, Tmux};
+
+/// Why text did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum LandingError {
+    #[error(
+        "the agent in `{target}` did not show an empty input box within {within:?} (starting, at a dialog, or someone typing in it); nothing was typed"
+    )]
+    NotAtInput { target: String, within: Duration },
+    #[error("the paste never showed in the input box of the agent in `{target}`")]
+    PasteNotShown { target: String },
+    #[error(
+        "the agent in `{target}` did not take the pasted text after {tries} returns; it is still in its input box"
+    )]
+    NotTaken { target: String, tries: u32 },
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
+impl loop_core::Hint for LandingError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Self::NotAtInput { target, .. }
+            | Self::PasteNotShown { target }
+            | Self::NotTaken { target, .. } => {
+                Some(format!("look at it with `tmux attach -r -t {target}`"))
+            }
+            Self::Delivery(_) => None,
+        }
+    }
+}
 
 /// How often the screen is looked at while waiting.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
@@ -48,7 +77,7 @@ pub fn deliver(
     target: &str,
     text: &str,
     at_input_within: Duration,
-) -> Result<(), SessionError> {
+) -> Result<(), LandingError> {
     let Some(signs) = harness.input_box() else {
         return Ok(tmux.deliver(target, text)?);
     };
@@ -60,12 +89,12 @@ pub fn deliver(
         Look::Empty => {
             tmux.send(target, &[Keys::Paste(&prompt)])?;
             if watch(PASTE_SHOWS_WITHIN, |look| look == Look::Holds)? != Look::Holds {
-                return Err(SessionError::PasteNotShown { target: target.to_owned() });
+                return Err(LandingError::PasteNotShown { target: target.to_owned() });
             }
         }
         Look::NoBox | Look::Other => {
             let within = at_input_within;
-            return Err(SessionError::NotAtInput { target: target.to_owned(), within });
+            return Err(LandingError::NotAtInput { target: target.to_owned(), within });
         }
     }
     for _ in 0..SUBMIT_TRIES {
@@ -76,7 +105,7 @@ pub fn deliver(
             return Ok(());
         }
     }
-    Err(SessionError::NotTaken { target: target.to_owned(), tries: SUBMIT_TRIES })
+    Err(LandingError::NotTaken { target: target.to_owned(), tries: SUBMIT_TRIES })
 }
 
 /// What one look at the screen saw of the input box.

@@ -83,18 +83,12 @@ impl EndpointHandles {
     /// A new active endpoint with these handles, created at `now`.
     pub fn into_endpoint(self, now: Timestamp) -> Endpoint {
         Endpoint {
-            harness: self.harness,
             harness_session_id: self.harness_session_id,
-            cwd: self.cwd,
             tmux_target: self.tmux_target,
-            status: EndpointStatus::Active,
-            recent_deliveries: Vec::new(),
-            created_at: now,
-            last_event_at: None,
             model: self.model,
             effort: self.effort,
             harness_args: self.harness_args,
-            awaiting_input: None,
+            ..Endpoint::new(self.harness, self.cwd, now)
         }
     }
 }
@@ -169,20 +163,7 @@ pub mod rules {
             return Ok(false);
         }
         let own = record.own_endpoint().expect("a live record has its own endpoint");
-        let endpoint = Endpoint {
-            harness: own.harness.clone(),
-            harness_session_id: None,
-            cwd: own.cwd.clone(),
-            tmux_target: String::new(),
-            status: EndpointStatus::Active,
-            recent_deliveries: Vec::new(),
-            created_at: now,
-            last_event_at: None,
-            model: None,
-            effort: None,
-            harness_args: Vec::new(),
-            awaiting_input: None,
-        };
+        let endpoint = Endpoint::new(own.harness.clone(), own.cwd.clone(), now);
         record.endpoints.insert(pr.clone(), endpoint);
         Ok(true)
     }
@@ -585,18 +566,10 @@ mod tests {
 
     fn endpoint(status: EndpointStatus) -> Endpoint {
         Endpoint {
-            harness: "claude".into(),
             harness_session_id: Some("u-1".into()),
-            cwd: PathBuf::from("/w/item"),
             tmux_target: "loop-github-octo-app-15".into(),
             status,
-            recent_deliveries: Vec::new(),
-            created_at: Timestamp::UNIX_EPOCH,
-            last_event_at: None,
-            model: None,
-            effort: None,
-            harness_args: Vec::new(),
-            awaiting_input: None,
+            ..Endpoint::new("claude", PathBuf::from("/w/item"), Timestamp::UNIX_EPOCH)
         }
     }
 

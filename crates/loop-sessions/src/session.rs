@@ -12,7 +12,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::{TmuxConfig, WorkspaceConfig};
 
 use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
-use crate::landing;
+use crate::landing::{self, LandingError};
 use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
 use crate::workspace::{WorkspaceError, Workspaces};
 
@@ -29,16 +29,8 @@ pub enum SessionError {
         "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted"
     )]
     NotReady { target: String, within: Duration },
-    #[error(
-        "the agent in `{target}` did not show an empty input box within {within:?} (starting, at a dialog, or someone typing in it); nothing was typed"
-    )]
-    NotAtInput { target: String, within: Duration },
-    #[error("the paste never showed in the input box of the agent in `{target}`")]
-    PasteNotShown { target: String },
-    #[error(
-        "the agent in `{target}` did not take the pasted text after {tries} returns; it is still in its input box"
-    )]
-    NotTaken { target: String, tries: u32 },
+    #[error(transparent)]
+    Landing(#[from] LandingError),
 }
 
 impl loop_core::Hint for SessionError {
@@ -46,12 +38,10 @@ impl loop_core::Hint for SessionError {
         match self {
             Self::Tmux(err) => err.hint(),
             Self::Harness(err) => err.hint(),
-            Self::NotReady { target, .. }
-            | Self::NotAtInput { target, .. }
-            | Self::PasteNotShown { target }
-            | Self::NotTaken { target, .. } => {
+            Self::NotReady { target, .. } => {
                 Some(format!("look at it with `tmux attach -r -t {target}`"))
             }
+            Self::Landing(err) => err.hint(),
             Self::Delivery(_) => None,
         }
     }
@@ -185,7 +175,7 @@ pub fn deliver(
     target: &str,
     text: &str,
 ) -> Result<(), SessionError> {
-    landing::deliver(tmux, harness, target, text, landing::AT_INPUT_WITHIN)
+    Ok(landing::deliver(tmux, harness, target, text, landing::AT_INPUT_WITHIN)?)
 }
 
 /// Delivers `text` into the session ([`deliver`]); when nothing runs there, respawns it
@@ -201,16 +191,16 @@ pub fn deliver_or_respawn(
 ) -> Result<Delivered, SessionError> {
     match deliver(tmux, harness, &site.target, text) {
         Ok(()) => Ok(Delivered::Pasted),
-        Err(SessionError::Delivery(DeliveryError::SessionMissing { .. })) => {
-            match respawn(tmux, harness, site, recorded, choice, text, settings) {
-                Ok(respawned) => Ok(Delivered::Respawned(respawned)),
-                Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
-                    deliver(tmux, harness, &site.target, text)?;
-                    Ok(Delivered::RespawnAverted)
-                }
-                Err(err) => Err(err),
+        Err(SessionError::Landing(LandingError::Delivery(DeliveryError::SessionMissing {
+            ..
+        }))) => match respawn(tmux, harness, site, recorded, choice, text, settings) {
+            Ok(respawned) => Ok(Delivered::Respawned(respawned)),
+            Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
+                deliver(tmux, harness, &site.target, text)?;
+                Ok(Delivered::RespawnAverted)
             }
-        }
+            Err(err) => Err(err),
+        },
         Err(err) => Err(err),
     }
 }
@@ -232,7 +222,7 @@ fn paste_first_prompt(
         });
     }
     let rest = settings.ready_within.saturating_sub(started.elapsed());
-    landing::deliver(tmux, harness, &site.target, prompt, rest)
+    Ok(landing::deliver(tmux, harness, &site.target, prompt, rest)?)
 }
 
 /// What closing does to the tmux session; from `routing.tmux`.

@@ -521,19 +521,7 @@ impl World {
                     return Ok((Outcome::default(), Vec::new()));
                 }
                 item.labels.push(label.clone());
-                item.updated_at = at;
-                let event = item_event(item);
-                Ok((
-                    Outcome::default(),
-                    vec![happening(
-                        event,
-                        "labeled",
-                        &repo,
-                        number,
-                        &actor,
-                        HappeningDetail::Label(label),
-                    )],
-                ))
+                Ok(label_changed(item, "labeled", &repo, number, &actor, label, at))
             }
             Action::Unlabel { repo, number, actor, label } => {
                 self.user(&actor);
@@ -543,19 +531,7 @@ impl World {
                 if item.labels.len() == before {
                     return Ok((Outcome::default(), Vec::new()));
                 }
-                item.updated_at = at;
-                let event = item_event(item);
-                Ok((
-                    Outcome::default(),
-                    vec![happening(
-                        event,
-                        "unlabeled",
-                        &repo,
-                        number,
-                        &actor,
-                        HappeningDetail::Label(label),
-                    )],
-                ))
+                Ok(label_changed(item, "unlabeled", &repo, number, &actor, label, at))
             }
             Action::Comment { repo, number, author, body } => {
                 if body.trim().is_empty() {
@@ -1087,6 +1063,23 @@ pub fn node_id(prefix: &str, id: u64) -> String {
 
 fn item_event(item: &Item) -> &'static str {
     if item.pull.is_some() { "pull_request" } else { "issues" }
+}
+
+/// What adding or removing `label` on `item` answers: nothing, and its `issues` or
+/// `pull_request` webhook with `action` (`labeled`, `unlabeled`). The item was updated.
+fn label_changed(
+    item: &mut Item,
+    action: &'static str,
+    repo: &str,
+    number: u64,
+    sender: &str,
+    label: String,
+    at: Timestamp,
+) -> (Outcome, Vec<Happening>) {
+    item.updated_at = at;
+    let labeled =
+        happening(item_event(item), action, repo, number, sender, HappeningDetail::Label(label));
+    (Outcome::default(), vec![labeled])
 }
 
 /// What creating or editing conversation comment `id` answers: its ids, and its

@@ -251,12 +251,7 @@ impl Inbox {
         // A segment's receipts are numbered from its id on.
         let next_seq = live_id;
         let path = segment_path(dir, live_id);
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(StoreError::io("create", &path))?;
+        let file = open_segment(&path)?;
         let live_len = file.metadata().map_err(StoreError::io("stat", &path))?.len();
         segments.entry(live_id).or_default();
         // Only tracked receipts can be marked (see above).
@@ -488,12 +483,7 @@ impl Inbox {
             let retiring = self.live_segment()?;
             let id = self.next_seq.max(self.live_id + 1);
             let path = segment_path(&self.dir, id);
-            let file = OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(&path)
-                .map_err(StoreError::io("create", &path))?;
+            let file = open_segment(&path)?;
             self.next_seq = id;
             self.retired.segments.push(retiring);
             self.retired.dir = Some(self.dir.clone());
@@ -793,6 +783,16 @@ fn hex(digest: &[u8]) -> String {
     })
 }
 
+/// Opens segment `path` for appending, creating it private to this user.
+fn open_segment(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(StoreError::io("create", path))
+}
+
 /// Makes a new file's directory entry durable.
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(StoreError::io("fsync directory", dir))
@@ -812,6 +812,25 @@ mod tests {
         }
     }
 
+    /// A new journal in a temp directory, which lives as long as the guard.
+    fn new_inbox() -> (tempfile::TempDir, Inbox) {
+        let dir = tempfile::tempdir().unwrap();
+        let (inbox, _) = Inbox::open(dir.path()).unwrap();
+        (dir, inbox)
+    }
+
+    /// Syncs and closes `inbox`, and opens the journal in `dir` again.
+    fn reopen(mut inbox: Inbox, dir: &Path) -> Inbox {
+        inbox.sync().unwrap();
+        drop(inbox);
+        Inbox::open(dir).unwrap().0
+    }
+
+    /// What reopening the journal in `dir` finds.
+    fn reopened(dir: &Path) -> Contents {
+        Inbox::open(dir).unwrap().1
+    }
+
     #[test]
     fn a_synced_receipt_is_pending_after_reopening_until_it_is_marked_processed() {
         let dir = tempfile::tempdir().unwrap();
@@ -829,18 +848,14 @@ mod tests {
         inbox.sync().unwrap();
         drop(inbox);
 
-        let (_inbox, contents) = Inbox::open(dir.path()).unwrap();
-        assert_eq!(contents.pending, vec![second]);
+        assert_eq!(reopened(dir.path()).pending, vec![second]);
     }
 
     #[test]
     fn reading_from_a_sequence_number_skips_earlier_segments_and_stops_at_the_limit() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let old = inbox.append(receipt(Some("old"), "{}")).unwrap();
-        inbox.sync().unwrap();
-        drop(inbox);
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let mut inbox = reopen(inbox, dir.path());
         let fresh: Vec<u64> =
             (0..5).map(|_| inbox.append(receipt(None, "{}")).unwrap().seq).collect();
         inbox.sync().unwrap();
@@ -851,12 +866,9 @@ mod tests {
 
     #[test]
     fn a_segment_holding_only_marks_is_followed_by_correctly_numbered_receipts() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let a = inbox.append(receipt(Some("a"), "{}")).unwrap();
-        inbox.sync().unwrap();
-        drop(inbox);
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let mut inbox = reopen(inbox, dir.path());
         inbox.mark_processed(a.seq); // the new live segment holds only this mark
         inbox.sync().unwrap();
         drop(inbox);
@@ -878,8 +890,7 @@ mod tests {
     /// write that carried it).
     #[test]
     fn a_mark_whose_write_failed_is_written_by_the_next_write_that_succeeds() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let processed = inbox.append(receipt(Some("a"), "{}")).unwrap();
         inbox.write().unwrap();
 
@@ -904,8 +915,7 @@ mod tests {
 
     #[test]
     fn deliveries_without_an_id_get_distinct_sequence_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (_dir, mut inbox) = new_inbox();
         let a = inbox.append(receipt(None, "{}")).unwrap();
         let b = inbox.append(receipt(None, "{}")).unwrap();
         assert_ne!(a.seq, b.seq);
@@ -913,8 +923,7 @@ mod tests {
 
     #[test]
     fn a_torn_tail_is_ignored_and_reported_and_earlier_entries_survive() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let kept = inbox.append(receipt(Some("a"), "{\"kept\":true}")).unwrap();
         inbox.sync().unwrap();
         drop(inbox);
@@ -925,14 +934,12 @@ mod tests {
         let contents = read_pending(dir.path()).unwrap();
         assert_eq!(contents.pending, vec![kept.clone()]);
         assert_eq!(contents.ignored.len(), 1);
-        let (_, contents) = Inbox::open(dir.path()).unwrap();
-        assert_eq!(contents.pending, vec![kept]);
+        assert_eq!(reopened(dir.path()).pending, vec![kept]);
     }
 
     #[test]
     fn a_body_that_does_not_match_its_checksum_is_not_replayed() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         inbox.append(receipt(Some("a"), "{\"v\":1}")).unwrap();
         inbox.sync().unwrap();
         drop(inbox);
@@ -946,8 +953,7 @@ mod tests {
 
     #[test]
     fn fully_processed_old_segments_are_deleted_oldest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let a = inbox.append(receipt(Some("a"), "{}")).unwrap();
         inbox.sync().unwrap();
         drop(inbox);
@@ -964,8 +970,7 @@ mod tests {
 
     #[test]
     fn a_retired_segment_and_the_directory_are_handed_over_for_syncing_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let first_live = inbox.live_id();
         let body = "x".repeat(1024 * 1024);
         for _ in 0..5 {
@@ -984,8 +989,7 @@ mod tests {
 
     #[test]
     fn a_full_live_segment_is_replaced_and_deleted_once_processed() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let body = "x".repeat(1024 * 1024);
         for _ in 0..5 {
             let entry = inbox.append(receipt(None, &body)).unwrap();
@@ -1021,8 +1025,7 @@ mod tests {
 
     #[test]
     fn pending_receipts_and_their_bytes_follow_appends_marks_and_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut inbox, _) = Inbox::open(dir.path()).unwrap();
+        let (dir, mut inbox) = new_inbox();
         let a = inbox.append(receipt(None, "{\"a\":1}")).unwrap();
         inbox.append(receipt(None, "{}")).unwrap();
         inbox.sync().unwrap();

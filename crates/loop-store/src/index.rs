@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use crate::StateStore;
 use crate::error::StoreError;
 use crate::json_file::{self, FileMode};
-use crate::local::record_slug;
+use crate::layout::record_slug;
 use crate::lock::LockGuard;
 use crate::portable::{IDENTITY_KEYS, SEALED_KEY};
 

@@ -7,8 +7,10 @@
 //!
 //! Reads never fail on content: a file that does not parse is moved aside to
 //! `<name>.corrupt-<UTC timestamp>` (under the file's lock, after re-reading, so a file a
-//! writer just fixed is never moved), an error event `state.quarantined` is logged, and the
-//! file reads as absent. It is never overwritten unseen.
+//! writer just fixed is never moved), whoever the read names is told ([`QuarantineReport`]:
+//! the store's event log, which writes the error line `state.quarantined`), and the file
+//! reads as absent. It is never overwritten unseen. This module sits below the event log:
+//! it knows only the trait, never the log.
 //!
 //! One exception, named for what it is: [`Durability::ProcessDeath`] skips both fsyncs.
 //! The rename is still atomic, and a `kill -9` leaves the page cache to the kernel, so the
@@ -36,9 +38,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::error::StoreError;
-use crate::event_log::EventLog;
 use crate::lock::LockGuard;
-use loop_core::log::{Kind, Line};
 
 /// Who may read a file this store creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,13 +208,20 @@ fn parent_dir(path: &Path) -> &Path {
     }
 }
 
+/// Who is told that a file did not parse and was moved aside. The store's event log is
+/// (`event_log` implements this); a test can be.
+pub(crate) trait QuarantineReport {
+    /// `path` did not parse (`error`) and now lies at `moved_to`.
+    fn quarantined(&self, path: &Path, moved_to: &Path, error: &str);
+}
+
 /// One JSON file kind's read path: parse, or quarantine and read as absent.
-#[derive(Debug)]
 pub(crate) struct JsonFile<'a> {
     pub(crate) path: &'a Path,
     /// The sidecar lock every writer of this file holds.
     pub(crate) lock: &'a Path,
-    pub(crate) events: &'a EventLog,
+    /// Who is told of a quarantine: the store's event log.
+    pub(crate) events: &'a dyn QuarantineReport,
 }
 
 impl JsonFile<'_> {
@@ -224,13 +231,12 @@ impl JsonFile<'_> {
         &self,
         parse: impl Fn(&[u8]) -> Result<T, String>,
     ) -> Result<Option<T>, StoreError> {
-        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
-        match parse(&bytes) {
-            Ok(value) => Ok(Some(value)),
-            Err(_) => {
+        match self.parsed(&parse)? {
+            Some(Err(_)) => {
                 let _guard = LockGuard::exclusive(self.lock)?;
                 self.load_locked(parse)
             }
+            read => Ok(read.and_then(Result::ok)),
         }
     }
 
@@ -239,14 +245,22 @@ impl JsonFile<'_> {
         &self,
         parse: impl Fn(&[u8]) -> Result<T, String>,
     ) -> Result<Option<T>, StoreError> {
-        let Some(bytes) = read_bytes(self.path)? else { return Ok(None) };
-        match parse(&bytes) {
-            Ok(value) => Ok(Some(value)),
-            Err(error) => {
+        match self.parsed(&parse)? {
+            Some(Err(error)) => {
                 quarantine(self.path, &error, self.events)?;
                 Ok(None)
             }
+            read => Ok(read.and_then(Result::ok)),
         }
+    }
+
+    /// The file, parsed: `None` when it does not exist, the parse error when it does not
+    /// parse.
+    fn parsed<T>(
+        &self,
+        parse: &impl Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<Result<T, String>>, StoreError> {
+        Ok(read_bytes(self.path)?.map(|bytes| parse(&bytes)))
     }
 }
 
@@ -255,29 +269,36 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result
     serde_json::from_slice(bytes).map_err(|err| err.to_string())
 }
 
-/// Moves `path` aside to `<name>.corrupt-<UTC timestamp>` and logs `state.quarantined`.
+/// Moves `path` aside to `<name>.corrupt-<UTC timestamp>` and tells `events`.
 pub(crate) fn quarantine(
     path: &Path,
     error: &str,
-    events: &EventLog,
+    events: &dyn QuarantineReport,
 ) -> Result<PathBuf, StoreError> {
     let stamp = Timestamp::now().strftime("%Y%m%dT%H%M%S%.3fZ").to_string();
     let name = path.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
     fs::rename(path, &aside).map_err(StoreError::io("quarantine", path))?;
     tracing::error!(path = %path.display(), moved_to = %aside.display(), error, "quarantined an unreadable state file");
-    events.emit(
-        Line::error(Kind::StateQuarantined)
-            .field("path", path.display().to_string())
-            .field("moved_to", aside.display().to_string())
-            .field("error", error),
-    );
+    events.quarantined(path, &aside, error);
     Ok(aside)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
     use super::*;
+
+    /// Remembers each quarantine it is told of: `(path, moved_to, error)`.
+    #[derive(Default)]
+    struct Told(RefCell<Vec<(PathBuf, PathBuf, String)>>);
+
+    impl QuarantineReport for Told {
+        fn quarantined(&self, path: &Path, moved_to: &Path, error: &str) {
+            self.0.borrow_mut().push((path.to_owned(), moved_to.to_owned(), error.to_owned()));
+        }
+    }
 
     #[test]
     fn a_sweep_removes_the_temp_files_of_dead_writers_only() {
@@ -363,13 +384,12 @@ mod tests {
     }
 
     #[test]
-    fn an_unparsable_file_is_moved_aside_logged_and_reads_as_absent() {
+    fn an_unparsable_file_is_moved_aside_reported_and_reads_as_absent() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.json");
-        let log = dir.path().join("events.jsonl");
         fs::write(&path, "{ not json").unwrap();
-        let events = EventLog::new(&log, "test");
-        let file = JsonFile { path: &path, lock: &dir.path().join("a.lock"), events: &events };
+        let told = Told::default();
+        let file = JsonFile { path: &path, lock: &dir.path().join("a.lock"), events: &told };
         assert_eq!(file.load(parse_json::<serde_json::Value>).unwrap(), None);
         assert!(!path.exists());
         let aside: Vec<_> = fs::read_dir(dir.path())
@@ -379,11 +399,9 @@ mod tests {
             .collect();
         assert_eq!(aside.len(), 1, "{aside:?}");
         assert_eq!(fs::read_to_string(dir.path().join(&aside[0])).unwrap(), "{ not json");
-        let logged = fs::read_to_string(&log).unwrap();
-        assert!(
-            logged.contains("\"event\":\"state.quarantined\"")
-                && logged.contains("\"level\":\"error\""),
-            "{logged}"
-        );
+        let told = told.0.into_inner();
+        assert_eq!(told.len(), 1, "told once: {told:?}");
+        assert_eq!((&told[0].0, &told[0].1), (&path, &dir.path().join(&aside[0])));
+        assert!(!told[0].2.is_empty(), "with the parse error");
     }
 }

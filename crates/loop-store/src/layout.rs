@@ -196,6 +196,17 @@ impl StateLayout {
     }
 }
 
+/// The slug of a record file name shaped `[A-Za-z0-9._-]+-<digits>.json` (the names this
+/// layout gives portable and local records, and legacy session records had), else `None`.
+pub(crate) fn record_slug(name: &str) -> Option<&str> {
+    let slug = name.strip_suffix(".json")?;
+    let (stem, number) = slug.rsplit_once('-')?;
+    let stem_ok = !stem.is_empty()
+        && stem.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    let number_ok = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
+    (stem_ok && number_ok).then_some(slug)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +240,20 @@ mod tests {
             Path::new("/s/local/poll-clocks.json"),
             "clocks stay under the root"
         );
+    }
+
+    #[test]
+    fn only_record_shaped_names_are_listed() {
+        assert_eq!(record_slug("github-octo-my.app-7.json"), Some("github-octo-my.app-7"));
+        for name in [
+            "service.pid",
+            "poll-clocks.json",
+            "index.json",
+            "x-7.json.corrupt-1",
+            "-7.json",
+            "a b-7.json",
+        ] {
+            assert_eq!(record_slug(name), None, "{name}");
+        }
     }
 }

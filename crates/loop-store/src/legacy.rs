@@ -70,7 +70,7 @@ pub(crate) fn sessions(store: &StateStore) -> Vec<(String, LocalRecord)> {
     let mut found = Vec::new();
     for path in entries.flatten().map(|entry| entry.path()) {
         let Some(slug) =
-            path.file_name().and_then(|n| n.to_str()).and_then(crate::local::record_slug)
+            path.file_name().and_then(|n| n.to_str()).and_then(crate::layout::record_slug)
         else {
             continue;
         };

@@ -111,7 +111,7 @@ impl StateStore {
         for entry in entries {
             let entry = entry.map_err(StoreError::io("list", &dir))?;
             let name = entry.file_name();
-            if name.to_str().and_then(crate::local::record_slug).is_none() {
+            if name.to_str().and_then(crate::layout::record_slug).is_none() {
                 continue;
             }
             // Gone since the directory was read: the next listing will not see it.
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_records_graph_is_its_sessions_state_file_followed_as_the_pointer_moves() {
-        use loop_core::record::{Endpoint, EndpointStatus, LocalRecord};
+        use loop_core::record::{Endpoint, LocalRecord};
         let dir = tempfile::tempdir().unwrap();
         let store =
             StateStore::new(StateLayout::new(dir.path().join("state")), EventLog::disabled());
@@ -329,18 +329,8 @@ mod tests {
         std::fs::create_dir_all(folder.dir()).unwrap();
         let mut record = LocalRecord::new(item.clone());
         let own = Endpoint {
-            harness: "claude".into(),
-            harness_session_id: None,
-            cwd: checkout.clone(),
             tmux_target: item.tmux_session(),
-            status: EndpointStatus::Active,
-            recent_deliveries: Vec::new(),
-            created_at: jiff::Timestamp::UNIX_EPOCH,
-            last_event_at: None,
-            model: None,
-            effort: None,
-            harness_args: Vec::new(),
-            awaiting_input: None,
+            ..Endpoint::new("claude", checkout.clone(), jiff::Timestamp::UNIX_EPOCH)
         };
         record.endpoints.insert(item.clone(), own);
         store.save_local_record(&record).unwrap();

@@ -42,6 +42,7 @@ use loop_core::record::LocalRecord;
 use crate::StateStore;
 use crate::error::StoreError;
 use crate::json_file::{self, Durability, FileMode, JsonFile, Written};
+use crate::layout::record_slug;
 use crate::legacy;
 use crate::lock::LockGuard;
 
@@ -293,40 +294,10 @@ fn read_record(path: &Path, known: Option<&FileIdentity>) -> Result<RecordFile, 
     Ok(RecordFile::Read(identity, bytes))
 }
 
-/// The slug of a record file name shaped `[A-Za-z0-9._-]+-<digits>.json`, else `None`.
-pub(crate) fn record_slug(name: &str) -> Option<&str> {
-    let slug = name.strip_suffix(".json")?;
-    let (stem, number) = slug.rsplit_once('-')?;
-    let stem_ok = !stem.is_empty()
-        && stem.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    let number_ok = !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
-    (stem_ok && number_ok).then_some(slug)
-}
-
 fn parse_local(bytes: &[u8], slug: &str) -> Result<LocalRecord, String> {
     let record: LocalRecord = json_file::parse_json(bytes)?;
     if record.work_item.slug() != slug {
         return Err(format!("its ref `{}` does not belong in `{slug}.json`", record.work_item));
     }
     Ok(record)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_record_shaped_names_are_listed() {
-        assert_eq!(record_slug("github-octo-my.app-7.json"), Some("github-octo-my.app-7"));
-        for name in [
-            "service.pid",
-            "poll-clocks.json",
-            "index.json",
-            "x-7.json.corrupt-1",
-            "-7.json",
-            "a b-7.json",
-        ] {
-            assert_eq!(record_slug(name), None, "{name}");
-        }
-    }
 }

@@ -141,7 +141,7 @@ impl StateStore {
         for entry in entries {
             let entry = entry.map_err(StoreError::io("list", &dir))?;
             let name = entry.file_name();
-            if name.to_str().and_then(crate::local::record_slug).is_none() {
+            if name.to_str().and_then(crate::layout::record_slug).is_none() {
                 continue;
             }
             let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };

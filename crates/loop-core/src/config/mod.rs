@@ -7,7 +7,7 @@
 //! 1. YAML (saphyr, with positions) — a syntax error is one problem with its line;
 //! 2. the version gate ([`version`]): keys removed by an older version and a stale
 //!    `version` refuse the file, naming `the-loop config migrate`;
-//! 3. the typed read (`schema.rs`, through the walker in `read.rs`): wrong types, values
+//! 3. the typed read (`schema/`, through the walker in `read.rs`): wrong types, values
 //!    outside an enum or range, malformed repositories / refs / logins and unknown keys are
 //!    errors; keys accepted but not implemented yet (the list in `inert.rs`, holding no
 //!    value) and obsolete keys are warnings;

@@ -1,7 +1,7 @@
 //! The walker that turns a YAML node tree into typed config values.
 //!
 //! Every config struct says, in one place, which keys it has and what each defaults to
-//! (see `schema.rs`); this module supplies the means: a [`Block`] hands out the keys of
+//! (see `schema/`); this module supplies the means: a [`Block`] hands out the keys of
 //! one mapping, records every problem it meets (with its key path and line) and falls
 //! back to the default, and reports the keys nobody asked for as unknown — unless
 //! `inert.rs` lists them as accepted but not implemented. So one pass over a file finds

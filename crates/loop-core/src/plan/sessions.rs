@@ -162,18 +162,9 @@ mod tests {
 
     fn endpoint(status: EndpointStatus, target: &str) -> Endpoint {
         Endpoint {
-            harness: "h".into(),
-            harness_session_id: None,
-            cwd: PathBuf::from("/w"),
             tmux_target: target.into(),
             status,
-            recent_deliveries: Vec::new(),
-            created_at: Timestamp::UNIX_EPOCH,
-            last_event_at: None,
-            model: None,
-            effort: None,
-            harness_args: Vec::new(),
-            awaiting_input: None,
+            ..Endpoint::new("h", PathBuf::from("/w"), Timestamp::UNIX_EPOCH)
         }
     }
 

@@ -105,6 +105,26 @@ impl AwaitingInput {
 }
 
 impl Endpoint {
+    /// A new active endpoint of `harness` working in `cwd`, created at `created_at`: no
+    /// session spawned yet (no tmux target, no conversation), nothing delivered, nothing
+    /// chosen, no question open.
+    pub fn new(harness: impl Into<String>, cwd: PathBuf, created_at: Timestamp) -> Self {
+        Self {
+            harness: harness.into(),
+            harness_session_id: None,
+            cwd,
+            tmux_target: String::new(),
+            status: EndpointStatus::Active,
+            recent_deliveries: Vec::new(),
+            created_at,
+            last_event_at: None,
+            model: None,
+            effort: None,
+            harness_args: Vec::new(),
+            awaiting_input: None,
+        }
+    }
+
     /// Whether `delivery_id` was already pasted into this session.
     pub fn has_delivered(&self, delivery_id: &str) -> bool {
         self.recent_deliveries.iter().any(|seen| seen == delivery_id)
@@ -140,20 +160,7 @@ mod tests {
     use super::*;
 
     fn endpoint() -> Endpoint {
-        Endpoint {
-            harness: "claude".into(),
-            harness_session_id: None,
-            cwd: PathBuf::from("/w"),
-            tmux_target: String::new(),
-            status: EndpointStatus::Active,
-            recent_deliveries: Vec::new(),
-            created_at: Timestamp::UNIX_EPOCH,
-            last_event_at: None,
-            model: None,
-            effort: None,
-            harness_args: Vec::new(),
-            awaiting_input: None,
-        }
+        Endpoint::new("claude", PathBuf::from("/w"), Timestamp::UNIX_EPOCH)
     }
 
     #[test]

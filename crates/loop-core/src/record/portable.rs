@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::control::Command;
+use crate::command::Command;
 use crate::login::Login;
 use crate::refs::WorkItemRef;
 

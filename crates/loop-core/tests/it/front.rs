@@ -88,18 +88,9 @@ impl Front {
 
 fn endpoint(status: EndpointStatus) -> Endpoint {
     Endpoint {
-        harness: "stand-in".into(),
-        harness_session_id: None,
-        cwd: PathBuf::from("/w"),
         tmux_target: "the-loop-octo-app-15".into(),
         status,
-        recent_deliveries: Vec::new(),
-        created_at: Timestamp::UNIX_EPOCH,
-        last_event_at: None,
-        model: None,
-        effort: None,
-        harness_args: Vec::new(),
-        awaiting_input: None,
+        ..Endpoint::new("stand-in", PathBuf::from("/w"), Timestamp::UNIX_EPOCH)
     }
 }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use loop_core::WorkItemRef;
-use loop_core::config::SessionPerPr;
+use loop_core::config::{Config, SessionPerPr};
 use loop_core::control::{Command, Effect, SessionState};
 use loop_core::event::Event;
 use loop_core::plan::{self, Decision, JobRoute, PrSession, Step};
@@ -163,14 +163,11 @@ fn a_dequeued_cross_repository_pull_request_gets_its_own_session_only_with_a_che
     let mut front = Front::new();
     front.config.routing.tmux.session_per_pr = SessionPerPr::CrossRepository;
     let target = item(WORK_ITEM);
-    let routed = plan::route_job(
-        &target,
-        Some(live_record()),
-        false,
-        &event,
-        &front.config,
-        SessionPerPr::CrossRepository,
-    );
+    // The job as dequeued for the live session, under `config` and the item's `mode`.
+    let deliver = |config: &Config, mode| {
+        plan::route_job(&target, Some(live_record()), false, &event, config, mode)
+    };
+    let routed = deliver(&front.config, SessionPerPr::CrossRepository);
     let JobRoute::Deliver { pr_session, endpoint, .. } = routed else { panic!("{routed:?}") };
     assert_eq!(
         pr_session,
@@ -182,26 +179,12 @@ fn a_dequeued_cross_repository_pull_request_gets_its_own_session_only_with_a_che
     assert_eq!(endpoint, Some(target.clone()));
 
     front.config.routing.workspace.root = Some("/w".into());
-    let routed = plan::route_job(
-        &target,
-        Some(live_record()),
-        false,
-        &event,
-        &front.config,
-        SessionPerPr::CrossRepository,
-    );
+    let routed = deliver(&front.config, SessionPerPr::CrossRepository);
     let JobRoute::Deliver { pr_session, .. } = routed else { panic!("{routed:?}") };
     assert_eq!(pr_session, Some(PrSession::Spawn { pull_request: item("github:other/lib#16") }));
     // The mode is the work item's frozen choice when it made one: `never` keeps the pull
     // request in the work item's session.
-    let routed = plan::route_job(
-        &target,
-        Some(live_record()),
-        false,
-        &event,
-        &front.config,
-        SessionPerPr::Never,
-    );
+    let routed = deliver(&front.config, SessionPerPr::Never);
     let JobRoute::Deliver { pr_session, .. } = routed else { panic!("{routed:?}") };
     assert_eq!(pr_session, None);
 }

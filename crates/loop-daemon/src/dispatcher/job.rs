@@ -732,9 +732,11 @@ impl Dispatcher {
                 session::spawn_fresh(&tmux, &*harness, &site, &choice, &prompt, &settings);
             match launched {
                 Ok(launch) => Ok(launch),
-                Err(cause @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {
-                    Err(SpawnError::Launch { cause: Box::new(cause), marker: None })
-                }
+                Err(
+                    cause @ (SessionError::NotReady { .. }
+                    | SessionError::Delivery(_)
+                    | SessionError::Landing(_)),
+                ) => Err(SpawnError::Launch { cause: Box::new(cause), marker: None }),
                 Err(cause) => {
                     let marker = registry.end_spawn(&site.target).err().map(Box::new);
                     Err(SpawnError::Launch { cause: Box::new(cause), marker })

@@ -9,12 +9,12 @@ use jiff::Timestamp;
 use loop_core::WorkItemRef;
 use loop_core::record::{EndpointStatus, LocalRecord};
 use loop_sessions::registry::{EndpointHandles, Registry, RegistryError};
-use loop_sessions::{CommandHarness, LaunchChoice, RespawnSettings, SessionSite, session};
+use loop_sessions::{RespawnSettings, SessionSite};
 use loop_store::classification::{Kind, RecordType, classify};
 use loop_store::{EventLog, StateLayout, StateStore};
 use tempfile::TempDir;
 
-use crate::support::Lab;
+use crate::support::{Lab, git};
 
 fn r(s: &str) -> WorkItemRef {
     s.parse().expect("a valid ref")
@@ -39,15 +39,20 @@ fn handles(cwd: &Path, id: &str) -> EndpointHandles {
     }
 }
 
+/// `octo/app#15`'s session, registered in `registry` at second 1000 working in `cwd`;
+/// answers the item, a pull request of another repository, and that time.
+fn registered(registry: &Registry, cwd: &Path) -> (WorkItemRef, WorkItemRef, Timestamp) {
+    let (item, pr) = (r("github:octo/app#15"), r("github:octo/lib#7"));
+    let now = Timestamp::from_second(1_000).expect("a time");
+    registry.register(&item, handles(cwd, "u-1").into_endpoint(now), false).expect("registered");
+    (item, pr, now)
+}
+
 #[test]
 fn one_private_file_per_work_item_holds_every_endpoint() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (registry, root) = registry(&dir);
-    let (item, pr) = (r("github:octo/app#15"), r("github:octo/lib#7"));
-    let now = Timestamp::from_second(1_000).expect("a time");
-    registry
-        .register(&item, handles(dir.path(), "u-1").into_endpoint(now), false)
-        .expect("registered");
+    let (item, pr, now) = registered(&registry, dir.path());
     assert!(registry.link_pull_request(&item, &pr, now).expect("linked"));
     assert!(registry.touch(&item, &pr, Some("d-1"), now).expect("touched"));
     let files: Vec<_> = std::fs::read_dir(root.join("local"))
@@ -69,11 +74,7 @@ fn one_private_file_per_work_item_holds_every_endpoint() {
 fn a_pr_ref_resolves_to_the_live_record_that_lists_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (registry, root) = registry(&dir);
-    let (item, pr) = (r("github:octo/app#15"), r("github:octo/lib#7"));
-    let now = Timestamp::from_second(1_000).expect("a time");
-    registry
-        .register(&item, handles(dir.path(), "u-1").into_endpoint(now), false)
-        .expect("registered");
+    let (item, pr, now) = registered(&registry, dir.path());
     registry.link_pull_request(&item, &pr, now).expect("linked");
     std::fs::write(root.join("local/github-octo-zzz-9.json"), "{broken").expect("corrupt file");
     let route = registry.route(&pr, false).expect("routed").expect("a route");
@@ -122,35 +123,13 @@ fn a_spawned_session_leaves_no_handle_in_portable_records_or_the_checkout() {
     let lab = Lab::new();
     let checkout = lab.path("checkout");
     std::fs::create_dir(&checkout).expect("checkout dir");
-    let git = |args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&checkout)
-            .args(args)
-            .status()
-            .expect("git");
-        assert!(status.success());
-    };
-    git(&["init", "--quiet"]);
-    let harness = CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
-        resume: None,
-        transcript: None,
-    };
+    git(&checkout, &["init", "--quiet"]);
+    let harness = lab.stand_in_harness(&[]);
     let item = r("github:octo/app#15");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
     let settings =
         RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
-    let launch = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot",
-        &settings,
-    )
-    .expect("spawned");
+    let launch = lab.spawn(&harness, &site, "boot", &settings);
     let (registry, root) = registry(&lab.dir);
     let handles = EndpointHandles {
         harness: "stand-in".into(),
@@ -208,19 +187,6 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
 
     let lab = Lab::new();
     let remote = lab.path("remote");
-    let git = |dir: &Path, args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.com")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.com")
-            .output()
-            .expect("git");
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    };
     git(lab.dir.path(), &["init", "--quiet", "-b", "main", "seed"]);
     std::fs::write(lab.path("seed/README.md"), "x\n").expect("write");
     git(&lab.path("seed"), &["add", "."]);
@@ -233,12 +199,7 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
         git: "git".into(),
     });
     let (registry, _) = registry(&lab.dir);
-    let harness = CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&[]),
-        resume: None,
-        transcript: None,
-    };
+    let harness = lab.stand_in_harness(&[]);
     let settings =
         RespawnSettings { ready_within: Duration::from_secs(30), ..RespawnSettings::default() };
     let now = Timestamp::now();
@@ -248,15 +209,7 @@ fn cleanup_removes_sessions_checkouts_and_the_record_and_nothing_else() {
     let spawn = |served: &WorkItemRef| {
         let checkout = workspaces.prepare(served, &url, None, false).expect("checkout").path;
         let site = SessionSite::for_work_item(served, checkout.clone(), None);
-        let launch = session::spawn_fresh(
-            &lab.tmux,
-            &harness,
-            &site,
-            &LaunchChoice::default(),
-            "boot",
-            &settings,
-        )
-        .expect("spawned");
+        let launch = lab.spawn(&harness, &site, "boot", &settings);
         EndpointHandles {
             harness: "stand-in".into(),
             harness_session_id: Some(launch.conversation.to_string()),

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use loop_core::WorkItemRef;
 use loop_sessions::{
-    CloseSettings, CommandHarness, Delivered, LaunchChoice, Liveness, RespawnSettings,
-    SessionError, SessionSite, Settled, Termination, TmuxError, session,
+    CloseSettings, CommandHarness, Delivered, Launch, LaunchChoice, Liveness, RespawnSettings,
+    Respawned, SessionError, SessionSite, Settled, Termination, TmuxError, session,
 };
 
 use crate::support::Lab;
@@ -16,26 +16,39 @@ fn site(lab: &Lab) -> SessionSite {
     SessionSite::for_work_item(&item, lab.dir.path().to_owned(), None)
 }
 
-/// The stand-in as a command harness; `resume_extra` is added to the resume template.
-fn stand_in_harness(lab: &Lab, resume_extra: &[&str]) -> CommandHarness {
-    let mut resume = lab.stand_in_argv(&["--resume", "{session_id}"]);
-    resume.extend(resume_extra.iter().map(|s| s.to_string()));
-    CommandHarness {
-        name: "stand-in".into(),
-        fresh: lab.stand_in_argv(&["--session-id", "{session_id}"]),
-        resume: Some(resume),
-        transcript: None,
-    }
+/// A lab with the stand-in spawned fresh at [`site`] (first prompt `boot`), and how it
+/// was launched.
+fn spawned() -> (Lab, CommandHarness, SessionSite, Launch) {
+    let lab = Lab::new();
+    let harness = lab.stand_in_harness(&[]);
+    let site = site(&lab);
+    let launch = lab.spawn(&harness, &site, "boot", &settings());
+    (lab, harness, site, launch)
 }
 
-/// A lab with the stand-in spawned fresh at [`site`] (first prompt `boot`).
-fn spawned() -> (Lab, CommandHarness, SessionSite) {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
-    (lab, harness, site)
+/// [`session::respawn`] at `site` with no model or effort chosen.
+fn respawn(
+    lab: &Lab,
+    harness: &CommandHarness,
+    site: &SessionSite,
+    recorded: Option<&str>,
+    prompt: &str,
+    settings: &RespawnSettings,
+) -> Result<Respawned, SessionError> {
+    session::respawn(&lab.tmux, harness, site, recorded, &LaunchChoice::default(), prompt, settings)
+}
+
+/// [`session::deliver_or_respawn`] at `site` with no model or effort chosen, under
+/// [`settings`].
+fn deliver(
+    lab: &Lab,
+    harness: &CommandHarness,
+    site: &SessionSite,
+    recorded: Option<&str>,
+    prompt: &str,
+) -> Result<Delivered, SessionError> {
+    let choice = LaunchChoice::default();
+    session::deliver_or_respawn(&lab.tmux, harness, site, recorded, &choice, prompt, &settings())
 }
 
 fn settings() -> RespawnSettings {
@@ -69,17 +82,9 @@ fn argv_of(launch: &serde_json::Value) -> Vec<String> {
 #[test]
 fn a_fresh_spawn_pastes_the_first_prompt_once_the_harness_reads_input() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
-    let launch = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot\nprompt",
-        &settings(),
-    )
-    .expect("spawned");
+    let launch = lab.spawn(&harness, &site, "boot\nprompt", &settings());
     assert!(!launch.resumed);
     let messages = lab.wait_for_messages("the boot prompt", |m| !m.is_empty());
     assert_eq!(messages, ["boot\nprompt"]);
@@ -94,31 +99,12 @@ fn a_fresh_spawn_pastes_the_first_prompt_once_the_harness_reads_input() {
 
 #[test]
 fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    let first = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot",
-        &settings(),
-    )
-    .expect("spawned");
+    let (lab, harness, site, first) = spawned();
     lab.wait_for_messages("the boot prompt", |m| m.len() == 1);
     kill_harness(&lab, &site);
     let recorded = first.conversation.to_string();
-    let outcome = session::deliver_or_respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some(&recorded),
-        &LaunchChoice::default(),
-        "the next event",
-        &settings(),
-    )
-    .expect("respawned");
+    let outcome =
+        deliver(&lab, &harness, &site, Some(&recorded), "the next event").expect("respawned");
     let Delivered::Respawned(respawned) = outcome else {
         panic!("expected a respawn, got {outcome:?}")
     };
@@ -133,16 +119,8 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
         argv_of(&launches[1])[argv_of(&launches[1]).len() - 2..],
         ["--resume".to_owned(), recorded]
     );
-    let again = session::deliver_or_respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some(first.conversation.as_str()),
-        &LaunchChoice::default(),
-        "and another",
-        &settings(),
-    )
-    .expect("delivered");
+    let again = deliver(&lab, &harness, &site, Some(first.conversation.as_str()), "and another")
+        .expect("delivered");
     assert_eq!(again, Delivered::Pasted);
     lab.wait_for_messages("the third message", |m| m.len() == 3);
 }
@@ -150,21 +128,13 @@ fn a_killed_harness_is_resumed_on_the_next_delivery_and_the_event_recorded() {
 #[test]
 fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &["--fail-resume"]);
+    let harness = lab.stand_in_harness(&["--fail-resume"]);
     let site = site(&lab);
     // The probe ends as soon as the resumed harness dies; a long one only guards a slow
     // machine against reading a harness that has not exited yet as a survivor.
     let settings = RespawnSettings { probe: Duration::from_secs(20), ..settings() };
-    let respawned = session::respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some("lost-conversation"),
-        &LaunchChoice::default(),
-        "event",
-        &settings,
-    )
-    .expect("respawned fresh");
+    let respawned = respawn(&lab, &harness, &site, Some("lost-conversation"), "event", &settings)
+        .expect("respawned fresh");
     assert!(!respawned.launch.resumed);
     assert_ne!(respawned.launch.conversation.as_str(), "lost-conversation");
     assert!(respawned.resume_failure.expect("a reason").contains("exited within"));
@@ -178,14 +148,13 @@ fn an_unresumable_conversation_falls_back_to_a_fresh_one() {
 #[test]
 fn a_flag_shaped_recorded_id_is_never_passed_to_the_harness() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
-    let respawned = session::respawn(
-        &lab.tmux,
+    let respawned = respawn(
+        &lab,
         &harness,
         &site,
         Some("--dangerously-skip-permissions"),
-        &LaunchChoice::default(),
         "event",
         &settings(),
     )
@@ -202,19 +171,10 @@ fn a_flag_shaped_recorded_id_is_never_passed_to_the_harness() {
 #[test]
 fn resume_on_respawn_off_starts_fresh_without_trying() {
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let site = site(&lab);
     let settings = RespawnSettings { resume: false, ..settings() };
-    let respawned = session::respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some("abc"),
-        &LaunchChoice::default(),
-        "e",
-        &settings,
-    )
-    .expect("respawned");
+    let respawned = respawn(&lab, &harness, &site, Some("abc"), "e", &settings).expect("respawned");
     assert!(!respawned.launch.resumed);
     assert_eq!(respawned.resume_failure, None);
     assert_eq!(lab.launches().len(), 1);
@@ -222,24 +182,15 @@ fn resume_on_respawn_off_starts_fresh_without_trying() {
 
 #[test]
 fn respawn_refuses_to_replace_a_live_occupant() {
-    let (lab, harness, site) = spawned();
-    let err = session::respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some("abc"),
-        &LaunchChoice::default(),
-        "e",
-        &settings(),
-    )
-    .expect_err("occupied");
+    let (lab, harness, site, _) = spawned();
+    let err = respawn(&lab, &harness, &site, Some("abc"), "e", &settings()).expect_err("occupied");
     assert!(matches!(err, SessionError::Tmux(TmuxError::SessionLive { .. })), "{err}");
     assert_eq!(lab.launches().len(), 1);
 }
 
 #[test]
 fn closing_by_default_keeps_the_session_and_ends_the_harness() {
-    let (lab, _, site) = spawned();
+    let (lab, _, site, _) = spawned();
     let settled =
         session::settle(&lab.tmux, &site.target, &CloseSettings::default()).expect("settled");
     assert_eq!(settled, Settled::Kept { termination: Some(Termination::Terminated) });
@@ -248,7 +199,7 @@ fn closing_by_default_keeps_the_session_and_ends_the_harness() {
 
 #[test]
 fn closing_with_kill_harness_off_leaves_the_harness_running() {
-    let (lab, _, site) = spawned();
+    let (lab, _, site, _) = spawned();
     let close = CloseSettings { kill_harness: false, ..CloseSettings::default() };
     assert_eq!(
         session::settle(&lab.tmux, &site.target, &close).expect("settled"),
@@ -259,7 +210,7 @@ fn closing_with_kill_harness_off_leaves_the_harness_running() {
 
 #[test]
 fn closing_with_keep_session_off_kills_the_session() {
-    let (lab, _, site) = spawned();
+    let (lab, _, site, _) = spawned();
     let close = CloseSettings { keep_session: false, ..CloseSettings::default() };
     assert_eq!(
         session::settle(&lab.tmux, &site.target, &close).expect("settled"),
@@ -278,7 +229,7 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
     use loop_sessions::workspace::{WorkspaceSettings, Workspaces};
 
     let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
+    let harness = lab.stand_in_harness(&[]);
     let workspaces = Workspaces::new(WorkspaceSettings {
         root: lab.path("workspaces"),
         strategy: WorkspaceStrategy::Clone,
@@ -290,8 +241,7 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
     let checkout = workspaces.checkout_path(&item).expect("path");
     std::fs::create_dir_all(&checkout).expect("checkout dir");
     let site = SessionSite::for_work_item(&item, checkout.clone(), None);
-    session::spawn_fresh(&lab.tmux, &harness, &site, &LaunchChoice::default(), "boot", &settings())
-        .expect("spawned");
+    lab.spawn(&harness, &site, "boot", &settings());
 
     let keep = CloseSettings { keep_checkout: true, ..CloseSettings::default() };
     let closed = session::close(&lab.tmux, Some(&workspaces), &item, &keep).expect("closed");
@@ -306,31 +256,13 @@ fn closing_removes_the_checkout_unless_it_is_kept() {
 
 #[test]
 fn a_killed_pane_takes_its_session_with_it_and_the_next_delivery_resumes() {
-    let lab = Lab::new();
-    let harness = stand_in_harness(&lab, &[]);
-    let site = site(&lab);
-    let first = session::spawn_fresh(
-        &lab.tmux,
-        &harness,
-        &site,
-        &LaunchChoice::default(),
-        "boot",
-        &settings(),
-    )
-    .expect("spawned");
+    let (lab, harness, site, first) = spawned();
     lab.wait_for_messages("the boot prompt", |m| m.len() == 1);
     assert!(lab.tmux_raw(&["kill-pane", "-t", &format!("={}:", site.target)]).status.success());
     assert_eq!(lab.tmux.liveness(&site.target).expect("probe"), Liveness::Absent);
-    let outcome = session::deliver_or_respawn(
-        &lab.tmux,
-        &harness,
-        &site,
-        Some(first.conversation.as_str()),
-        &LaunchChoice::default(),
-        "after the kill",
-        &settings(),
-    )
-    .expect("respawned");
+    let outcome =
+        deliver(&lab, &harness, &site, Some(first.conversation.as_str()), "after the kill")
+            .expect("respawned");
     assert!(matches!(&outcome, Delivered::Respawned(r) if r.launch.resumed), "{outcome:?}");
     let messages = lab.wait_for_messages("the event", |m| m.len() == 2);
     assert_eq!(messages[1], "after the kill");

@@ -1,12 +1,15 @@
-//! Shared context: a private tmux server per test, and readers of (and waits for) what
-//! the stand-in harness records. The stand-in binary, the wait and the record reader are
+//! Shared context: a private tmux server per test, readers of (and waits for) what the
+//! stand-in harness records, and git run as a test's fixed author. The stand-in binary, the wait and the record reader are
 //! every crate's (`loop_sim::test_support`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use loop_sessions::{Liveness, Tmux, TmuxSettings, TmuxSocket};
+use loop_sessions::{
+    CommandHarness, Launch, LaunchChoice, Liveness, RespawnSettings, SessionSite, Tmux,
+    TmuxSettings, TmuxSocket, session,
+};
 use loop_sim::test_support::{read_lines, stand_in, wait_for};
 use tempfile::TempDir;
 
@@ -26,6 +29,32 @@ impl Lab {
         settings.config_file = Some(PathBuf::from("/dev/null"));
         settings.command_timeout = Duration::from_secs(20);
         Self { dir, tmux: Tmux::new(settings) }
+    }
+
+    /// The stand-in as a command harness, fresh with `--session-id` and resumed with
+    /// `--resume`; `resume_extra` is added to the resume template.
+    pub fn stand_in_harness(&self, resume_extra: &[&str]) -> CommandHarness {
+        let mut resume = self.stand_in_argv(&["--resume", "{session_id}"]);
+        resume.extend(resume_extra.iter().map(|s| s.to_string()));
+        CommandHarness {
+            name: "stand-in".into(),
+            fresh: self.stand_in_argv(&["--session-id", "{session_id}"]),
+            resume: Some(resume),
+            transcript: None,
+        }
+    }
+
+    /// Spawns `harness` fresh at `site` on this lab's tmux, with no model or effort
+    /// chosen and `prompt` its first prompt.
+    pub fn spawn(
+        &self,
+        harness: &CommandHarness,
+        site: &SessionSite,
+        prompt: &str,
+        settings: &RespawnSettings,
+    ) -> Launch {
+        session::spawn_fresh(&self.tmux, harness, site, &LaunchChoice::default(), prompt, settings)
+            .expect("spawned")
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -94,4 +123,21 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.tmux_raw(&["kill-server"]);
     }
+}
+
+/// Runs `git -C dir ARGS…` as a fixed author and committer; fails the test on an error.
+/// Answers its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }

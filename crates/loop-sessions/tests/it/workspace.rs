@@ -1,12 +1,13 @@
 //! Workspaces with real git against local bare repositories as remotes (file URLs).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use loop_core::WorkItemRef;
 use loop_core::config::WorkspaceStrategy;
 use loop_sessions::workspace::{Branch, WorkspaceError, WorkspaceSettings, Workspaces};
 use tempfile::TempDir;
+
+use crate::support::git;
 
 /// A bare "remote" with `main` (default) and `feature`, plus a checkout root.
 struct Remote {
@@ -41,21 +42,6 @@ impl Remote {
     fn workspaces(&self, strategy: WorkspaceStrategy) -> Workspaces {
         Workspaces::new(WorkspaceSettings { root: self.root(), strategy, git: "git".into() })
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 fn item() -> WorkItemRef {

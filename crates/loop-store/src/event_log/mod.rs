@@ -45,6 +45,7 @@ use jiff::Timestamp;
 pub use loop_core::log::{Level, Line, format_ts};
 
 use crate::error::StoreError;
+use crate::json_file::{self, QuarantineReport};
 use crate::lock::LockGuard;
 
 /// How big the live file may grow and how many rotated files are kept.
@@ -280,9 +281,9 @@ pub(crate) fn rotated_path(path: &Path, n: usize) -> PathBuf {
 /// Called with the append lock held.
 fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
     if keep == 0 {
-        return crate::json_file::remove(path);
+        return json_file::remove(path);
     }
-    crate::json_file::remove(&rotated_path(path, keep))?;
+    json_file::remove(&rotated_path(path, keep))?;
     for n in (1..keep).rev() {
         let from = rotated_path(path, n);
         match fs::rename(&from, rotated_path(path, n + 1)) {
@@ -292,6 +293,19 @@ fn rotate(path: &Path, keep: usize) -> Result<(), StoreError> {
         }
     }
     fs::rename(path, rotated_path(path, 1)).map_err(StoreError::io("rotate", path))
+}
+
+/// A state file that did not parse and was moved aside is an error line,
+/// `state.quarantined`, naming both paths and the parse error.
+impl QuarantineReport for EventLog {
+    fn quarantined(&self, path: &Path, moved_to: &Path, error: &str) {
+        self.emit(
+            Line::error(loop_core::log::Kind::StateQuarantined)
+                .field("path", path.display().to_string())
+                .field("moved_to", moved_to.display().to_string())
+                .field("error", error),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -305,5 +319,23 @@ mod tests {
         let log = EventLog::disabled();
         log.append(&Line::info(Kind::WebhookReceived), Timestamp::UNIX_EPOCH).unwrap();
         assert_eq!(log.path(), None);
+    }
+
+    #[test]
+    fn a_quarantine_is_logged_as_an_error_line_naming_both_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let log = EventLog::new(&path, "test");
+        log.quarantined(Path::new("a.json"), Path::new("a.json.corrupt-1"), "EOF at line 1");
+        let logged = fs::read_to_string(&path).unwrap();
+        for part in [
+            "\"event\":\"state.quarantined\"",
+            "\"level\":\"error\"",
+            "\"path\":\"a.json\"",
+            "\"moved_to\":\"a.json.corrupt-1\"",
+            "\"error\":\"EOF at line 1\"",
+        ] {
+            assert!(logged.contains(part), "{part} in {logged}");
+        }
     }
 }

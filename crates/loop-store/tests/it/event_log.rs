@@ -31,6 +31,46 @@ fn appended(path: &std::path::Path) -> BTreeMap<String, Vec<u64>> {
     by_writer
 }
 
+/// Runs the child processes `(verb, writer, lines)` side by side on one state root and
+/// answers what they appended, by writer.
+fn appended_by_children(children: &[(&str, &str, &str)]) -> BTreeMap<String, Vec<u64>> {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let running: Vec<_> =
+        children.iter().map(|(verb, writer, n)| child::spawn(verb, &[root, writer, n])).collect();
+    for child in running {
+        assert!(child.wait_with_output().unwrap().status.success());
+    }
+    appended(crate::store_in(dir.path()).layout().event_log())
+}
+
+/// `writers` and no other wrote, each `0..n` in order.
+fn assert_each_in_order(by_writer: &BTreeMap<String, Vec<u64>>, writers: &[&str], n: u64) {
+    let found: Vec<&str> = by_writer.keys().map(String::as_str).collect();
+    assert_eq!(found, writers);
+    for (writer, ns) in by_writer {
+        assert_eq!(*ns, (0..n).collect::<Vec<u64>>(), "writer {writer}");
+    }
+}
+
+/// Every live and rotated file in `logs` holds whole JSON lines only, and no more than
+/// `max_bytes` when given.
+fn assert_whole_lines(logs: &std::path::Path, max_bytes: Option<u64>) {
+    for entry in fs::read_dir(logs).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".lock") {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path()).unwrap();
+        let size = text.len() as u64;
+        assert!(max_bytes.is_none_or(|max| size <= max), "{name} is {size} bytes");
+        for line in text.lines() {
+            serde_json::from_str::<serde_json::Value>(line).expect("every line parses");
+        }
+    }
+}
+
 #[test]
 fn concurrent_threads_lose_no_line_and_rotation_keeps_each_writers_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -50,39 +90,16 @@ fn concurrent_threads_lose_no_line_and_rotation_keeps_each_writers_order() {
             });
         }
     });
-    let by_writer = appended(&path);
-    assert_eq!(by_writer.len(), 4);
-    for (writer, ns) in by_writer {
-        assert_eq!(ns, (0..300).collect::<Vec<u64>>(), "writer {writer}");
-    }
+    assert_each_in_order(&appended(&path), &["a", "b", "c", "d"], 300);
     assert!(dir.path().join("logs/events.jsonl.2").exists(), "the log rotated");
-    for entry in fs::read_dir(dir.path().join("logs")).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_name().to_string_lossy().ends_with(".lock") {
-            continue;
-        }
-        for line in fs::read_to_string(entry.path()).unwrap().lines() {
-            serde_json::from_str::<serde_json::Value>(line).expect("every line parses");
-        }
-    }
+    assert_whole_lines(&dir.path().join("logs"), None);
 }
 
 #[test]
 fn two_processes_appending_lose_no_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_str().unwrap();
-    let children = [
-        child::spawn("append-events", &[root, "p1", "400"]),
-        child::spawn("append-events", &[root, "p2", "400"]),
-    ];
-    for child in children {
-        assert!(child.wait_with_output().unwrap().status.success());
-    }
-    let store = crate::store_in(dir.path());
-    let by_writer = appended(store.layout().event_log());
-    for writer in ["p1", "p2"] {
-        assert_eq!(by_writer[writer], (0..400).collect::<Vec<u64>>(), "writer {writer}");
-    }
+    let by_writer =
+        appended_by_children(&[("append-events", "p1", "400"), ("append-events", "p2", "400")]);
+    assert_each_in_order(&by_writer, &["p1", "p2"], 400);
 }
 
 #[test]
@@ -103,39 +120,17 @@ fn threads_emitting_through_the_writer_lose_no_line_and_rotation_keeps_each_writ
         }
     });
     log.flush();
-    let by_writer = appended(&path);
-    assert_eq!(by_writer.len(), 4);
-    for (writer, ns) in by_writer {
-        assert_eq!(ns, (0..300).collect::<Vec<u64>>(), "writer {writer}");
-    }
+    assert_each_in_order(&appended(&path), &["a", "b", "c", "d"], 300);
     assert!(dir.path().join("logs/events.jsonl.2").exists(), "the log rotated");
-    for entry in fs::read_dir(dir.path().join("logs")).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".lock") {
-            continue;
-        }
-        let text = fs::read_to_string(entry.path()).unwrap();
-        assert!(text.len() as u64 <= small_rotation().max_bytes, "{name} is {} bytes", text.len());
-        for line in text.lines() {
-            serde_json::from_str::<serde_json::Value>(line).expect("every line parses");
-        }
-    }
+    assert_whole_lines(&dir.path().join("logs"), Some(small_rotation().max_bytes));
 }
 
 #[test]
 fn a_process_with_a_writer_and_one_appending_directly_lose_no_line_between_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_str().unwrap();
-    let children = [
-        child::spawn("emit-events", &[root, "writer", "2000"]),
-        child::spawn("append-events", &[root, "direct", "400"]),
-    ];
-    for child in children {
-        assert!(child.wait_with_output().unwrap().status.success());
-    }
-    let store = crate::store_in(dir.path());
-    let by_writer = appended(store.layout().event_log());
+    let by_writer = appended_by_children(&[
+        ("emit-events", "writer", "2000"),
+        ("append-events", "direct", "400"),
+    ]);
     assert_eq!(by_writer["writer"], (0..2000).collect::<Vec<u64>>(), "dropping the log wrote all");
     assert_eq!(by_writer["direct"], (0..400).collect::<Vec<u64>>());
 }

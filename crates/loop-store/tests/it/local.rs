@@ -11,19 +11,12 @@ use loop_store::Written;
 use crate::{item, logged, store_in};
 
 fn endpoint(cwd: &str) -> Endpoint {
+    let created_at = "2026-11-29T10:00:00Z".parse().unwrap();
     Endpoint {
-        harness: "claude".into(),
         harness_session_id: Some("conv-1".into()),
-        cwd: PathBuf::from(cwd),
         tmux_target: "loop-github-octo-app-15".into(),
-        status: EndpointStatus::Active,
         recent_deliveries: vec!["d1".into()],
-        created_at: "2026-11-29T10:00:00Z".parse().unwrap(),
-        last_event_at: None,
-        model: None,
-        effort: None,
-        harness_args: Vec::new(),
-        awaiting_input: None,
+        ..Endpoint::new("claude", PathBuf::from(cwd), created_at)
     }
 }
 

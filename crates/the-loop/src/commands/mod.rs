@@ -19,6 +19,9 @@ mod start;
 mod status;
 mod stop;
 
+use anyhow::Context as _;
+use tokio::signal::unix::{SignalKind, signal};
+
 use crate::ExitStatus;
 use crate::cli::{Cli, Command};
 use crate::printer::Printer;
@@ -45,4 +48,18 @@ pub fn run(cli: Cli, printer: Printer) -> anyhow::Result<ExitStatus> {
         Command::Demo(args) => demo::run(args, &cli.global, printer),
         Command::StandInHarness(args) => Ok(stand_in_harness::run(args)),
     }
+}
+
+/// The first SIGINT or SIGTERM, as a future: what stops a verb that runs in the
+/// foreground (`start --foreground`, `poll --once`, `sim`). It listens from this call on,
+/// so call it before building what it stops: a signal from then on is a clean stop.
+fn stop_signal() -> anyhow::Result<impl Future<Output = ()>> {
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
 }

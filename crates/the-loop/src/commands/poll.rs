@@ -12,7 +12,6 @@
 use anyhow::Context as _;
 use loop_daemon::poller::{CycleReport, PollerError};
 use loop_daemon::service::{Mode, Service, ServiceError};
-use tokio::signal::unix::{SignalKind, signal};
 
 use super::service;
 use crate::ExitStatus;
@@ -51,14 +50,7 @@ pub fn run(args: PollArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
 /// when it cannot run (already said why).
 async fn once(loaded: CliConfig, printer: Printer) -> anyhow::Result<Option<CycleReport>> {
     // Listening before anything is built: a TERM from then on is a clean stop.
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let stop = async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    };
+    let stop = super::stop_signal()?;
     let CliConfig { location, config, source } = loaded;
     let env = service::environment(&config);
     let service = match Service::from_config(source, env, Mode::PollOnce).await {

@@ -6,7 +6,6 @@
 
 use anyhow::Context;
 use loop_sim::{Sim, SimSettings};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::ExitStatus;
 use crate::cli::{GlobalArgs, SimArgs};
@@ -21,8 +20,7 @@ pub fn run(args: SimArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Resu
 }
 
 async fn serve(args: SimArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> {
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let stop = super::stop_signal()?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
         .await
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
@@ -43,10 +41,7 @@ async fn serve(args: SimArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
         url = sim.url(),
         viewer = args.viewer,
     ));
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
+    stop.await;
     sim.shutdown().await;
     printer.info("simulated GitHub stopped");
     Ok(ExitStatus::Success)

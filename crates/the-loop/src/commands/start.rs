@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use loop_daemon::poller::PollerError;
 use loop_daemon::service::{Ingress, Mode, Notice, Service, ServiceError, preflight};
-use tokio::signal::unix::{SignalKind, signal};
 
 use super::service;
 use crate::ExitStatus;
@@ -73,14 +72,7 @@ pub fn run(args: StartArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Re
 /// or INT.
 async fn serve(loaded: CliConfig, held: bool, printer: Printer) -> anyhow::Result<ExitStatus> {
     // Listening before anything is built: a TERM from then on is a clean stop.
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let stop = async move {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-        }
-    };
+    let stop = super::stop_signal()?;
     let CliConfig { location, config, source } = loaded;
     let mode = Mode::Serve { hold_processing: held };
     let service = match Service::from_config(source, service::environment(&config), mode).await {

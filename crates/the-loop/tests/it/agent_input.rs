@@ -10,16 +10,17 @@
 //!   with its anchor), four deliveries done, a redelivery pastes nothing — by webhook and,
 //!   separately, found by the poller.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use loop_sim::test_support::{PATIENCE, last_lines, pastes_logged, read_lines, wait_for_within};
 use loop_sim::{AnnotationDraft, Fault, FaultKind, JobDraft, ReviewState, Sim, StepDraft};
 use serde_json::Value;
 
-use crate::common::{self, Cli};
+use crate::common::{Cli, ServicePaths, ServiceSite};
+use crate::machine::World;
 
-const REPO: &str = "octo/app";
+const REPO: &str = World::REPO;
 const LABEL: &str = "the-loop: auto-execute";
 const ANN: &str = "ann";
 const SECRET: &str = "agent-input-secret";
@@ -34,9 +35,7 @@ enum Ingress {
 
 /// A running service with a live session on issue #1 and its pull request #2.
 struct Site {
-    /// Runs the simulator.
-    _runtime: tokio::runtime::Runtime,
-    sim: Sim,
+    world: World,
     cli: Cli,
     root: PathBuf,
     messages: PathBuf,
@@ -50,65 +49,28 @@ impl Site {
     /// Starts the service (`routing` gets `extra` appended), starts issue #1 and opens its
     /// pull request, and waits until both reached the session.
     fn new(ingress: Ingress, extra: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime for the simulator");
-        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
-        sim.create_repo(REPO).expect("a repository");
-        let issue = sim.open_issue(REPO, ANN, "Fix the parser", &[LABEL]).expect("an issue");
+        let world = World::new();
+        let issue = world.sim.open_issue(REPO, ANN, "Fix the parser", &[LABEL]).expect("an issue");
         let mut cli = Cli::new();
-        let root = cli.cwd().join("state");
-        let (bin, tmux_dir, work) =
-            (cli.cwd().join("bin"), cli.cwd().join("tmux"), cli.cwd().join("work"));
-        for dir in [&bin, &tmux_dir, &work] {
-            std::fs::create_dir_all(dir).expect("a test directory");
+        let ServicePaths { root, messages, tmux_dir, port } = ServiceSite {
+            sim: &world.sim,
+            repo: REPO,
+            authorized: ANN,
+            polling: ingress == Ingress::Poller,
+            secret: SECRET,
+            routing: extra,
+            harness_args: "",
         }
-        let messages = cli.cwd().join("messages.jsonl");
-        common::stand_in_claude(&bin);
-        let port = common::free_port();
-        let quoted = |path: &Path| Value::from(path.display().to_string()).to_string();
-        cli.write(
-            ".the-loop/cli-config.yaml",
-            &format!(
-                "state:\n  root: {root}\nrepositories: [{REPO}]\n\
-                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n\
-                 polling:\n  enabled: {polling}\n  intervalSeconds: 1\n\
-                 integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
-                 routing:\n  enabled: true\n  authorizedUsers: [{ANN}]\n  spawnWorkdir: {work}\n  \
-                 harnessTrust:\n    enabled: false\n  \
-                 harnessArgs:\n    claude: [--record, {messages}]\n{extra}",
-                root = quoted(&root),
-                polling = ingress == Ingress::Poller,
-                base = sim.url(),
-                work = quoted(&work),
-                messages = quoted(&messages),
-            ),
-        );
-        cli.env("THE_LOOP_GH_WEBHOOK_SECRET", SECRET);
-        cli.env("GH_TOKEN", "agent-input-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
-        cli.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
-        let mut site = Self {
-            _runtime: runtime,
-            sim,
-            cli,
-            root,
-            messages,
-            tmux_dir,
-            port,
-            service: None,
-            pr: 0,
-        };
+        .write(&mut cli);
+        let mut site = Self { world, cli, root, messages, tmux_dir, port, service: None, pr: 0 };
         if ingress == Ingress::Webhooks {
-            site.sim.set_webhook(Some(loop_sim::WebhookTarget {
+            site.world.sim.set_webhook(Some(loop_sim::WebhookTarget {
                 url: format!("http://127.0.0.1:{port}/gh-webhook"),
                 secret: Some(SECRET.to_owned()),
             }));
         }
         site.start();
-        site.sim.comment(REPO, issue, ANN, "the-loop start").expect("a start");
+        site.world.sim.comment(REPO, issue, ANN, "the-loop start").expect("a start");
         site.wait_for_pastes(1, "the session to be spawned");
         let body = format!("Closes #{issue}");
         // The poller walks labelled items only; a labelled pull request would be two
@@ -116,6 +78,7 @@ impl Site {
         let labels: &[&str] = if ingress == Ingress::Poller { &[LABEL] } else { &[] };
         let cycles = site.lines("poll.cycle");
         site.pr = site
+            .world
             .sim
             .open_pull_request(REPO, ANN, "Fix", &body, "issue-1", labels)
             .expect("a pull request");
@@ -138,27 +101,7 @@ impl Site {
 
     fn start(&mut self) {
         let output = self.cli.cwd().join("service.out");
-        let file = std::fs::File::create(&output).expect("the service's output file");
-        let child = self
-            .cli
-            .command(["start", "--foreground"])
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("a second handle"))
-            .stderr(file)
-            .spawn()
-            .expect("the built the-loop binary starts");
-        self.service = Some(child);
-        let service = self.service.as_mut().expect("just spawned");
-        wait_for_within(PATIENCE, LOOK_EVERY, "the service to say it is ready", || {
-            let text = std::fs::read_to_string(&output).unwrap_or_default();
-            if text.contains("the service is ready") {
-                return Ok(());
-            }
-            let exited = service.try_wait().ok().flatten();
-            assert!(exited.is_none(), "the service exited ({exited:?}):\n{text}");
-            Err(text)
-        });
+        self.service = Some(self.cli.start_foreground(&output, PATIENCE, ""));
     }
 
     fn events(&self) -> Vec<Value> {
@@ -279,9 +222,10 @@ fn a_failing_workflow_run_is_one_ci_report_and_a_pass_after_it_one_line() {
         Ingress::Webhooks,
         "  ci:\n    maxLogLines: 5\n    maxLogBytes: 400\n    maxRequests: 4\n",
     );
-    site.sim.clear_requests();
+    site.world.sim.clear_requests();
     let before = pastes_logged(&site.events());
     let run = site
+        .world
         .sim
         .complete_run(REPO, site.pr, ANN, "CI", vec![failing_job()])
         .expect("a failing run");
@@ -303,9 +247,9 @@ fn a_failing_workflow_run_is_one_ci_report_and_a_pass_after_it_one_line() {
     assert!(lines.iter().map(|l| l.as_str().unwrap_or_default().len() + 1).sum::<usize>() <= 400);
     let fetched = site.wait_for_lines("ci.fetched", 1, |_| true);
     assert_eq!(fetched[0]["requests"], 4, "{:?}", fetched[0]);
-    assert_eq!(ci_requests(&site.sim), 4, "{}", site.sim.requests());
+    assert_eq!(ci_requests(&site.world.sim), 4, "{}", site.world.sim.requests());
 
-    site.sim.complete_run(REPO, site.pr, ANN, "CI", vec![]).expect("a passing run");
+    site.world.sim.complete_run(REPO, site.pr, ANN, "CI", vec![]).expect("a passing run");
     let texts = site.wait_for_pastes(4, "the pass");
     assert!(
         texts[3].contains("CI passed on")
@@ -313,19 +257,22 @@ fn a_failing_workflow_run_is_one_ci_report_and_a_pass_after_it_one_line() {
         "{}",
         texts[3]
     );
-    assert_eq!(ci_requests(&site.sim), 4, "a pass reads nothing");
+    assert_eq!(ci_requests(&site.world.sim), 4, "a pass reads nothing");
 }
 
 #[test]
 fn the_jobs_endpoint_failing_pastes_the_events_own_excerpt_and_the_delivery_is_done() {
     let site = Site::new(Ingress::Webhooks, "");
-    site.sim.inject(Fault {
+    site.world.sim.inject(Fault {
         kind: FaultKind::ServerError { status: 500 },
         times: 1,
         path_contains: Some("/jobs".into()),
     });
     let before = pastes_logged(&site.events());
-    site.sim.complete_run(REPO, site.pr, ANN, "CI", vec![failing_job()]).expect("a failing run");
+    site.world
+        .sim
+        .complete_run(REPO, site.pr, ANN, "CI", vec![failing_job()])
+        .expect("a failing run");
     let texts = site.wait_for_pastes(before + 1, "the excerpt");
     let pasted = &texts[before];
     assert!(pasted.contains("\"workflow_run\": {"), "{pasted}");
@@ -344,7 +291,8 @@ fn review_is_one_paste(site: &Site) {
         ("src/parser.rs", 40, "off by one"),
         ("README.md", 3, "typo"),
     ];
-    site.sim
+    site.world
+        .sim
         .review(
             REPO,
             site.pr,
@@ -378,6 +326,7 @@ fn a_review_with_three_inline_comments_sent_as_four_webhooks_is_one_paste_and_a_
     review_is_one_paste(&site);
     let pastes = pastes_logged(&site.events());
     let delivery = site
+        .world
         .sim
         .deliveries()
         .into_iter()

@@ -8,7 +8,11 @@
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use loop_sim::Sim;
+use loop_sim::test_support::{POLL, wait_for_within};
 
 /// A port nothing listens on right now, for a service the test starts.
 pub fn free_port() -> u16 {
@@ -69,6 +73,14 @@ impl Cli {
         self
     }
 
+    /// What a service that runs sessions needs here, for every later run: a token for the
+    /// simulator, its own tmux server under `tmux_dir`, and `bin` (its stand-in harness)
+    /// first on `PATH`.
+    pub fn sessions_env(&mut self, bin: &Path, tmux_dir: &Path) -> &mut Self {
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        self.env("GH_TOKEN", "test-token").env("TMUX_TMPDIR", tmux_dir).env("PATH", path)
+    }
+
     /// Stops setting a variable set with [`Cli::env`].
     pub fn unset(&mut self, name: &str) -> &mut Self {
         self.env.retain(|(key, _)| key != name);
@@ -119,6 +131,106 @@ impl Cli {
         command.env("HOME", &self.home);
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
+    }
+}
+
+impl Cli {
+    /// `the-loop start --foreground` in the background, outside any tmux, its stdout and
+    /// stderr into `output`, once it says it is ready (within `patience`). Fails with what
+    /// it printed, after `context`, if it exits first.
+    pub fn start_foreground(&self, output: &Path, patience: Duration, context: &str) -> Child {
+        let file = std::fs::File::create(output).expect("the service's output file");
+        let mut child = self
+            .command(["start", "--foreground"])
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("a second handle"))
+            .stderr(file)
+            .spawn()
+            .expect("the built the-loop binary starts");
+        wait_for_within(patience, POLL, "the service to say it is ready", || {
+            let text = std::fs::read_to_string(output).unwrap_or_default();
+            if text.contains("the service is ready") {
+                return Ok(());
+            }
+            let exited = child.try_wait().ok().flatten();
+            assert!(exited.is_none(), "{context}the service exited ({exited:?}):\n{text}");
+            Err(format!("{context}its output so far:\n{text}"))
+        });
+        child
+    }
+}
+
+/// Where a [`ServiceSite`] keeps what a test looks at, under the [`Cli`]'s working
+/// directory.
+#[derive(Debug)]
+pub struct ServicePaths {
+    /// `state/`, the state root.
+    pub root: PathBuf,
+    /// `messages.jsonl`: what the stand-in harness was given.
+    pub messages: PathBuf,
+    /// `tmux/`: the private tmux server's `TMUX_TMPDIR`.
+    pub tmux_dir: PathBuf,
+    /// The webhook receiver's port.
+    pub port: u16,
+}
+
+/// A service against the simulator, as the tests that run `start --foreground` set it up.
+#[derive(Debug)]
+pub struct ServiceSite<'a> {
+    pub sim: &'a Sim,
+    pub repo: &'a str,
+    /// The one login in `routing.authorizedUsers`.
+    pub authorized: &'a str,
+    /// Whether the poller runs too (every second) beside the webhook receiver.
+    pub polling: bool,
+    /// The webhook secret, in `THE_LOOP_GH_WEBHOOK_SECRET`.
+    pub secret: &'a str,
+    /// More keys under `routing:` (indented by two spaces).
+    pub routing: &'a str,
+    /// More arguments for the stand-in harness, after `--record <messages>`.
+    pub harness_args: &'a str,
+}
+
+impl ServiceSite<'_> {
+    /// Writes the config and sets the environment in `cli`: `bin/claude` (the binary's
+    /// stand-in harness) first on `PATH`, a private tmux server, sessions in `work/`, the
+    /// receiver on a free port, the simulator as GitHub. Pointing the simulator's webhooks
+    /// at the receiver is the caller's ([`ServicePaths::port`]).
+    pub fn write(&self, cli: &mut Cli) -> ServicePaths {
+        let root = cli.cwd().join("state");
+        let (bin, tmux_dir, work) =
+            (cli.cwd().join("bin"), cli.cwd().join("tmux"), cli.cwd().join("work"));
+        for dir in [&bin, &tmux_dir, &work] {
+            std::fs::create_dir_all(dir).expect("a test directory");
+        }
+        let messages = cli.cwd().join("messages.jsonl");
+        stand_in_claude(&bin);
+        let port = free_port();
+        let quoted = |path: &Path| serde_json::Value::from(path.display().to_string()).to_string();
+        cli.write(
+            ".the-loop/cli-config.yaml",
+            &format!(
+                "state:\n  root: {root}\nrepositories: [{repo}]\n\
+                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n\
+                 polling:\n  enabled: {polling}\n  intervalSeconds: 1\n\
+                 integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
+                 routing:\n  enabled: true\n  authorizedUsers: [{authorized}]\n  spawnWorkdir: {work}\n  \
+                 harnessTrust:\n    enabled: false\n  \
+                 harnessArgs:\n    claude: [--record, {messages}{harness_args}]\n{routing}",
+                root = quoted(&root),
+                repo = self.repo,
+                polling = self.polling,
+                base = self.sim.url(),
+                authorized = self.authorized,
+                work = quoted(&work),
+                messages = quoted(&messages),
+                harness_args = self.harness_args,
+                routing = self.routing,
+            ),
+        );
+        cli.env("THE_LOOP_GH_WEBHOOK_SECRET", self.secret).sessions_env(&bin, &tmux_dir);
+        ServicePaths { root, messages, tmux_dir, port }
     }
 }
 

@@ -29,18 +29,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use loop_sim::Sim;
 use loop_sim::test_support::{
     JsonLines, POLL, Random, last_lines, pastes_logged, read_lines, wait_for_within,
 };
 use serde_json::Value;
 
-use crate::common::{self, Cli};
+use crate::common::{Cli, ServicePaths, ServiceSite};
+use crate::machine::World;
 
-const REPO: &str = "octo/app";
+const REPO: &str = World::REPO;
 const LABEL: &str = "the-loop: auto-execute";
 const SECRET: &str = "kill-test-secret";
-const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
 const SELF_MARKER: &str = "<!-- the-loop:agent-comment -->";
 /// Authorized.
 const ANN: &str = "ann";
@@ -173,8 +172,7 @@ enum Ingress {
 struct Rig {
     seed: u64,
     ingress: Ingress,
-    runtime: tokio::runtime::Runtime,
-    sim: Sim,
+    world: World,
     cli: Cli,
     root: PathBuf,
     messages: PathBuf,
@@ -188,65 +186,42 @@ struct Rig {
 
 impl Rig {
     fn new(seed: u64, ingress: Ingress) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime for the simulator");
-        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
-        sim.create_repo(REPO).expect("a repository");
+        let world = World::new();
         let numbers = (0..ITEMS)
-            .map(|i| sim.open_issue(REPO, ANN, &format!("Task {i}"), &[LABEL]).expect("an issue"))
+            .map(|i| {
+                world.sim.open_issue(REPO, ANN, &format!("Task {i}"), &[LABEL]).expect("an issue")
+            })
             .collect();
         let mut cli = Cli::new();
-        let root = cli.cwd().join("state");
-        let (bin, tmux_dir, work) =
-            (cli.cwd().join("bin"), cli.cwd().join("tmux"), cli.cwd().join("work"));
-        for dir in [&bin, &tmux_dir, &work] {
-            std::fs::create_dir_all(dir).expect("a test directory");
-        }
-        let (messages, launches) =
-            (cli.cwd().join("messages.jsonl"), cli.cwd().join("launches.jsonl"));
+        let launches = cli.cwd().join("launches.jsonl");
         // The stand-in also keeps a Claude-shaped transcript where the service looks for
         // Claude's (the in-doubt check after a kill between a paste and its record).
         let claude_dir = cli.cwd().join("claude");
-        // `claude` on PATH is this binary's stand-in harness (it records what it is given).
-        common::stand_in_claude(&bin);
-        let port = common::free_port();
         let quoted = |path: &Path| Value::from(path.display().to_string()).to_string();
-        cli.write(
-            ".the-loop/cli-config.yaml",
-            &format!(
-                "state:\n  root: {root}\nrepositories: [{REPO}]\n\
-                 webhooks:\n  ghWebhook:\n    enabled: true\n    port: {port}\nservice:\n  enabled: false\n\
-                 polling:\n  enabled: {polling}\n  intervalSeconds: 1\n\
-                 integrations:\n  github:\n    api:\n      baseUrl: {base}\n\
-                 routing:\n  enabled: true\n  authorizedUsers: [{ANN}]\n  spawnWorkdir: {work}\n  dedupCacheSize: 8192\n  \
-                 harnessTrust:\n    enabled: false\n  harnessPlugins:\n    enabled: false\n  \
-                 harnessArgs:\n    claude: [--record, {messages}, --launches, {launches}, --claude-transcripts, {claude}]\n",
-                root = quoted(&root),
-                polling = ingress == Ingress::Hybrid,
-                base = sim.url(),
-                work = quoted(&work),
-                messages = quoted(&messages),
-                launches = quoted(&launches),
-                claude = quoted(&claude_dir),
-            ),
+        let harness_args = format!(
+            ", --launches, {}, --claude-transcripts, {}",
+            quoted(&launches),
+            quoted(&claude_dir)
         );
-        cli.env(SECRET_ENV, SECRET);
-        cli.env("GH_TOKEN", "kill-test-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
+        let ServicePaths { root, messages, tmux_dir, port } = ServiceSite {
+            sim: &world.sim,
+            repo: REPO,
+            authorized: ANN,
+            polling: ingress == Ingress::Hybrid,
+            secret: SECRET,
+            routing: "  dedupCacheSize: 8192\n  harnessPlugins:\n    enabled: false\n",
+            harness_args: &harness_args,
+        }
+        .write(&mut cli);
         cli.env("CLAUDE_CONFIG_DIR", &claude_dir);
-        cli.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
-        sim.set_webhook(Some(loop_sim::WebhookTarget {
+        world.sim.set_webhook(Some(loop_sim::WebhookTarget {
             url: format!("http://127.0.0.1:{port}/gh-webhook"),
             secret: Some(SECRET.to_owned()),
         }));
         Self {
             seed,
             ingress,
-            runtime,
-            sim,
+            world,
             cli,
             root,
             messages,
@@ -261,29 +236,9 @@ impl Rig {
     /// Starts the service and waits until it says it is ready (every ingress listening).
     fn start(&mut self) {
         let output = self.cli.cwd().join(format!("service-{}.out", self.outputs.len()));
-        let file = std::fs::File::create(&output).expect("the service's output file");
-        let child = self
-            .cli
-            .command(["start", "--foreground"])
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("a second handle"))
-            .stderr(file)
-            .spawn()
-            .expect("the built the-loop binary starts");
-        self.service = Some(child);
-        self.outputs.push(output.clone());
-        let seed = self.seed;
-        let service = self.service.as_mut().expect("just spawned");
-        wait_for_within(PATIENCE, POLL, "the service to say it is ready", || {
-            let text = std::fs::read_to_string(&output).unwrap_or_default();
-            if text.contains("the service is ready") {
-                return Ok(());
-            }
-            let exited = service.try_wait().ok().flatten();
-            assert!(exited.is_none(), "seed {seed}: the service exited ({exited:?}):\n{text}");
-            Err(format!("seed {seed}, its output so far:\n{text}"))
-        });
+        let context = format!("seed {}: ", self.seed);
+        self.service = Some(self.cli.start_foreground(&output, PATIENCE, &context));
+        self.outputs.push(output);
     }
 
     /// `kill -9`: no chance to flush, close or clean up.
@@ -300,11 +255,11 @@ impl Rig {
 
     fn post(&self, step: &Step) -> Option<u64> {
         match step {
-            Step::Comment { item, author, body, .. } => {
-                Some(self.sim.comment(REPO, self.numbers[*item], author, body).expect("a comment"))
-            }
+            Step::Comment { item, author, body, .. } => Some(
+                self.world.sim.comment(REPO, self.numbers[*item], author, body).expect("a comment"),
+            ),
             Step::Close { item } => {
-                self.sim.close(REPO, self.numbers[*item], ANN).expect("a close");
+                self.world.sim.close(REPO, self.numbers[*item], ANN).expect("a close");
                 None
             }
         }
@@ -324,12 +279,12 @@ impl Rig {
         let from = self.events().len();
         let what = format!("seed {}: the service to catch up", self.seed);
         wait_for_within(PATIENCE, LOOK_EVERY, &what, || {
-            let sent = self.sim.deliveries().len();
-            let answered = self.runtime.block_on(async {
-                tokio::time::timeout(PATIENCE, self.sim.webhooks_settled()).await
+            let sent = self.world.sim.deliveries().len();
+            let answered = self.world.block_on(async {
+                tokio::time::timeout(PATIENCE, self.world.sim.webhooks_settled()).await
             });
             assert!(answered.is_ok(), "{what}: the simulator's webhooks were never answered");
-            if self.quiet(from) && self.sim.deliveries().len() == sent {
+            if self.quiet(from) && self.world.sim.deliveries().len() == sent {
                 return Ok(());
             }
             Err(format!(
@@ -596,7 +551,7 @@ fn run(comments: usize, kills_per_300: (u64, u64), ingress: Ingress) {
             findings.announcements_per_item.get(&item).copied().unwrap_or(0),
             expected,
             "{context}\nannouncements on item {item}: {:#?}",
-            rig.sim.comments_by(REPO, rig.numbers[item], rig.sim.viewer())
+            rig.world.sim.comments_by(REPO, rig.numbers[item], rig.world.sim.viewer())
         );
         assert_eq!(
             findings.rosters.get(&item).copied().unwrap_or(0),
@@ -637,7 +592,7 @@ fn unacknowledged(rig: &Rig, ids: &BTreeMap<String, u64>) -> BTreeSet<String> {
     if rig.ingress == Ingress::Hybrid {
         return BTreeSet::new();
     }
-    let deliveries = rig.sim.deliveries();
+    let deliveries = rig.world.sim.deliveries();
     ids.keys()
         .filter(|token| {
             !deliveries.iter().any(|d| d.status == Some(202) && d.body.contains(token.as_str()))
@@ -709,8 +664,9 @@ fn findings(
     }
     for (item, number) in rig.numbers.iter().enumerate() {
         let announced = rig
+            .world
             .sim
-            .comments_by(REPO, *number, rig.sim.viewer())
+            .comments_by(REPO, *number, rig.world.sim.viewer())
             .iter()
             .filter(|c| c.contains("tmux") && c.contains("attach"))
             .count();

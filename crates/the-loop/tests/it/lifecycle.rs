@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 
 use crate::common::{Cli, Run};
+use crate::machine::World;
 
 const SECRET_ENV: &str = "THE_LOOP_GH_WEBHOOK_SECRET";
 
@@ -199,10 +200,8 @@ fn status_json_reports_each_ingress_and_the_verdict() {
 
 #[test]
 fn one_service_hosts_the_receiver_and_the_poller_and_status_shows_the_last_cycle() {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
-    sim.create_repo("octo/app").unwrap();
+    let world = World::new();
+    let sim = &world.sim;
     let port = crate::common::free_port();
     let mut site = Site::on_port(port);
     site.cli.write(
@@ -324,10 +323,8 @@ fn the_service_answers_metrics_on_the_receivers_port_and_counts_decided_deliveri
 /// `stop` → `status` 1 → no process left.
 #[test]
 fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
-    sim.create_repo("octo/app").unwrap();
+    let world = World::new();
+    let sim = &world.sim;
     let issue = sim.open_issue("octo/app", "octocat", "A bug", &[]).unwrap();
     let port = crate::common::free_port();
     let site = Site::on_port(port);
@@ -352,7 +349,7 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
         secret: Some("lifecycle-secret".to_owned()),
     }));
     sim.comment("octo/app", issue, "mallory", "the-loop start").unwrap();
-    runtime.block_on(sim.webhooks_settled());
+    world.block_on(sim.webhooks_settled());
     let delivery = sim
         .deliveries()
         .into_iter()
@@ -372,10 +369,8 @@ fn from_config_init_to_a_refused_comment_explained_and_nothing_left_running() {
 
 #[test]
 fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let sim = runtime.block_on(loop_sim::Sim::start()).expect("the simulator starts");
-    sim.create_repo("octo/app").unwrap();
+    let world = World::new();
+    let sim = &world.sim;
     let port = crate::common::free_port();
     let mut site = Site::on_port(port);
     site.cli.write(
@@ -388,18 +383,7 @@ fn int_stops_a_foreground_service_hosting_both_ingresses_cleanly() {
     );
     site.cli.env("GH_TOKEN", "test-token");
     let log = site.cli.cwd().join("foreground.out");
-    let out = std::fs::File::create(&log).unwrap();
-    let mut child = site
-        .cli
-        .command(["start", "--foreground"])
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("the service starts");
-    wait_for("the service to say it is ready", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("the service is ready") { Ok(()) } else { Err(text) }
-    });
+    let mut child = site.cli.start_foreground(&log, PATIENCE, "");
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("send INT");
     let status = child.wait().expect("the service exits");

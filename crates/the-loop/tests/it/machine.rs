@@ -25,7 +25,7 @@ use crate::common::{Cli, Run, executable, free_port};
 /// from the test's thread).
 pub struct World {
     pub sim: Sim,
-    _runtime: tokio::runtime::Runtime,
+    runtime: tokio::runtime::Runtime,
 }
 
 impl World {
@@ -39,12 +39,17 @@ impl World {
             .expect("a runtime for the simulator");
         let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
         sim.create_repo(Self::REPO).expect("the repository");
-        Self { sim, _runtime: runtime }
+        Self { sim, runtime }
+    }
+
+    /// Runs `future` on the simulator's runtime, from the test's thread.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 
     /// A stand-in for Anthropic's Messages API on this world's runtime.
     pub fn model(&self) -> ModelApi {
-        self._runtime.block_on(ModelApi::start()).expect("the model stand-in starts")
+        self.runtime.block_on(ModelApi::start()).expect("the model stand-in starts")
     }
 }
 
@@ -179,11 +184,7 @@ impl Machine {
                 cli.env(quiet, "1");
             }
         }
-        cli.env("GH_TOKEN", "test-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
-        cli.env("USER", "alice");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        cli.env("PATH", path);
+        cli.sessions_env(&bin, &tmux_dir).env("USER", "alice");
         Self { cli, root, tmux_dir, record, launches, workspaces, origins, api_port }
     }
 

@@ -12,6 +12,7 @@ mod demo;
 mod events;
 mod explain;
 mod graph;
+mod house;
 mod instances;
 mod kill;
 mod lifecycle;

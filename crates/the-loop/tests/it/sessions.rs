@@ -6,32 +6,23 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use loop_sim::Sim;
-
 use crate::common::{Cli, Run, stand_in_claude};
+use crate::machine::World;
 
-const REPO: &str = "octo/app";
+const REPO: &str = World::REPO;
 const ITEM: &str = "github:octo/app#1";
 
 /// A site: the simulator with issue #1, a config pointing at it, a private tmux.
 struct Site {
     cli: Cli,
-    sim: Sim,
+    world: World,
     tmux_dir: PathBuf,
-    /// Keeps the simulator's runtime alive.
-    _runtime: tokio::runtime::Runtime,
 }
 
 impl Site {
     fn new(spawn_policy: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let sim = runtime.block_on(Sim::start()).expect("the simulator starts");
-        sim.create_repo(REPO).unwrap();
-        sim.open_issue(REPO, "octocat", "A bug", &[]).unwrap();
+        let world = World::new();
+        world.sim.open_issue(REPO, "octocat", "A bug", &[]).unwrap();
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -67,15 +58,11 @@ impl Site {
                 "state:\n  root: {root}\nrepositories: [{REPO}]\ninstance:\n  name: laptop\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: {spawn_policy}\n  harnessTrust:\n    enabled: false\n  harnessPlugins:\n    enabled: false\n  spawnWorkdir: {work}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n",
                 root = root.display(),
                 work = cli.cwd().display(),
-                base = sim.url(),
+                base = world.sim.url(),
             ),
         );
-        cli.env("GH_TOKEN", "test-token");
-        cli.env("TMUX_TMPDIR", &tmux_dir);
-        cli.env("USER", "alice");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        cli.env("PATH", path);
-        Self { cli, sim, tmux_dir, _runtime: runtime }
+        cli.sessions_env(&bin, &tmux_dir).env("USER", "alice");
+        Self { cli, world, tmux_dir }
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -84,7 +71,7 @@ impl Site {
 
     /// What the-loop posted on issue #1 (as the simulator's viewer).
     fn posted(&self) -> Vec<String> {
-        self.sim.comments_by(REPO, 1, self.sim.viewer())
+        self.world.sim.comments_by(REPO, 1, self.world.sim.viewer())
     }
 
     fn show_json(&self) -> serde_json::Value {

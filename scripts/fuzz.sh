@@ -5,10 +5,10 @@
 # cargo-fuzz pass its nightly flags). See docs/fuzzing.md.
 # Usage: scripts/fuzz.sh [TARGET|all] [SECONDS] [SANITIZER]
 #   defaults: all, 60 s per target, address (`none` builds faster; CI uses it)
-# Targets: webhook_delivery config state_files api_responses
+# Targets: webhook_delivery config state_files api_responses pane_screen
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
-TARGETS=(webhook_delivery config state_files api_responses)
+TARGETS=(webhook_delivery config state_files api_responses pane_screen)
 WHICH="${1:-all}"
 SECONDS_TO_RUN="${2:-60}"
 SANITIZER="${3:-address}"

@@ -25,6 +25,7 @@
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
 //! - [`hygiene`]: untrusted text cleaned of what GitHub does not show its reader.
+//! - [`pane`]: what an agent's pane shows (its input box), read from a screen capture.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 //! - [`batch`]: deliveries pasted as one prompt (a review with its inline comments, the
 //!   CI results of one commit).
@@ -51,6 +52,7 @@ pub mod hygiene;
 pub mod linkage;
 pub mod log;
 pub mod login;
+pub mod pane;
 pub mod plan;
 pub mod poll;
 pub mod prompt;

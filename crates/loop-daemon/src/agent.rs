@@ -14,8 +14,8 @@ use loop_core::config::Config;
 use loop_core::graph::state::Upstream;
 use loop_core::log::{Kind, Line};
 use loop_core::record::{AwaitingInput, LocalRecord};
-use loop_sessions::Liveness;
 use loop_sessions::registry::{Registry, RegistryError};
+use loop_sessions::{Liveness, session};
 use loop_store::StateStore;
 
 use crate::dispatcher::{Dispatcher, blocking, record_pull_request};
@@ -138,9 +138,10 @@ impl Dispatcher {
         let target =
             record.endpoints.get(&served).map(|e| e.tmux_target.clone()).unwrap_or_default();
         let prompt = agent::reply_prompt(text, operator, &record.work_item);
-        let tmux = self.tmux().clone();
+        let (tmux, harness) = (self.tmux().clone(), self.harness().clone());
         let pasted = blocking(move || match tmux.liveness(&target) {
-            Ok(Liveness::Live) => tmux.deliver(&target, &prompt).map_err(|e| Some(e.to_string())),
+            Ok(Liveness::Live) => session::deliver(&tmux, &*harness, &target, &prompt)
+                .map_err(|e| Some(e.to_string())),
             Ok(_) => Err(None),
             Err(err) => Err(Some(err.to_string())),
         })

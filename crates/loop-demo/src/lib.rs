@@ -3,8 +3,9 @@
 //!
 //! [`run`] starts a simulated GitHub (loop-sim), the service exactly as `the-loop start
 //! --foreground` builds it (loop-daemon's `Service`: webhook receiver and poller over one
-//! dispatcher — hybrid mode) with the simulator's client and a stand-in agent as its
-//! stand-ins, and a private tmux server whose sessions run that agent; then it plays a
+//! dispatcher — hybrid mode) with the simulator's client and a stand-in agent (or the
+//! real Claude Code against a stand-in model) as its stand-ins, and a private tmux
+//! server whose sessions run that agent; then it plays a
 //! scripted story and checks each step's effect where a user would look: the event log,
 //! the agent's record of what was pasted, the simulator's comments, tmux.
 //!
@@ -32,7 +33,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use stack::{CAST, Cast, Paths, REPO, Stack};
+pub use stack::{Agent, CAST, Cast, Paths, REPO, Stack};
 pub use story::{Outcome, STEPS, StepReport};
 
 /// Why the demo could not run (not a step that was not observed: that is an
@@ -88,9 +89,8 @@ pub enum DemoError {
 pub struct Settings {
     /// How long a step may take to show each of its effects.
     pub step_timeout: Duration,
-    /// The stand-in agent's program and its leading arguments (`the-loop
-    /// stand-in-harness`); the demo adds where it records and which conversation.
-    pub harness: Vec<String>,
+    /// The agent the sessions run.
+    pub agent: Agent,
     /// After the story, keep the world up — the simulator, the service and so the
     /// dashboard — until `interrupt`, so a person can look around.
     pub linger: bool,
@@ -101,7 +101,14 @@ pub struct Settings {
 pub enum Told {
     /// Everything is up: where GitHub is simulated, where webhooks go, how often the
     /// poller looks, where the dashboard is.
-    Started { simulated_github: String, webhooks: String, polls_every: u64, dashboard: String },
+    Started {
+        simulated_github: String,
+        webhooks: String,
+        polls_every: u64,
+        dashboard: String,
+        /// What the sessions run, in a few words.
+        agent: String,
+    },
     /// A step of the story begins (`number` of [`STEPS`]).
     Step { number: usize, text: String },
     /// An effect of the step was seen.
@@ -141,12 +148,20 @@ pub async fn run(
     interrupt: impl Future<Output = ()>,
     tell: impl Fn(Told),
 ) -> Result<Ran, DemoError> {
-    let stack = Stack::start(paths, &settings.harness).await?;
+    let stack = Stack::start(paths, &settings.agent).await?;
     tell(Told::Started {
         simulated_github: stack.sim.url(),
         webhooks: stack.webhook_url.clone(),
         polls_every: stack.config.polling.interval_seconds,
         dashboard: format!("{}/", stack.dashboard_url),
+        agent: match (&settings.agent, &stack.model) {
+            (Agent::Claude(cli), Some(model)) => format!(
+                "the real Claude Code ({}) against a stand-in model at {}",
+                cli.display(),
+                model.base_url()
+            ),
+            _ => "a stand-in agent".to_owned(),
+        },
     });
     let mut interrupt = std::pin::pin!(interrupt);
     let played = tokio::select! {

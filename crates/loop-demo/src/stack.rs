@@ -1,7 +1,8 @@
 //! The demo's running loop, in this process: a simulated GitHub, the service's parts
 //! (webhook receiver and poller over one dispatcher — hybrid mode) and a private tmux
-//! server whose sessions run the stand-in harness the caller names (`the-loop
-//! stand-in-harness`).
+//! server whose sessions run the agent the caller names ([`Agent`]): the stand-in
+//! harness (`the-loop stand-in-harness`), or the real Claude Code CLI against loop-sim's
+//! Messages API stand-in, in a Claude config directory of the demo's own.
 //!
 //! Everything lives in one directory ([`Paths`]): the config the parts are built from
 //! (also what `the-loop --config … explain` reads afterwards), the state root, the tmux
@@ -23,7 +24,8 @@ use loop_daemon::dispatcher::Dispatcher;
 use loop_daemon::receiver::Secret;
 use loop_daemon::service::{Environment, Mode, Service, ServiceError, StandIns, Stopped};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
-use loop_sessions::{CommandHarness, Tmux};
+use loop_sessions::{ClaudeCode, CommandHarness, Harness, Tmux};
+use loop_sim::model_api::ModelApi;
 use loop_sim::{Sim, SimSettings, WebhookTarget};
 use loop_store::StateLayout;
 use tokio::sync::oneshot;
@@ -38,6 +40,18 @@ pub const REPO: &str = "demo/app";
 const SECRET_ENV: &str = "THE_LOOP_DEMO_WEBHOOK_SECRET";
 /// The variable the demo config names for the GitHub token (never set, see above).
 const TOKEN_ENV: &str = "THE_LOOP_DEMO_GH_TOKEN";
+/// The API key the real Claude Code is given (the model stand-in takes any).
+const CLAUDE_API_KEY: &str = "sk-ant-api03-the-loop-demo-0123456789abcdefghijkl";
+
+/// The agent the demo's sessions run.
+#[derive(Debug, Clone)]
+pub enum Agent {
+    /// The stand-in agent: its program and leading arguments (`the-loop
+    /// stand-in-harness`); the demo adds where it records and which conversation.
+    StandIn(Vec<String>),
+    /// The real Claude Code CLI at this path, its model a stand-in the demo runs.
+    Claude(PathBuf),
+}
 
 /// Every path of one demo run, under its directory.
 #[derive(Debug, Clone)]
@@ -55,6 +69,11 @@ pub struct Paths {
     pub origins: PathBuf,
     /// The sessions' checkouts (`routing.workspace.root`).
     pub workspaces: PathBuf,
+    /// Claude Code's config directory for the demo's sessions (`CLAUDE_CONFIG_DIR`),
+    /// with `--agent claude`: the user's own is never touched.
+    pub claude: PathBuf,
+    /// The launcher of the real Claude Code, pointing it at the model stand-in.
+    pub claude_launcher: PathBuf,
 }
 
 impl Paths {
@@ -70,6 +89,8 @@ impl Paths {
             launches: root.join("harness").join("launches.jsonl"),
             origins: root.join("origins"),
             workspaces: root.join("workspaces"),
+            claude: root.join("claude"),
+            claude_launcher: root.join("harness").join("claude"),
         }
     }
 }
@@ -99,6 +120,8 @@ pub struct Stack {
     pub webhook_url: String,
     /// Where the control plane and its dashboard answer (`http://127.0.0.1:port`).
     pub dashboard_url: String,
+    /// The model the real Claude Code talks to, with `--agent claude`.
+    pub model: Option<ModelApi>,
     dispatcher: Dispatcher,
     /// The running service (receiver and poller over the dispatcher, holding their locks).
     service: JoinHandle<Result<Stopped, ServiceError>>,
@@ -108,8 +131,8 @@ pub struct Stack {
 
 impl Stack {
     /// Starts everything under `paths.root` (which must exist and be empty), the
-    /// sessions running `harness` (a program and its leading arguments) as their agent.
-    pub async fn start(paths: Paths, harness: &[String]) -> Result<Self, DemoError> {
+    /// sessions running `agent`.
+    pub async fn start(paths: Paths, agent: &Agent) -> Result<Self, DemoError> {
         let create = |dir: &Path| {
             std::fs::create_dir_all(dir).map_err(|source| DemoError::Io {
                 action: "create",
@@ -150,12 +173,20 @@ impl Stack {
             .map_err(listen("the control plane"))?;
         let api_port = api_listener.local_addr().map_err(listen("the control plane"))?.port();
         let ports = Ports { webhooks: addr.port(), api: api_port };
-        std::fs::write(&paths.config, config_text(&paths, &sim.url(), &clone_base, ports))
+        let (harness, model): (Arc<dyn Harness>, _) = match agent {
+            Agent::StandIn(program) => (Arc::new(stand_in_harness(&paths, program)), None),
+            Agent::Claude(cli) => {
+                let model = ModelApi::start().await.map_err(listen("the model stand-in"))?;
+                (Arc::new(claude_harness(&paths, cli, &model)?), Some(model))
+            }
+        };
+        let trust = model.is_some();
+        std::fs::write(&paths.config, config_text(&paths, &sim.url(), &clone_base, ports, trust))
             .map_err(|source| DemoError::Io {
-                action: "write the demo config",
-                path: paths.config.clone(),
-                source,
-            })?;
+            action: "write the demo config",
+            path: paths.config.clone(),
+            source,
+        })?;
         // Its warnings are none: a unit test below keeps it so.
         let (source, _) = ConfigSource::open(&paths.config)?;
         let config = Arc::clone(source.current());
@@ -168,10 +199,9 @@ impl Stack {
             tmux_config: Some(PathBuf::from("/dev/null")),
             listener: Some(listener),
             api_listener: Some(api_listener),
-            stand_ins: Some(StandIns {
-                github: simulator_client(&sim)?,
-                harness: Arc::new(stand_in_harness(&paths, harness)),
-            }),
+            stand_ins: Some(StandIns { github: simulator_client(&sim)?, harness }),
+            home: paths.root.clone(),
+            claude_config_dir: Some(paths.claude.display().to_string()),
             ..Environment::default()
         };
         let service =
@@ -200,6 +230,7 @@ impl Stack {
             config,
             webhook_url,
             dashboard_url,
+            model,
             dispatcher,
             service,
             stop_service,
@@ -214,6 +245,27 @@ impl Stack {
         self.service.await.map_err(|_| DemoError::ServiceLost)??;
         self.sim.shutdown().await;
         Ok(())
+    }
+
+    /// What the agent was sent, in order: the stand-in's record of what it received, or
+    /// the user messages that reached the model (a turn continuing after a tool is not
+    /// a message).
+    pub fn received(&self) -> Result<Vec<String>, DemoError> {
+        if let Some(model) = &self.model {
+            let turns = model.turns().into_iter().filter(|turn| turn.tool_results.is_empty());
+            return Ok(turns.filter_map(|turn| turn.user_text).collect());
+        }
+        match std::fs::read_to_string(&self.paths.messages) {
+            Ok(text) => Ok(text
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter_map(|line| line["text"].as_str().map(str::to_owned))
+                .collect()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => {
+                Err(DemoError::Io { action: "read", path: self.paths.messages.clone(), source })
+            }
+        }
     }
 
     /// Waits until the dispatcher has nothing queued or running.
@@ -232,7 +284,15 @@ struct Ports {
 /// The config of the demo service: hybrid ingress against the simulator, the control
 /// plane on its own port, the demo maintainer authorized, each session in a clone of the
 /// demo repository (served by git from the demo's directory).
-fn config_text(paths: &Paths, sim_url: &str, clone_base: &str, ports: Ports) -> String {
+/// `trust`: pre-seed Claude Code's folder trust for the sessions' checkouts (the real
+/// Claude Code asks otherwise).
+fn config_text(
+    paths: &Paths,
+    sim_url: &str,
+    clone_base: &str,
+    ports: Ports,
+    trust: bool,
+) -> String {
     // JSON strings are YAML double-quoted scalars: any path is written safely.
     let quoted = |path: &Path| serde_json::Value::from(path.display().to_string()).to_string();
     format!(
@@ -245,7 +305,7 @@ fn config_text(paths: &Paths, sim_url: &str, clone_base: &str, ports: Ports) -> 
          polling:\n  enabled: true\n  intervalSeconds: 1\n\
          integrations:\n  github:\n    api:\n      baseUrl: {sim_url}\n      tokenEnv: [{TOKEN_ENV}]\n\
          routing:\n  enabled: true\n  authorizedUsers: [{maintainer}]\n  spawnWorkdir: {work}\n  \
-         harnessTrust:\n    enabled: false\n  \
+         harnessTrust:\n    enabled: {trust}\n  \
          workspace:\n    root: {workspaces}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {clone_base}\n",
         state = quoted(&paths.state),
         work = quoted(&paths.work),
@@ -255,6 +315,48 @@ fn config_text(paths: &Paths, sim_url: &str, clone_base: &str, ports: Ports) -> 
         webhooks = ports.webhooks,
         api = ports.api,
     )
+}
+
+/// The real Claude Code at `cli` as the demo's harness: launched through a script that
+/// points it at `model` with the demo's own config directory, in which what a user's
+/// machine holds after Claude's first run is written (onboarding done, the key
+/// approved). Trust for the checkouts is the daemon's pre-seeding, as on a machine.
+fn claude_harness(paths: &Paths, cli: &Path, model: &ModelApi) -> Result<ClaudeCode, DemoError> {
+    let io = |action, path: &Path| {
+        let path = path.to_owned();
+        move |source| DemoError::Io { action, path, source }
+    };
+    std::fs::create_dir_all(&paths.claude).map_err(io("create", &paths.claude))?;
+    let first_run = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "customApiKeyResponses": {"approved": [&CLAUDE_API_KEY[CLAUDE_API_KEY.len() - 20..]], "rejected": []},
+    });
+    let user_config = paths.claude.join(".claude.json");
+    std::fs::write(&user_config, first_run.to_string()).map_err(io("write", &user_config))?;
+    let word = |text: &str| loop_sessions::shell::word(text);
+    let launcher = format!(
+        "#!/bin/sh\n# Written by `the-loop demo --agent claude`: Claude Code against the demo's model.\n\
+         export ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY={key} CLAUDE_CONFIG_DIR={dir}\n\
+         export DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1\n\
+         export DISABLE_ERROR_REPORTING=1 CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1\n\
+         exec {cli} \"$@\"\n",
+        url = word(&model.base_url()),
+        key = word(CLAUDE_API_KEY),
+        dir = word(&paths.claude.display().to_string()),
+        cli = word(&cli.display().to_string()),
+    );
+    let path = &paths.claude_launcher;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+    }
+    std::fs::write(path, launcher).map_err(io("write", path))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(io("make executable", path))?;
+    let mut claude = ClaudeCode::new(Vec::new());
+    claude.program = path.display().to_string();
+    claude.transcripts = Some(paths.claude.join("projects"));
+    Ok(claude)
 }
 
 /// The GitHub client of the simulator, with the demo token handed over as a value.
@@ -309,6 +411,7 @@ mod tests {
             "http://127.0.0.1:1",
             "file:///o",
             Ports { webhooks: 8787, api: 4114 },
+            false,
         );
         let loaded = loop_core::config::parse(&text).expect("the demo config is valid");
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
@@ -327,6 +430,7 @@ mod tests {
             "http://127.0.0.1:1",
             "file:///o",
             Ports { webhooks: 8787, api: 4114 },
+            true,
         );
         let config = loop_core::config::parse(&text).expect("valid").config;
         assert_eq!(config.state.root, paths.state);

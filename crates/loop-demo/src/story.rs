@@ -1,6 +1,6 @@
 //! The demo's scripted story: people act on the simulated GitHub, and each step waits —
 //! boundedly — for its effects to be observed where a user would look: the event log,
-//! the stand-in harness's record of what was pasted, the simulator's comments, tmux.
+//! what the agent was sent (the stand-in's record, or the model's requests), the simulator's comments, tmux.
 //!
 //! A step is told ([`Told::Step`]), acted, then each expected effect is told as it is
 //! seen ([`Told::Observed`]); the first effect not seen within the step timeout is told
@@ -63,26 +63,13 @@ pub const STEPS: usize = 11;
 #[derive(Debug)]
 struct Seen {
     events: Vec<EventRecord>,
-    /// What the harness recorded as submitted, in order.
+    /// What the agent was sent, in order ([`Stack::received`]).
     pasted: Vec<String>,
 }
 
 impl Seen {
     fn take(stack: &Stack) -> Result<Self, DemoError> {
-        let events = read_all(stack.layout.event_log())?;
-        let pasted = match std::fs::read_to_string(&stack.paths.messages) {
-            Ok(text) => text
-                .lines()
-                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .filter_map(|line| line["text"].as_str().map(str::to_owned))
-                .collect(),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                let path = stack.paths.messages.clone();
-                return Err(DemoError::Io { action: "read", path, source });
-            }
-        };
-        Ok(Self { events, pasted })
+        Ok(Self { events: read_all(stack.layout.event_log())?, pasted: stack.received()? })
     }
 
     /// The lines named `name` about `item`.
@@ -209,9 +196,9 @@ async fn scenes(stack: &Stack, n: &mut Narrator<'_>) -> Result<(), DemoError> {
     let target = issue.tmux_session();
     let spawned = n
         .expect(stack, "`session.spawned` in the event log", |seen| {
-            seen.named("session.spawned", &issue).next().map(|_| {
-                format!("session spawned: tmux session `{target}` runs the stand-in agent")
-            })
+            seen.named("session.spawned", &issue)
+                .next()
+                .map(|_| format!("session spawned: tmux session `{target}` runs the agent"))
         })
         .await?
         && n.expect(stack, "the-loop's announcement comment on the issue", |_| {

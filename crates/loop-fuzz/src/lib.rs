@@ -8,6 +8,7 @@
 
 pub mod api_responses;
 pub mod config;
+pub mod pane_screen;
 pub mod state_files;
 pub mod webhook_delivery;
 
@@ -20,9 +21,10 @@ pub struct Target {
 }
 
 /// Every target, in the order `scripts/fuzz.sh all` runs them.
-pub const TARGETS: [Target; 4] = [
+pub const TARGETS: [Target; 5] = [
     Target { name: "webhook_delivery", run: webhook_delivery::run },
     Target { name: "config", run: config::run },
     Target { name: "state_files", run: state_files::run },
     Target { name: "api_responses", run: api_responses::run },
+    Target { name: "pane_screen", run: pane_screen::run },
 ];

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use loop_core::config::{Harness as ConfiguredHarness, HarnessArgsConfig};
+use loop_core::pane::InputBoxSigns;
 
 /// The longest conversation id accepted.
 const CONVERSATION_ID_MAX: usize = 128;
@@ -101,10 +102,15 @@ impl fmt::Display for ConversationId {
 
 /// What a session is launched on: the model and effort a work item chose, as far as the
 /// operator offers them (`routing.harnessChoices`); `None`: the harness's own default.
+/// And the-loop's Claude Code plugin, loaded for this session only (`--plugin-dir`) when
+/// the spawn prompt may name its commands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LaunchChoice {
     pub model: Option<String>,
     pub effort: Option<String>,
+    /// The plugin's directory (`routing.harnessPlugins`); harnesses without plugins
+    /// ignore it.
+    pub plugin_dir: Option<PathBuf>,
 }
 
 /// A harness command line and the handles the session record keeps about it.
@@ -145,6 +151,12 @@ pub trait Harness: fmt::Debug + Send + Sync {
         conversation: &ConversationId,
         choice: &LaunchChoice,
     ) -> Result<Launch, HarnessError>;
+
+    /// How the harness draws its input box, when it draws one: deliveries then wait for
+    /// the box and confirm the agent took the text ([`crate::landing`]).
+    fn input_box(&self) -> Option<&InputBoxSigns> {
+        None
+    }
 
     /// Whether `conversation` (run in `cwd`) already received a message with a line
     /// ending in `line`: `Some(true)` received, `Some(false)` not, `None` this harness
@@ -213,11 +225,18 @@ pub struct ClaudeCode {
     /// `<config dir>/projects`, where the session transcripts are
     /// (`<escaped cwd>/<session id>.jsonl`); `None`: [`Harness::received`] cannot tell.
     pub transcripts: Option<PathBuf>,
+    /// How its input box looks.
+    pub input_box: InputBoxSigns,
 }
 
 impl ClaudeCode {
     pub fn new(args: Vec<String>) -> Self {
-        Self { program: "claude".to_owned(), args, transcripts: None }
+        Self {
+            program: "claude".to_owned(),
+            args,
+            transcripts: None,
+            input_box: InputBoxSigns::claude_code(),
+        }
     }
 
     fn launch(
@@ -231,6 +250,8 @@ impl ClaudeCode {
         argv.extend(self.args.iter().cloned());
         push_pair(&mut argv, "--model", choice.model.as_deref());
         push_pair(&mut argv, "--effort", choice.effort.as_deref());
+        let plugin_dir = choice.plugin_dir.as_ref().map(|dir| dir.display().to_string());
+        push_pair(&mut argv, "--plugin-dir", plugin_dir.as_deref());
         Launch {
             argv,
             conversation: conversation.clone(),
@@ -265,6 +286,10 @@ impl Harness for ClaudeCode {
         choice: &LaunchChoice,
     ) -> Result<Launch, HarnessError> {
         Ok(self.launch("--resume", conversation, choice, true))
+    }
+
+    fn input_box(&self) -> Option<&InputBoxSigns> {
+        Some(&self.input_box)
     }
 
     fn received(&self, conversation: &str, cwd: &Path, line: &str) -> Option<bool> {
@@ -492,9 +517,13 @@ mod tests {
     }
 
     #[test]
-    fn a_chosen_model_and_effort_follow_the_operators_arguments() {
+    fn a_chosen_model_effort_and_plugin_follow_the_operators_arguments() {
         let claude = ClaudeCode::new(strings(&["--verbose"]));
-        let chosen = LaunchChoice { model: Some("opus".into()), effort: Some("high".into()) };
+        let chosen = LaunchChoice {
+            model: Some("opus".into()),
+            effort: Some("high".into()),
+            plugin_dir: Some(PathBuf::from("/s/plugin")),
+        };
         let launch = claude.fresh(&id("u"), &chosen).unwrap();
         assert_eq!(
             launch.argv,
@@ -506,7 +535,9 @@ mod tests {
                 "--model",
                 "opus",
                 "--effort",
-                "high"
+                "high",
+                "--plugin-dir",
+                "/s/plugin"
             ])
         );
         assert_eq!(
@@ -519,9 +550,13 @@ mod tests {
     }
 
     #[test]
-    fn cursor_opens_a_created_chat_with_resume_and_has_no_effort() {
+    fn cursor_opens_a_created_chat_with_resume_and_has_no_effort_or_plugin() {
         let cursor = CursorAgent::new(strings(&["--force"]));
-        let chosen = LaunchChoice { model: Some("gpt-5".into()), effort: Some("high".into()) };
+        let chosen = LaunchChoice {
+            model: Some("gpt-5".into()),
+            effort: Some("high".into()),
+            plugin_dir: Some(PathBuf::from("/s/plugin")),
+        };
         let launch = cursor.fresh(&id("chat-9"), &chosen).unwrap();
         assert_eq!(
             launch.argv,

@@ -9,6 +9,7 @@
 //! - [`tmux`]: spawn, liveness, paste delivery (control-mode client), settle, attach.
 //! - [`cleanup`]: the local teardown of a work item (sessions, checkouts, record).
 //! - [`harness`]: Claude Code, Cursor agent and command-template adapters.
+//! - [`landing`]: a paste that lands — into a drawn input box, confirmed taken.
 //! - [`plugin`]: the-loop's Claude Code plugin, written under the state root and registered.
 //! - [`registry`]: the rules of the local session record (statuses, PR endpoints, routing).
 //! - [`shell`]: commands as a person pastes them into a shell (quoting).
@@ -18,6 +19,7 @@
 
 pub mod cleanup;
 pub mod harness;
+pub mod landing;
 pub mod plugin;
 pub mod registry;
 pub mod session;

@@ -5,11 +5,19 @@
 //! on: the `/the-loop:work-on` command its spawn prompt names, a `PostToolUse` hook that
 //! records a pull request the session creates (`the-loop hook link-pr`, by this binary's
 //! absolute path), and the registration of the-loop's MCP server. Before each Claude
-//! spawn — and on `the-loop harness install claude` — the files are rewritten where they
-//! differ, and Claude's user settings get `extraKnownMarketplaces["the-loop"]` and
+//! spawn the files are rewritten where they differ, and the session is launched with
+//! `--plugin-dir` on them: loaded from its first second, for that session alone, with no
+//! install and nothing written to the user's settings (`harness.plugin_registered` /
+//! `harness.plugin_failed`). A plugin installed in Claude's settings instead is copied
+//! into Claude's cache on a later start and not reloaded until its version changes — so
+//! a first session would run without it.
+//!
+//! `the-loop harness install claude` installs the same files for the sessions a person
+//! starts: Claude's user settings get `extraKnownMarketplaces["the-loop"]` and
 //! `enabledPlugins["the-loop@the-loop"]`, each only when absent (an operator's `false`
 //! stands; an unparsable settings file is left untouched), through the same
-//! non-destructive writer as trust pre-seeding (docs/agent-side.md): `harness.plugin_registered` / `harness.plugin_failed`.
+//! non-destructive writer as trust pre-seeding (docs/agent-side.md). The manifest's
+//! version changes with the files, so Claude re-caches an updated plugin.
 
 use std::path::{Path, PathBuf};
 
@@ -74,26 +82,20 @@ impl PluginSite {
         self.plugin_dir().join("commands").join("work-on.md")
     }
 
-    /// Every file of the marketplace, with its content.
+    /// Every file of the marketplace, with its content. The manifest's version carries a
+    /// fingerprint of the rest: Claude Code caches an installed plugin by version, so a
+    /// changed plugin must read as a new version to reach `harness install`'s users.
     fn files(&self) -> Vec<(PathBuf, String)> {
         let description = "the-loop: work on GitHub work items from a session the-loop runs";
         let plugin = self.plugin_dir();
         let hook = format!("{} hook link-pr", shell_quote(&self.bin.display().to_string()));
-        vec![
+        let mut files = vec![
             (
                 self.marketplace.join(".claude-plugin").join("marketplace.json"),
                 pretty(&json!({
                     "name": NAME,
                     "owner": {"name": "the-loop"},
                     "plugins": [{"name": NAME, "source": format!("./{NAME}"), "description": description}],
-                })),
-            ),
-            (
-                plugin.join(".claude-plugin").join("plugin.json"),
-                pretty(&json!({
-                    "name": NAME,
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "description": description,
                 })),
             ),
             (self.command_file(), work_on_command()),
@@ -108,7 +110,18 @@ impl PluginSite {
                 plugin.join(".mcp.json"),
                 pretty(&json!({"mcpServers": {NAME: {"type": "http", "url": self.mcp_url}}})),
             ),
-        ]
+        ];
+        let version = format!("{}+{:016x}", env!("CARGO_PKG_VERSION"), fingerprint(&files));
+        files.push((
+            plugin.join(".claude-plugin").join("plugin.json"),
+            pretty(&json!({
+                "name": NAME,
+                "version": version,
+                "description": description,
+                "author": {"name": "the-loop"},
+            })),
+        ));
+        files
     }
 
     /// Writes every file whose content differs from the binary's; one note per file
@@ -213,6 +226,18 @@ fn work_on_command() -> String {
          <work-item ref, e.g. github:owner/repo#12>\n---\n\nThe work item is $ARGUMENTS.\n\n{}",
         WORK_ON_INSTRUCTIONS
     )
+}
+
+/// FNV-1a over every file's path and content: stable across builds and machines.
+fn fingerprint(files: &[(PathBuf, String)]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (path, content) in files {
+        for byte in path.as_os_str().as_encoded_bytes().iter().chain(content.as_bytes()) {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
 }
 
 fn pretty(value: &Value) -> String {

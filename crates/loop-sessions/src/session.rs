@@ -12,6 +12,7 @@ use loop_core::WorkItemRef;
 use loop_core::config::{TmuxConfig, WorkspaceConfig};
 
 use crate::harness::{ConversationId, Harness, HarnessError, Launch, LaunchChoice};
+use crate::landing::{self, LandingError};
 use crate::tmux::{DeliveryError, SessionSite, Termination, Tmux, TmuxError};
 use crate::workspace::{WorkspaceError, Workspaces};
 
@@ -28,6 +29,8 @@ pub enum SessionError {
         "the harness in `{target}` did not start reading input within {within:?}; the prompt was not pasted"
     )]
     NotReady { target: String, within: Duration },
+    #[error(transparent)]
+    Landing(#[from] LandingError),
 }
 
 impl loop_core::Hint for SessionError {
@@ -38,6 +41,7 @@ impl loop_core::Hint for SessionError {
             Self::NotReady { target, .. } => {
                 Some(format!("look at it with `tmux attach -r -t {target}`"))
             }
+            Self::Landing(err) => err.hint(),
             Self::Delivery(_) => None,
         }
     }
@@ -104,7 +108,7 @@ pub fn spawn_fresh(
 ) -> Result<Launch, SessionError> {
     let launch = harness.fresh(&harness.new_conversation()?, choice)?;
     tmux.spawn(site, &launch.argv)?;
-    paste_first_prompt(tmux, site, prompt, settings)?;
+    paste_first_prompt(tmux, harness, site, prompt, settings)?;
     Ok(launch)
 }
 
@@ -124,7 +128,7 @@ pub fn respawn(
     if settings.resume {
         match try_resume(tmux, harness, site, recorded, choice, settings.probe) {
             Ok(launch) => {
-                paste_first_prompt(tmux, site, prompt, settings)?;
+                paste_first_prompt(tmux, harness, site, prompt, settings)?;
                 return Ok(Respawned { launch, resume_failure: None });
             }
             // A live occupant is not ours to replace: say so, the caller delivers into it.
@@ -134,7 +138,7 @@ pub fn respawn(
     }
     let launch = harness.fresh(&harness.new_conversation()?, choice)?;
     tmux.spawn(site, &launch.argv)?;
-    paste_first_prompt(tmux, site, prompt, settings)?;
+    paste_first_prompt(tmux, harness, site, prompt, settings)?;
     Ok(Respawned { launch, resume_failure })
 }
 
@@ -163,8 +167,19 @@ fn try_resume(
     }
 }
 
-/// Pastes `text` into the session; when nothing runs there, respawns it (see
-/// [`respawn`]) with `text` as the new harness's first prompt.
+/// Puts `text` into the agent's input in `target` by the harness's rule (see
+/// [`crate::landing`]): the one way text reaches a live session.
+pub fn deliver(
+    tmux: &Tmux,
+    harness: &dyn Harness,
+    target: &str,
+    text: &str,
+) -> Result<(), SessionError> {
+    Ok(landing::deliver(tmux, harness, target, text, landing::AT_INPUT_WITHIN)?)
+}
+
+/// Delivers `text` into the session ([`deliver`]); when nothing runs there, respawns it
+/// (see [`respawn`]) with `text` as the new harness's first prompt.
 pub fn deliver_or_respawn(
     tmux: &Tmux,
     harness: &dyn Harness,
@@ -174,36 +189,40 @@ pub fn deliver_or_respawn(
     text: &str,
     settings: &RespawnSettings,
 ) -> Result<Delivered, SessionError> {
-    match tmux.deliver(&site.target, text) {
+    match deliver(tmux, harness, &site.target, text) {
         Ok(()) => Ok(Delivered::Pasted),
-        Err(DeliveryError::SessionMissing { .. }) => {
-            match respawn(tmux, harness, site, recorded, choice, text, settings) {
-                Ok(respawned) => Ok(Delivered::Respawned(respawned)),
-                Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
-                    tmux.deliver(&site.target, text)?;
-                    Ok(Delivered::RespawnAverted)
-                }
-                Err(err) => Err(err),
+        Err(SessionError::Landing(LandingError::Delivery(DeliveryError::SessionMissing {
+            ..
+        }))) => match respawn(tmux, harness, site, recorded, choice, text, settings) {
+            Ok(respawned) => Ok(Delivered::Respawned(respawned)),
+            Err(SessionError::Tmux(TmuxError::SessionLive { .. })) => {
+                deliver(tmux, harness, &site.target, text)?;
+                Ok(Delivered::RespawnAverted)
             }
-        }
-        Err(err) => Err(err.into()),
+            Err(err) => Err(err),
+        },
+        Err(err) => Err(err),
     }
 }
 
+/// The first prompt of a new harness: once its terminal reads raw, by the harness's
+/// landing rule, waiting as long as a start may take for its input box.
 fn paste_first_prompt(
     tmux: &Tmux,
+    harness: &dyn Harness,
     site: &SessionSite,
     prompt: &str,
     settings: &RespawnSettings,
 ) -> Result<(), SessionError> {
+    let started = std::time::Instant::now();
     if !tmux.await_input_ready(&site.target, settings.ready_within)? {
         return Err(SessionError::NotReady {
             target: site.target.clone(),
             within: settings.ready_within,
         });
     }
-    tmux.deliver(&site.target, prompt)?;
-    Ok(())
+    let rest = settings.ready_within.saturating_sub(started.elapsed());
+    Ok(landing::deliver(tmux, harness, &site.target, prompt, rest)?)
 }
 
 /// What closing does to the tmux session; from `routing.tmux`.

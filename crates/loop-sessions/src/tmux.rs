@@ -436,32 +436,70 @@ impl Tmux {
     }
 
     /// Pastes `text` into the session as one bracketed paste, then submits it with a
-    /// separate carriage return. Nothing is pasted into a dead or absent session.
+    /// separate carriage return, in one trip. Nothing is pasted into a dead or absent
+    /// session. This confirms nothing about the agent taking it; see
+    /// `session::deliver` for the rule a harness's input box adds.
     pub fn deliver(&self, target: &str, text: &str) -> Result<(), DeliveryError> {
-        check_target(target)?;
+        let prompt = self.prompt_file(target, text)?;
+        self.send(target, &[Keys::Paste(&prompt), Keys::Submit])
+    }
+
+    /// Writes `text` to a private prompt file for [`Keys::Paste`].
+    pub fn prompt_file(&self, target: &str, text: &str) -> Result<PastePayload, DeliveryError> {
         if text.is_empty() {
             return Err(DeliveryError::EmptyPrompt { target: target.to_owned() });
         }
-        let payload = PastePayload::write(&self.settings.scratch_dir, text).map_err(|source| {
+        PastePayload::write(&self.settings.scratch_dir, text).map_err(|source| {
             DeliveryError::Scratch { dir: self.settings.scratch_dir.clone(), source }
-        })?;
-        let serial = self.deliveries.fetch_add(1, Ordering::Relaxed);
-        if self.supports_control_flags() {
-            match self.deliver_by_control(target, &payload, serial) {
-                Err(DeliveryError::Tmux(TmuxError::Control(ControlError::Attach { .. }))) => {}
-                other => return other,
-            }
-        }
-        self.deliver_by_commands(target, &payload, serial)
+        })
     }
 
-    /// The hot path: a probe and the paste sequence through the control client.
-    fn deliver_by_control(
+    /// Sends `keys` to the session in order, in one trip, after a probe that something
+    /// runs there.
+    pub fn send(&self, target: &str, keys: &[Keys<'_>]) -> Result<(), DeliveryError> {
+        check_target(target)?;
+        let serial = self.deliveries.fetch_add(1, Ordering::Relaxed);
+        if self.supports_control_flags() {
+            let commands = keys.iter().flat_map(|keys| keys.control_lines(target, serial));
+            match self.trip_by_control(target, &commands.collect::<Vec<_>>(), serial) {
+                Err(DeliveryError::Tmux(TmuxError::Control(ControlError::Attach { .. }))) => {}
+                other => return other.map(drop),
+            }
+        }
+        self.send_by_commands(target, keys, serial)
+    }
+
+    /// The session's screen as plain text (no colours or attributes), through the
+    /// control client when there is one.
+    pub fn capture(&self, target: &str) -> Result<String, DeliveryError> {
+        check_target(target)?;
+        let capture = format!("capture-pane -p -t '={target}:'");
+        if self.supports_control_flags() {
+            let serial = self.deliveries.fetch_add(1, Ordering::Relaxed);
+            match self.trip_by_control(target, std::slice::from_ref(&capture), serial) {
+                Err(DeliveryError::Tmux(TmuxError::Control(ControlError::Attach { .. }))) => {}
+                other => {
+                    return other.map(|mut replies| replies.pop().unwrap_or_default().join("\n"));
+                }
+            }
+        }
+        let pane = format!("={target}:");
+        let output = self.run(&["capture-pane", "-p", "-t", &pane])?;
+        if !output.status.success() {
+            let liveness = self.liveness(target)?;
+            return Err(DeliveryError::SessionMissing { target: target.to_owned(), liveness });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// The hot path: a probe, then `commands` through the control client; each one's
+    /// output lines, in order.
+    fn trip_by_control(
         &self,
         target: &str,
-        payload: &PastePayload,
+        commands: &[String],
         serial: u64,
-    ) -> Result<(), DeliveryError> {
+    ) -> Result<Vec<Vec<String>>, DeliveryError> {
         let mut slot = self.control();
         let timeout = self.settings.command_timeout;
         let probe = format!("list-panes -s -t '={target}' -F '#{{pane_dead}}'");
@@ -512,11 +550,15 @@ impl Tmux {
             return Err(DeliveryError::SessionMissing { target: target.to_owned(), liveness });
         }
         let client = slot.as_mut().expect("the probe above just ran on this client");
-        for command in paste_commands(target, payload, serial) {
-            let failure = match client.run(&command, timeout) {
-                Ok(Ok(_)) => continue,
+        let mut replies = Vec::with_capacity(commands.len());
+        for command in commands {
+            let failure = match client.run(command, timeout) {
+                Ok(Ok(lines)) => {
+                    replies.push(lines);
+                    continue;
+                }
                 Ok(Err(lines)) => TmuxError::Failed {
-                    verb: command_verb(&command),
+                    verb: command_verb(command),
                     status: "control %error".into(),
                     message: lines.join("\n"),
                 },
@@ -530,15 +572,15 @@ impl Tmux {
             }
             return Err(failure.into());
         }
-        Ok(())
+        Ok(replies)
     }
 
     /// The fallback for a tmux without control-client flags: the same sequence as
     /// plain commands (one process each).
-    fn deliver_by_commands(
+    fn send_by_commands(
         &self,
         target: &str,
-        payload: &PastePayload,
+        keys: &[Keys<'_>],
         serial: u64,
     ) -> Result<(), DeliveryError> {
         let liveness = self.liveness(target)?;
@@ -547,13 +589,27 @@ impl Tmux {
         }
         let (text_buffer, submit_buffer) = buffer_names(serial);
         let pane = format!("={target}:");
-        let file = payload.path().as_os_str();
-        let steps: [Vec<&OsStr>; 4] = [
-            ["load-buffer", "-b", &text_buffer].map(OsStr::new).into_iter().chain([file]).collect(),
-            ["paste-buffer", "-p", "-d", "-b", &text_buffer, "-t", &pane].map(OsStr::new).to_vec(),
-            ["set-buffer", "-b", &submit_buffer, "\r"].map(OsStr::new).to_vec(),
-            ["paste-buffer", "-d", "-b", &submit_buffer, "-t", &pane].map(OsStr::new).to_vec(),
-        ];
+        let mut steps: Vec<Vec<&OsStr>> = Vec::new();
+        for keys in keys {
+            match keys {
+                Keys::Paste(prompt) => steps.extend([
+                    ["load-buffer", "-b", &text_buffer]
+                        .map(OsStr::new)
+                        .into_iter()
+                        .chain([prompt.path().as_os_str()])
+                        .collect(),
+                    ["paste-buffer", "-p", "-d", "-b", &text_buffer, "-t", &pane]
+                        .map(OsStr::new)
+                        .to_vec(),
+                ]),
+                Keys::Submit => steps.extend([
+                    ["set-buffer", "-b", &submit_buffer, "\r"].map(OsStr::new).to_vec(),
+                    ["paste-buffer", "-d", "-b", &submit_buffer, "-t", &pane]
+                        .map(OsStr::new)
+                        .to_vec(),
+                ]),
+            }
+        }
         for step in steps {
             if let Err(err) = self.checked(&step) {
                 // The prompt may sit in a loaded buffer: drop it (best effort).
@@ -775,18 +831,32 @@ impl Tmux {
     }
 }
 
-/// The control-mode commands of one delivery, in order: load the prompt file into a
-/// buffer, paste it bracketed (`-p`) and delete it, set a buffer to a carriage return,
-/// paste that unbracketed and delete it.
-fn paste_commands(target: &str, payload: &PastePayload, serial: u64) -> [String; 4] {
-    let (text_buffer, submit_buffer) = buffer_names(serial);
-    let file = payload.quoted_path();
-    [
-        format!("load-buffer -b {text_buffer} {file}"),
-        format!("paste-buffer -p -d -b {text_buffer} -t '={target}:'"),
-        format!("set-buffer -b {submit_buffer} \"\\r\""),
-        format!("paste-buffer -d -b {submit_buffer} -t '={target}:'"),
-    ]
+/// What one trip to a session types, after the probe that it is live.
+#[derive(Debug, Clone, Copy)]
+pub enum Keys<'a> {
+    /// The prompt file's text as one bracketed paste (`paste-buffer -p`).
+    Paste(&'a PastePayload),
+    /// A carriage return, unbracketed: submits what the agent's input holds.
+    Submit,
+}
+
+impl Keys<'_> {
+    /// The control-mode commands, in order: load the prompt file into a buffer and paste
+    /// it bracketed, deleting it; or set a buffer to a carriage return and paste that
+    /// unbracketed, deleting it.
+    fn control_lines(&self, target: &str, serial: u64) -> [String; 2] {
+        let (text_buffer, submit_buffer) = buffer_names(serial);
+        match self {
+            Keys::Paste(prompt) => [
+                format!("load-buffer -b {text_buffer} {}", prompt.quoted_path()),
+                format!("paste-buffer -p -d -b {text_buffer} -t '={target}:'"),
+            ],
+            Keys::Submit => [
+                format!("set-buffer -b {submit_buffer} \"\\r\""),
+                format!("paste-buffer -d -b {submit_buffer} -t '={target}:'"),
+            ],
+        }
+    }
 }
 
 fn buffer_names(serial: u64) -> (String, String) {
@@ -965,7 +1035,10 @@ mod tests {
     fn a_delivery_is_four_commands_with_the_text_only_in_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let payload = PastePayload::write(dir.path(), "rm -rf / ; `x` $(y)").unwrap();
-        let commands = paste_commands("loop-a-1", &payload, 7);
+        let commands: Vec<String> = [Keys::Paste(&payload), Keys::Submit]
+            .iter()
+            .flat_map(|keys| keys.control_lines("loop-a-1", 7))
+            .collect();
         assert!(commands[0].starts_with("load-buffer -b the-loop-evt-7 '"));
         assert_eq!(commands[1], "paste-buffer -p -d -b the-loop-evt-7 -t '=loop-a-1:'");
         assert_eq!(commands[2], "set-buffer -b the-loop-submit-7 \"\\r\"");

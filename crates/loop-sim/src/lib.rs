@@ -20,6 +20,8 @@
 //! - [`request_log`]: requests by endpoint and status.
 //! - [`bench`](mod@bench): counting the requests a scenario makes.
 //! - [`stand_in`]: a stand-in agent harness for session tests.
+//! - [`model_api`]: a stand-in for Anthropic's Messages API, for running the real Claude
+//!   Code against scripted answers.
 //! - [`test_support`]: what every crate's tests share besides the simulator (patience,
 //!   waiting for a condition, reading JSON-lines records, the stand-in binary).
 
@@ -29,6 +31,7 @@
 pub mod bench;
 pub mod git;
 pub mod graphql;
+pub mod model_api;
 pub mod request_log;
 pub mod server;
 pub mod shapes;
@@ -37,6 +40,7 @@ pub mod test_support;
 pub mod webhook;
 pub mod world;
 
+pub use model_api::ModelApi;
 pub use request_log::{RequestLog, RequestRecord};
 pub use server::{Fault, FaultKind, Sim, SimSettings};
 pub use webhook::{Delivery, WebhookTarget};

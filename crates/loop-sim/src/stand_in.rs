@@ -4,7 +4,9 @@
 //! It enables bracketed paste mode on its terminal, reads keystrokes raw, treats a
 //! bracketed paste as literal text (line breaks inside a paste never submit), submits the
 //! composed message on a carriage return typed outside a paste, and appends each submitted
-//! message as one JSON line `{"ts", "text"}` to its message record. Every launch appends
+//! message as one JSON line `{"ts", "text"}` to its message record. It draws its input box
+//! at the bottom of the screen as Claude Code does (a rule, `❯ ` and what is being
+//! composed, a rule), so deliveries into it go by the same landing rule. Every launch appends
 //! `{"ts", "argv", "cwd", "workItem", "instance"}` to an optional launch record, so a test
 //! can assert that a respawn passed `--resume <id>` (Claude Code's `--model` and `--effort`
 //! are taken and show only there). With `--claude-transcripts DIR` it
@@ -101,9 +103,9 @@ impl StandInOptions {
                     options.session_id = Some(value()?.to_string_lossy().into_owned());
                 }
                 "--resume" => options.resume = Some(value()?.to_string_lossy().into_owned()),
-                // Claude Code's launch choices: taken, and shown by the launch record's
-                // argv; the stand-in answers the same whatever the model.
-                "--model" | "--effort" => {
+                // Claude Code's launch choices and plugin: taken, and shown by the launch
+                // record's argv; the stand-in answers the same whatever the model.
+                "--model" | "--effort" | "--plugin-dir" => {
                     value()?;
                 }
                 "--fail-resume" => options.fail_resume = true,

@@ -214,6 +214,36 @@ pub fn stand_in() -> &'static Path {
     })
 }
 
+/// The real Claude Code CLI, pinned and installed under the target directory by
+/// `scripts/install-claude.sh` (once per test run; the script is idempotent and locks,
+/// so parallel test binaries share one install). `None` only when npm cannot reach its
+/// registry (the script's exit 3): the caller skips with the notice this prints. Any
+/// other failure of the install fails the test.
+pub fn claude_code() -> Option<&'static Path> {
+    static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-claude.sh");
+            let output = Command::new("bash")
+                .arg(&script)
+                .output()
+                .unwrap_or_else(|err| panic!("running {}: {err}", script.display()));
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            match output.status.code() {
+                Some(0) => Some(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())),
+                Some(3) => {
+                    #[allow(clippy::print_stderr, reason = "a skipped test must say so")]
+                    {
+                        eprintln!("skipped: the real Claude Code is not installed and npm cannot install it: {stderr}");
+                    }
+                    None
+                }
+                _ => panic!("{} failed ({}): {stderr}", script.display(), output.status),
+            }
+        })
+        .as_deref()
+}
+
 /// A small deterministic generator (xorshift64) for the kill tests' scripts.
 #[derive(Debug, Clone)]
 pub struct Random(u64);

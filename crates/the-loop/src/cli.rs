@@ -385,13 +385,15 @@ pub struct ReplyArgs {
 #[derive(Debug, Subcommand)]
 pub enum HarnessCommand {
     /// Write the plugin under the state root and register it in this user's Claude Code
-    /// settings (only keys that are absent; an existing `false` is kept)
+    /// settings, for the sessions you start yourself (only keys that are absent; an
+    /// existing `false` is kept). Sessions the-loop spawns need no install
     Install {
         #[arg(value_enum)]
         harness: PluginHarness,
     },
-    /// Where the plugin is, whether its files are this binary's, and whether Claude Code
-    /// has it registered and enabled (exit 0 only if it is in use)
+    /// Where the plugin is, whether its files are this binary's, whether spawned sessions
+    /// load it, and whether your own Claude Code has it installed (exit 0 when spawned
+    /// sessions load it)
     Status,
 }
 
@@ -485,6 +487,20 @@ pub struct DemoArgs {
     /// At the end, stop the demo's tmux server and delete its directory: nothing is left
     #[arg(long)]
     pub clean: bool,
+
+    /// The agent the sessions run: the built-in stand-in, or the real Claude Code CLI
+    /// (`claude` on PATH) against a stand-in of Anthropic's API — no account, no cost
+    #[arg(long, value_enum, default_value_t = DemoAgent::StandIn)]
+    pub agent: DemoAgent,
+}
+
+/// The agents `the-loop demo` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoAgent {
+    /// This binary's stand-in agent, which records what it is sent
+    StandIn,
+    /// Claude Code as installed (`claude` on PATH), its model a local stand-in
+    Claude,
 }
 
 #[derive(Debug, Args)]

@@ -29,6 +29,7 @@ use loop_core::graph::{Actor, Hook, LoopName, context};
 use loop_core::guards::{is_self_authored, mark_self_authored};
 use loop_core::log::{Kind, Line};
 use loop_core::record::{Control, LocalRecord};
+use loop_sessions::session;
 use loop_sessions::workspace::checkout_belongs_to;
 use loop_store::portable::Slot;
 use loop_store::spec_state::SpecFolder;
@@ -347,8 +348,11 @@ impl Dispatcher {
                 }
             }
             Effect::Assignment { node, text } => {
-                let (tmux_client, target) = (self.inner.tmux.clone(), tmux.to_owned());
-                let pasted = blocking(move || tmux_client.deliver(&target, &text)).await;
+                let (tmux_client, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
+                let target = tmux.to_owned();
+                let pasted =
+                    blocking(move || session::deliver(&tmux_client, &*harness, &target, &text))
+                        .await;
                 let line = match pasted {
                     Ok(()) => Line::info(Kind::GraphAssignmentDelivered),
                     Err(err) => {

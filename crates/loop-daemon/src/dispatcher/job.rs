@@ -256,6 +256,7 @@ impl Dispatcher {
         let relaunch = LaunchChoice {
             model: offer.model(endpoint.model.as_deref()),
             effort: offer.effort(endpoint.effort.as_deref()),
+            plugin_dir: self.plugin_dir(&config),
         };
         let plugin = self.has_plugin(&config);
         let (event, paste_site, owner, served) =
@@ -673,7 +674,11 @@ impl Dispatcher {
     /// frozen model and effort, as far as the operator offers them.
     async fn launch_choice(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> LaunchChoice {
         let choices = self.choices(config, item, cwd).await;
-        LaunchChoice { model: choices.model, effort: choices.effort }
+        LaunchChoice {
+            model: choices.model,
+            effort: choices.effort,
+            plugin_dir: self.plugin_dir(config),
+        }
     }
 
     /// Records the intent to spawn `endpoint` into tmux session `target` (see
@@ -727,9 +732,11 @@ impl Dispatcher {
                 session::spawn_fresh(&tmux, &*harness, &site, &choice, &prompt, &settings);
             match launched {
                 Ok(launch) => Ok(launch),
-                Err(cause @ (SessionError::NotReady { .. } | SessionError::Delivery(_))) => {
-                    Err(SpawnError::Launch { cause: Box::new(cause), marker: None })
-                }
+                Err(
+                    cause @ (SessionError::NotReady { .. }
+                    | SessionError::Delivery(_)
+                    | SessionError::Landing(_)),
+                ) => Err(SpawnError::Launch { cause: Box::new(cause), marker: None }),
                 Err(cause) => {
                     let marker = registry.end_spawn(&site.target).err().map(Box::new);
                     Err(SpawnError::Launch { cause: Box::new(cause), marker })
@@ -773,6 +780,12 @@ impl Dispatcher {
         Ok(checkout.path)
     }
 
+    /// The plugin directory a Claude session launched now loads (`--plugin-dir`), when
+    /// sessions run the-loop's plugin ([`Self::has_plugin`]).
+    fn plugin_dir(&self, config: &Config) -> Option<PathBuf> {
+        self.inner.plugin.as_ref().filter(|_| self.has_plugin(config)).map(|site| site.plugin_dir())
+    }
+
     /// Whether sessions spawned now run the-loop's plugin (Claude, plugins enabled):
     /// their spawn prompt may name `/the-loop:work-on`.
     pub(crate) fn has_plugin(&self, config: &Config) -> bool {
@@ -809,8 +822,8 @@ impl Dispatcher {
                 root.as_deref(),
                 &args,
             );
-            let registered =
-                plugin.map(|site| loop_sessions::plugin::seed_claude_plugin(&files, &site));
+            // Loaded with `--plugin-dir` by this session alone: written, not registered.
+            let registered = plugin.map(|site| site.write());
             (trusted, registered)
         })
         .await;

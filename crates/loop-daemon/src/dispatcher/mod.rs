@@ -216,6 +216,11 @@ impl Dispatcher {
         &self.inner.tmux
     }
 
+    /// The harness its sessions run.
+    pub(crate) fn harness(&self) -> &Arc<dyn Harness> {
+        &self.inner.harness
+    }
+
     /// The client of the work items' host, when there is GitHub access.
     pub(crate) fn github(&self) -> Option<&GithubClient> {
         self.inner.github.as_ref()

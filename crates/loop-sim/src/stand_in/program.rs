@@ -56,7 +56,6 @@ pub fn run(argv: &[OsString], args: &[OsString]) -> u8 {
 /// Reads the terminal until `/exit` or end of input, recording each submitted message.
 fn converse(options: &StandInOptions) -> io::Result<()> {
     let mut stdin = io::stdin().lock();
-    let mut stdout = io::stdout().lock();
     let mut composer = Composer::new();
     let mut buf = [0u8; 64 * 1024];
     let cwd = std::env::current_dir()?;
@@ -64,8 +63,7 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
     if let Some(dir) = transcript.as_ref().and_then(|path| path.parent()) {
         std::fs::create_dir_all(dir)?;
     }
-    stdout.write_all(b"stand-in ready\r\n> ")?;
-    stdout.flush()?;
+    let screen = Screen::start()?;
     loop {
         let read = stdin.read(&mut buf)?;
         if read == 0 {
@@ -73,14 +71,8 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
         }
         let completed = composer.feed(&buf[..read]);
         if completed.is_empty() {
-            // Echo the line being composed, so a human attached to the pane sees typing.
-            let draft = composer.draft_text();
-            let line = draft.rsplit('\n').next().unwrap_or("");
-            let shown: String = line.chars().filter(|c| !c.is_control()).collect();
-            let tail: String =
-                shown.chars().rev().take(70).collect::<Vec<_>>().into_iter().rev().collect();
-            write!(stdout, "\r\x1b[K> {tail}")?;
-            stdout.flush()?;
+            // Show what is being composed in the box, as Claude Code does.
+            screen.compose(&composer.draft_text())?;
         }
         for composed in completed {
             let text = match composed {
@@ -88,7 +80,8 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
                 Composed::EndOfInput => return Ok(()),
             };
             if let Some(command) = text.strip_prefix(SHELL_PREFIX) {
-                run_shell(command, options, &mut stdout)?;
+                screen.submitted("")?;
+                run_shell(command.to_owned(), options.record.clone(), screen.clone());
                 continue;
             }
             if let Some(record) = &options.record {
@@ -105,8 +98,7 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
             }
             let first_line = text.lines().next().unwrap_or("");
             let shown: String = first_line.chars().filter(|c| !c.is_control()).take(60).collect();
-            write!(stdout, "\r\n[recorded {} chars] {shown}\r\n> ", text.chars().count())?;
-            stdout.flush()?;
+            screen.submitted(&format!("[recorded {} chars] {shown}\r\n", text.chars().count()))?;
             match text.as_str() {
                 EXIT_MESSAGE => return Ok(()),
                 HANG_MESSAGE => hang(),
@@ -117,28 +109,105 @@ fn converse(options: &StandInOptions) -> io::Result<()> {
 }
 
 /// Runs a `!command` line through `sh -c` in the pane's environment, as an agent's shell
-/// tool would (Claude Code's `!` prefix): its output is shown and recorded with its exit
-/// status, never as a message.
-fn run_shell(command: &str, options: &StandInOptions, stdout: &mut impl Write) -> io::Result<()> {
-    let output = std::process::Command::new("sh")
-        .args(["-c", command])
-        .stdin(std::process::Stdio::null())
-        .output()?;
-    let shown = String::from_utf8_lossy(&output.stdout).into_owned();
-    let errors = String::from_utf8_lossy(&output.stderr).into_owned();
-    write!(stdout, "\r\n{}{}\r\n> ", shown.replace('\n', "\r\n"), errors.replace('\n', "\r\n"))?;
-    stdout.flush()?;
-    if let Some(record) = &options.record {
-        let line = serde_json::json!({
-            "ts": now(),
-            "shell": command,
-            "status": output.status.code(),
-            "stdout": shown,
-            "stderr": errors,
-        });
-        append_json_line(record, &line)?;
+/// tool would (Claude Code's `!` prefix), on a thread of its own: the stand-in keeps
+/// reading its terminal meanwhile, as Claude Code takes (and queues) input while a tool
+/// runs. Its output is shown above the box and recorded with its exit status, never as
+/// a message.
+fn run_shell(command: String, record: Option<std::path::PathBuf>, screen: Screen) {
+    std::thread::spawn(move || {
+        let ran = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .stdin(std::process::Stdio::null())
+            .output();
+        let (status, shown, errors) = match ran {
+            Ok(output) => (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            ),
+            Err(err) => (None, String::new(), err.to_string()),
+        };
+        let _ = screen.above(&format!(
+            "{}{}\r\n",
+            shown.replace('\n', "\r\n"),
+            errors.replace('\n', "\r\n")
+        ));
+        if let Some(record) = &record {
+            let line = serde_json::json!({
+                "ts": now(),
+                "shell": command,
+                "status": status,
+                "stdout": shown,
+                "stderr": errors,
+            });
+            let _ = append_json_line(record, &line);
+        }
+    });
+}
+
+/// The terminal's screen: output scrolls above the input box, which is drawn at the
+/// bottom as Claude Code draws its own (a rule, `❯ ` and the first line being composed,
+/// a rule), so the-loop's landing rule reads the stand-in as it reads the real agent
+/// (`loop_core::pane::InputBoxSigns::claude_code`). Shared with the shell threads; the
+/// cursor rests at the end of the bottom rule.
+#[derive(Debug, Clone)]
+struct Screen(std::sync::Arc<std::sync::Mutex<Drawn>>);
+
+/// What the box shows now.
+#[derive(Debug, Default)]
+struct Drawn {
+    draft: String,
+}
+
+impl Screen {
+    const RULE: &'static str = "────────────────────────────────────────";
+
+    fn start() -> io::Result<Self> {
+        let screen = Self(std::sync::Arc::default());
+        let mut out = io::stdout().lock();
+        out.write_all(b"stand-in ready\r\n")?;
+        Self::draw(&mut out, "")?;
+        Ok(screen)
     }
-    Ok(())
+
+    /// The box shows `draft` (what is being typed or pasted).
+    fn compose(&self, draft: &str) -> io::Result<()> {
+        let mut drawn = self.lock();
+        drawn.draft = draft.to_owned();
+        Self::redraw(&mut io::stdout().lock(), "", draft)
+    }
+
+    /// The draft was submitted: `output` above, an empty box below.
+    fn submitted(&self, output: &str) -> io::Result<()> {
+        let mut drawn = self.lock();
+        drawn.draft.clear();
+        Self::redraw(&mut io::stdout().lock(), output, "")
+    }
+
+    /// `output` above the box, which keeps what it shows.
+    fn above(&self, output: &str) -> io::Result<()> {
+        let drawn = self.lock();
+        Self::redraw(&mut io::stdout().lock(), output, &drawn.draft)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Drawn> {
+        // A panicked holder left a draft at worst: the next draw shows it.
+        self.0.lock().unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Erases the box (back to the line it started on), writes `output`, draws it again.
+    fn redraw(out: &mut impl Write, output: &str, draft: &str) -> io::Result<()> {
+        out.write_all(b"\r\x1b[2A\x1b[J")?;
+        out.write_all(output.as_bytes())?;
+        Self::draw(out, draft)
+    }
+
+    fn draw(out: &mut impl Write, draft: &str) -> io::Result<()> {
+        let first = draft.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+        let shown: String = first.chars().filter(|c| !c.is_control()).take(70).collect();
+        write!(out, "{rule}\r\n❯ {shown}\r\n{rule}", rule = Self::RULE)?;
+        out.flush()
+    }
 }
 
 /// Stops reading input for good, like a harness stuck in a loop.

@@ -1,10 +1,11 @@
 //! Integration tests of the simulated GitHub: its HTTP behaviour, its scripting API and
-//! the shape of its webhook payloads.
+//! the shape of its webhook payloads; and of the Messages API stand-in (`model_api`).
 //!
 //! The simulator's answers are checked against GitHub's OpenAPI description by
 //! loop-github's contract tests, where the client's calls are known.
 
 mod http_api;
+mod model_api;
 mod scripting;
 mod webhook_shapes;
 

@@ -11,12 +11,12 @@ use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use loop_demo::{CAST, Outcome, Paths, REPO, Ran, STEPS, Settings, Told};
+use loop_demo::{Agent, CAST, Outcome, Paths, REPO, Ran, STEPS, Settings, Told};
 use loop_sessions::shell::word as shell_word;
 use serde_json::json;
 
 use crate::ExitStatus;
-use crate::cli::{DemoArgs, GlobalArgs};
+use crate::cli::{DemoAgent, DemoArgs, GlobalArgs};
 use crate::env_vars;
 use crate::printer::Printer;
 
@@ -38,9 +38,27 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
     let paths = Paths::new(&root);
     let exe = std::env::current_exe()
         .context("cannot find this program's own path to run the stand-in harness")?;
+    let agent = match args.agent {
+        DemoAgent::StandIn => {
+            Agent::StandIn(vec![exe.display().to_string(), "stand-in-harness".to_owned()])
+        }
+        DemoAgent::Claude => match on_path("claude") {
+            Some(cli) => Agent::Claude(cli),
+            None => {
+                printer.error(
+                    "`--agent claude` runs the Claude Code CLI, and `claude` is not on PATH",
+                );
+                printer.hint(
+                    "install it (`npm install -g @anthropic-ai/claude-code`), or run \
+                     `scripts/install-claude.sh` from a clone and put the directory it prints on PATH",
+                );
+                return Ok(ExitStatus::CouldNotRun);
+            }
+        },
+    };
     let settings = Settings {
         step_timeout: Duration::from_secs(args.step_timeout.max(1)),
-        harness: vec![exe.display().to_string(), "stand-in-harness".to_owned()],
+        agent,
         // A person at a terminal gets to look at the dashboard afterwards; a script does
         // not wait, and `--clean` means nothing is to be left.
         linger: std::io::stdin().is_terminal() && !args.clean,
@@ -121,7 +139,7 @@ pub fn run(args: DemoArgs, global: &GlobalArgs, printer: Printer) -> anyhow::Res
 /// Prints what the demo tells, as it happens.
 fn narrate(told: Told, paths: &Paths, printer: Printer) {
     match told {
-        Told::Started { simulated_github, webhooks, polls_every, dashboard } => {
+        Told::Started { simulated_github, webhooks, polls_every, dashboard, agent } => {
             printer
                 .info("the-loop demo: everything below is real except GitHub, which is simulated");
             printer
@@ -130,7 +148,7 @@ fn narrate(told: Told, paths: &Paths, printer: Printer) {
                 "  the service       webhooks at {webhooks} and polling every {polls_every} s, one dispatcher"
             ));
             printer.info(format_args!(
-                "  agent sessions    a stand-in agent in a private tmux server ({})",
+                "  agent sessions    {agent} in a private tmux server ({})",
                 paths.socket.display()
             ));
             printer.info(format_args!(
@@ -209,6 +227,16 @@ fn conclude(
 
 /// How the user calls this program: `the-loop` when that is what `PATH` finds, else its
 /// full path (e.g. after `cargo run`).
+/// The first executable `name` on PATH.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os(env_vars::PATH)?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        std::fs::metadata(candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
 fn program_name() -> String {
     let Ok(exe) = std::env::current_exe() else { return "the-loop".to_owned() };
     let on_path = std::env::var_os(env_vars::PATH).is_some_and(|path| {

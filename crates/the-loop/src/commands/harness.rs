@@ -1,7 +1,7 @@
 //! `the-loop harness install claude | status`: the plugin the binary ships
 //! (loop-sessions' `plugin`), installed for a person's own Claude Code on demand, and
-//! what is installed where. Spawned sessions get the same through the dispatcher's
-//! pre-seed step.
+//! what is installed where. Sessions the-loop spawns need no install: each is launched
+//! with `--plugin-dir` on the files the spawn rewrites (docs/agent-side.md).
 
 use anyhow::Context as _;
 use loop_sessions::plugin::{self, PluginSite};
@@ -29,7 +29,10 @@ pub fn run(
         HarnessCommand::Install { harness: PluginHarness::Claude } => {
             install(&files, &site, printer)
         }
-        HarnessCommand::Status => status(&files, &site, global.json, printer),
+        HarnessCommand::Status => {
+            let spawns = config.routing.harness_plugins.enabled;
+            status(&files, &site, spawns, global.json, printer)
+        }
     }
 }
 
@@ -62,6 +65,7 @@ fn install(files: &ClaudeFiles, site: &PluginSite, printer: Printer) -> anyhow::
 fn status(
     files: &ClaudeFiles,
     site: &PluginSite,
+    spawns: bool,
     as_json: bool,
     printer: Printer,
 ) -> anyhow::Result<ExitStatus> {
@@ -73,8 +77,10 @@ fn status(
         printer.data(json!({
             "harness": "claude",
             "marketplace": site.marketplace,
+            "pluginDir": site.plugin_dir(),
             "command": site.command_file(),
             "filesCurrent": installed.current,
+            "spawnedSessions": spawns,
             "settings": files.settings,
             "registered": installed.marketplace,
             "enabled": installed.enabled,
@@ -83,28 +89,37 @@ fn status(
         }));
     } else {
         let yes_no = |b: bool| if b { "yes" } else { "no" };
-        printer.data(format!("claude plugin:   {}", site.plugin_dir().display()));
-        printer.data(format!("  files current: {}", yes_no(installed.current)));
-        printer.data(format!("  settings:      {}", files.settings.display()));
+        printer.data(format!("claude plugin:    {}", site.plugin_dir().display()));
         printer.data(format!(
-            "  registered:    {}",
+            "  files current:  {} (rewritten before every spawn)",
+            yes_no(installed.current)
+        ));
+        printer.data(format!(
+            "  spawned:        {}",
+            if spawns {
+                "sessions the-loop spawns load it (`--plugin-dir`): `/the-loop:work-on`, its hooks, the MCP server"
+            } else {
+                "no — `routing.harnessPlugins.enabled: false`"
+            }
+        ));
+        printer.data(format!("  settings:       {}", files.settings.display()));
+        printer.data(format!(
+            "  registered:     {}",
             installed.marketplace.as_ref().map_or("no".to_owned(), |m| m.to_string())
         ));
         printer.data(format!(
-            "  enabled:       {}",
+            "  enabled:        {}",
             installed.enabled.as_ref().map_or("no".to_owned(), |e| e.to_string())
         ));
-        printer.data(format!("  MCP server:    {}", site.mcp_url));
+        printer.data(format!("  MCP server:     {}", site.mcp_url));
         printer.data(format!(
-            "  in use:        {}",
+            "  your own:       {}",
             if in_use {
-                "yes — sessions the-loop spawns run `/the-loop:work-on`".to_owned()
+                "installed — Claude Code sessions you start have `/the-loop:work-on`"
             } else {
-                "no — `the-loop harness install claude` (spawns pre-seed it unless \
-                 `routing.harnessPlugins.enabled: false`)"
-                    .to_owned()
+                "not installed — `the-loop harness install claude` for sessions you start"
             }
         ));
     }
-    Ok(if in_use { ExitStatus::Success } else { ExitStatus::Negative })
+    Ok(if spawns { ExitStatus::Success } else { ExitStatus::Negative })
 }

@@ -2,7 +2,7 @@
 //! service spawned runs `the-loop ask` from inside its pane (the stand-in agent's `!`
 //! shell, with the pane's own environment), the authorized answer reaches it and the
 //! question never does; `the-loop reply` pastes and mirrors, and refuses a paused
-//! session; the plugin is pre-seeded into Claude's settings on the spawn; the plugin's
+//! session; the spawn launches the session on the plugin (`--plugin-dir`); the plugin's
 //! `hook link-pr` links what `gh pr create` printed and ignores garbage.
 
 use std::path::PathBuf;
@@ -50,18 +50,16 @@ fn the_agent_asks_from_its_pane_the_answer_arrives_and_the_operator_replies() {
     world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
     site.wait_for_message("the-loop auto-execute: github:octo/app#1");
 
-    // The spawn pre-seeded the plugin: the command where Claude Code looks, registered
-    // and enabled in the user's settings.
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(site.cli.home().join(".claude/settings.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(settings["enabledPlugins"]["the-loop@the-loop"], true);
-    let marketplace = PathBuf::from(
-        settings["extraKnownMarketplaces"]["the-loop"]["source"]["path"].as_str().unwrap(),
-    );
-    assert!(marketplace.join("the-loop/commands/work-on.md").is_file());
-    assert!(marketplace.join(".claude-plugin/marketplace.json").is_file());
+    // The spawn wrote the plugin and launched the session on it (`--plugin-dir`); the
+    // user's own settings are not touched.
+    let launch = read_lines(&site.launches).values.pop().expect("a launch");
+    let argv: Vec<&str> =
+        launch["argv"].as_array().unwrap().iter().flat_map(Value::as_str).collect();
+    let at = argv.iter().position(|a| *a == "--plugin-dir").expect("--plugin-dir in the argv");
+    let plugin = PathBuf::from(argv[at + 1]);
+    assert!(plugin.join("commands/work-on.md").is_file(), "{argv:?}");
+    assert!(plugin.join(".claude-plugin/plugin.json").is_file());
+    assert!(!site.cli.home().join(".claude/settings.json").exists(), "no user settings written");
 
     // The agent asks, with no --work-item: the pane's THE_LOOP_WORK_ITEM and config.
     site.type_into_pane(
@@ -219,7 +217,10 @@ fn the_post_tool_use_hook_links_a_created_pull_request_and_ignores_anything_else
 #[test]
 fn harness_install_registers_the_plugin_for_a_person_and_status_says_where() {
     let (_world, site) = site();
-    site.run(&["harness", "status"]).expect_code(1).expect_stdout("in use:        no");
+    site.run(&["harness", "status"])
+        .expect_code(0)
+        .expect_stdout("spawned:        sessions the-loop spawns load it")
+        .expect_stdout("your own:       not installed");
     site.run(&["harness", "install", "claude"])
         .expect_code(0)
         .expect_stderr("`/the-loop:work-on` in Claude Code");
@@ -227,6 +228,7 @@ fn harness_install_registers_the_plugin_for_a_person_and_status_says_where() {
     status.expect_code(0);
     let status: Value = serde_json::from_str(&status.stdout).unwrap();
     assert_eq!(status["inUse"], true, "{status:#}");
+    assert_eq!(status["spawnedSessions"], true, "{status:#}");
     assert_eq!(status["mcpUrl"], format!("http://127.0.0.1:{}/mcp", site.api_port));
     assert!(PathBuf::from(status["command"].as_str().unwrap()).is_file());
     let hooks = std::fs::read_to_string(

@@ -1,7 +1,8 @@
 //! `the-loop demo` through the built binary: every step observed, exit 0, only the
 //! announced tmux session left behind (or nothing with `--clean`), and two demos at once
 //! do not see each other; a lingering demo (a person at a terminal) keeps its dashboard
-//! up after the story until it is interrupted.
+//! up after the story until it is interrupted; `--agent claude` plays the same story with
+//! the real Claude Code against a stand-in model, and says what to do without `claude`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -127,6 +128,33 @@ fn two_demos_at_once_both_pass_and_clean_leaves_nothing() {
 }
 
 #[test]
+fn the_demo_with_the_real_claude_code_observes_every_step() {
+    let Some(claude) = loop_sim::test_support::claude_code() else { return };
+    let mut cli = cli();
+    let bin = claude.parent().expect("the CLI's directory");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    cli.env("PATH", path);
+    let output = cli
+        .command(["demo", "--agent", "claude", "--clean", "--step-timeout", STEP_TIMEOUT])
+        .output()
+        .expect("the demo runs");
+    assert_every_step_observed(&output);
+    let stderr = text(&output).1;
+    assert!(stderr.contains("the real Claude Code ("), "{stderr}");
+    assert!(!cli.home().join(".claude.json").exists(), "the user's own Claude config is untouched");
+}
+
+#[test]
+fn the_claude_demo_without_claude_on_path_says_how_to_get_it() {
+    let mut cli = cli();
+    cli.env("PATH", "/usr/bin:/bin");
+    cli.run(["demo", "--agent", "claude"])
+        .expect_code(2)
+        .expect_stderr("`claude` is not on PATH")
+        .expect_stderr("npm install -g @anthropic-ai/claude-code");
+}
+
+#[test]
 fn a_demo_directory_that_is_not_empty_is_refused() {
     let cli = cli();
     let dir = cli.write("busy/file.txt", "mine").parent().expect("a parent").to_owned();
@@ -152,7 +180,10 @@ fn a_lingering_demo_keeps_its_dashboard_up_after_the_story_until_interrupted() {
     let paths = loop_demo::Paths::new(&root);
     let settings = loop_demo::Settings {
         step_timeout: std::time::Duration::from_secs(60),
-        harness: vec![env!("CARGO_BIN_EXE_the-loop").to_owned(), "stand-in-harness".to_owned()],
+        agent: loop_demo::Agent::StandIn(vec![
+            env!("CARGO_BIN_EXE_the-loop").to_owned(),
+            "stand-in-harness".to_owned(),
+        ]),
         linger: true,
     };
     let (lingering, told) = tokio::sync::oneshot::channel::<String>();

@@ -6,11 +6,16 @@
 //! own stand-in agent (`the-loop stand-in-harness`), recording what reaches it and the `!`
 //! commands it runs into `agent.jsonl` — and `the-loop` itself, as a session's pane would
 //! find it. Several machines may share one world (two instances on one repository).
+//!
+//! [`Machine::with_claude`] runs the real Claude Code instead, against the world's model
+//! stand-in ([`World::model`]), in a home set up as a user's machine is after Claude's
+//! first run (onboarding done, the API key approved); folder trust is the daemon's.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use loop_sim::Sim;
+use loop_sim::model_api::ModelApi;
 use loop_sim::test_support::{git_origin, read_lines, wait_for};
 use serde_json::Value;
 
@@ -41,7 +46,23 @@ impl World {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
+
+    /// A stand-in for Anthropic's Messages API on this world's runtime.
+    pub fn model(&self) -> ModelApi {
+        self.runtime.block_on(ModelApi::start()).expect("the model stand-in starts")
+    }
 }
+
+/// The agent a machine's sessions run.
+pub enum Agent<'a> {
+    /// The binary's stand-in agent, recording into `agent.jsonl`.
+    StandIn,
+    /// The real Claude Code CLI at `cli`, whose model is the stand-in at `model_url`.
+    Claude { cli: &'a std::path::Path, model_url: String },
+}
+
+/// The API key the real Claude Code is given (the model stand-in takes any).
+const API_KEY: &str = "sk-ant-api03-the-loop-tests-0123456789abcdefghij";
 
 /// A machine running the-loop against a [`World`]; stops its service and its tmux server
 /// when dropped.
@@ -67,7 +88,19 @@ impl Machine {
     /// auto-execute label; `extra` is appended to its config as further top-level
     /// sections (e.g. an `instance:` block).
     pub fn new(world: &World, extra: &str) -> Self {
-        Self::build(world, false, "", extra)
+        Self::build(world, Agent::StandIn, false, "", extra)
+    }
+
+    /// A machine whose sessions run the real Claude Code against `model`, each in a clone
+    /// of `octo/app`; `routing` is appended to its `routing:` section.
+    pub fn with_claude(
+        world: &World,
+        cli: &std::path::Path,
+        model: &ModelApi,
+        routing: &str,
+    ) -> Self {
+        let agent = Agent::Claude { cli, model_url: model.base_url() };
+        Self::build(world, agent, true, routing, "")
     }
 
     /// A machine whose sessions each run in a clone of `octo/app`, served from a real
@@ -75,10 +108,10 @@ impl Machine {
     /// process graph is driven in them; `routing` is appended to its `routing:` section
     /// (keys indented by two spaces).
     pub fn with_checkouts(world: &World, routing: &str) -> Self {
-        Self::build(world, true, routing, "")
+        Self::build(world, Agent::StandIn, true, routing, "")
     }
 
-    fn build(world: &World, checkouts: bool, routing: &str, extra: &str) -> Self {
+    fn build(world: &World, agent: Agent<'_>, checkouts: bool, routing: &str, extra: &str) -> Self {
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -100,25 +133,57 @@ impl Machine {
         };
         let api_port = free_port();
         let binary = env!("CARGO_BIN_EXE_the-loop");
-        executable(
-            &bin.join("claude"),
-            &format!(
-                "exec {binary} stand-in-harness --record {} --launches {} \"$@\"",
-                record.display(),
-                launches.display()
-            ),
-        );
+        let trust = match &agent {
+            Agent::StandIn => {
+                executable(
+                    &bin.join("claude"),
+                    &format!(
+                        "exec {binary} stand-in-harness --record {} --launches {} \"$@\"",
+                        record.display(),
+                        launches.display()
+                    ),
+                );
+                "  harnessTrust:\n    enabled: false\n"
+            }
+            Agent::Claude { cli: claude, .. } => {
+                executable(&bin.join("claude"), &format!("exec '{}' \"$@\"", claude.display()));
+                // What a user's machine holds after Claude Code's first run; folder trust
+                // for its workspaces is the daemon's to seed.
+                let first_run = serde_json::json!({
+                    "hasCompletedOnboarding": true,
+                    "customApiKeyResponses": {
+                        "approved": [&API_KEY[API_KEY.len() - 20..]],
+                        "rejected": [],
+                    },
+                });
+                std::fs::write(cli.home().join(".claude.json"), first_run.to_string())
+                    .expect("the user's Claude config");
+                ""
+            }
+        };
         executable(&bin.join("the-loop"), &format!("exec {binary} \"$@\""));
         cli.write(
             ".the-loop/cli-config.yaml",
             &format!(
-                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n  harnessTrust:\n    enabled: false\n  spawnWorkdir: {work}\n{workspace}{routing}polling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
+                "state:\n  root: {root}\nrepositories: [{repo}]\nrouting:\n  enabled: true\n  authorizedUsers: [octocat]\n  spawnOnUnmatched: labeled\n{trust}  spawnWorkdir: {work}\n{workspace}{routing}polling:\n  enabled: true\n  intervalSeconds: 1\nservice:\n  port: {api_port}\nintegrations:\n  github:\n    api:\n      baseUrl: {base}\n{extra}",
                 root = root.display(),
                 repo = World::REPO,
                 work = cli.cwd().display(),
                 base = world.sim.url(),
             ),
         );
+        if let Agent::Claude { model_url, .. } = &agent {
+            cli.env("ANTHROPIC_BASE_URL", model_url).env("ANTHROPIC_API_KEY", API_KEY);
+            for quiet in [
+                "DISABLE_AUTOUPDATER",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+                "DISABLE_TELEMETRY",
+                "DISABLE_ERROR_REPORTING",
+                "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL",
+            ] {
+                cli.env(quiet, "1");
+            }
+        }
         cli.sessions_env(&bin, &tmux_dir).env("USER", "alice");
         Self { cli, root, tmux_dir, record, launches, workspaces, origins, api_port }
     }
@@ -142,6 +207,16 @@ impl Machine {
             .filter(|line| line["event"] == name)
             .cloned()
             .collect()
+    }
+
+    /// The event log's lines, one per line as `event work_item`, for a failed check.
+    pub fn trail(&self) -> String {
+        let lines = read_lines(&self.root.join("logs/events.jsonl")).values;
+        let lines: Vec<String> = lines
+            .iter()
+            .map(|l| format!("{} {}", l["event"].as_str().unwrap_or("?"), l["work_item"]))
+            .collect();
+        lines.join("\n")
     }
 
     /// The messages the stand-in agent received, in order, across its sessions.

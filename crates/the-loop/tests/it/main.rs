@@ -18,6 +18,7 @@ mod kill;
 mod lifecycle;
 mod machine;
 mod poll;
+mod real_claude;
 mod sessions;
 mod sim;
 mod soak;

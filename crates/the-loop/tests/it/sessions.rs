@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::{Cli, Run};
+use crate::common::{Cli, Run, stand_in_claude};
 use crate::machine::World;
 
 const REPO: &str = World::REPO;
@@ -29,20 +29,9 @@ impl Site {
         let tmux_dir = cli.cwd().join("tmux");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::create_dir_all(&tmux_dir).unwrap();
-        // The stand-in harness: records how it was launched, then reads its terminal raw
-        // (as an interactive agent does) and keeps what is pasted.
-        let (launches, received) = (cli.cwd().join("launches.txt"), cli.cwd().join("received.txt"));
-        let claude = bin.join("claude");
-        std::fs::write(
-            &claude,
-            format!(
-                "#!/bin/sh\necho \"$@\" >> {}\nstty raw -echo\nexec cat >> {}\n",
-                launches.display(),
-                received.display()
-            ),
-        )
-        .unwrap();
-        Command::new("chmod").arg("+x").arg(&claude).status().unwrap();
+        // The binary's stand-in agent: reads its terminal raw, as an interactive agent
+        // does, and draws its input box, as Claude Code does.
+        stand_in_claude(&bin);
         // tmux as installed, except that an operator's attach (which needs a terminal)
         // only records how it was asked for; the dispatcher's control-mode client
         // (`tmux -C attach-session`) goes through.

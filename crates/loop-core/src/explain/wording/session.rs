@@ -264,7 +264,7 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             done(format!("pre-seeded the harness's trust for {}'s checkout", items(record)))
         }
         Kind::HarnessPluginRegistered => done(format!(
-            "wrote or registered the-loop's Claude Code plugin for {}'s session",
+            "wrote the-loop's Claude Code plugin, which {}'s session loads",
             items(record)
         )),
         Kind::HarnessPluginFailed => failed(

@@ -1,0 +1,212 @@
+//! The real Claude Code through the binary (docs/real-claude.md): the service spawns the
+//! pinned `claude` CLI in real tmux, against loop-sim's Messages API stand-in, and what
+//! reaches the model is read from the stand-in's request log.
+//!
+//! Every test here skips, saying so, only where npm cannot install the CLI
+//! (`loop_sim::test_support::claude_code`).
+
+use std::path::Path;
+
+use loop_sim::model_api::{ModelApi, ModelRequest, Reply, Rule};
+use loop_sim::test_support::{claude_code, wait_for};
+use serde_json::{Value, json};
+
+use crate::machine::{Machine, World};
+
+const REPO: &str = World::REPO;
+const LABEL: &str = "the-loop: auto-execute";
+
+/// A world, its model stand-in, and a machine running the real Claude Code against it;
+/// `None` (the test skips) when the CLI cannot be had.
+fn site(routing: &str) -> Option<(World, ModelApi, Machine)> {
+    let cli = claude_code()?;
+    let world = World::new();
+    let model = world.model();
+    let machine = Machine::with_claude(&world, cli, &model, routing);
+    Some((world, model, machine))
+}
+
+/// The heading of a work item's spawn prompt.
+fn spawn_heading(number: u64) -> String {
+    format!("the-loop auto-execute: github:{REPO}#{number}")
+}
+
+/// The model's turns whose last user message holds `needle`.
+fn turns_with(model: &ModelApi, needle: &str) -> Vec<ModelRequest> {
+    model
+        .turns()
+        .into_iter()
+        .filter(|t| t.user_text.as_deref().is_some_and(|u| u.contains(needle)))
+        .collect()
+}
+
+/// Waits until a turn holding `needle` reached the model; the first such turn.
+#[track_caller]
+fn wait_for_turn(model: &ModelApi, needle: &str) -> ModelRequest {
+    wait_for(&format!("a turn holding {needle:?} at the model"), || {
+        turns_with(model, needle).into_iter().next().ok_or_else(|| summary(model))
+    })
+}
+
+/// The model's turns, one line each, for a failed wait.
+fn summary(model: &ModelApi) -> String {
+    let turns = model.turns();
+    let lines: Vec<String> = turns
+        .iter()
+        .map(|t| {
+            let text = t.user_text.as_deref().unwrap_or_default();
+            format!("{:?} {}: {:?}", t.conversation, t.at, text)
+        })
+        .collect();
+    format!("{} turns: {lines:#?}", turns.len())
+}
+
+/// Starts `number` with an authorized `the-loop start` and waits for its spawn.
+fn start_item(world: &World, number: u64) {
+    world.sim.comment(REPO, number, "octocat", "the-loop start").expect("the start comment");
+}
+
+/// The `field` of `item`'s own endpoint in its session record, once it is recorded (the
+/// spawn records its handles after the prompt went in).
+fn endpoint_field(machine: &Machine, item: &str, field: &str) -> String {
+    let at = format!("/session/endpoints/{}/{field}", item.replace('/', "~1"));
+    wait_for(&format!("{item}'s {field} recorded"), || {
+        let shown = machine.run(&["sessions", "show", "--work-item", item, "--json"]);
+        let shown: Value = serde_json::from_str(&shown.stdout).unwrap_or_default();
+        shown.pointer(&at).and_then(Value::as_str).map(str::to_owned).ok_or(shown)
+    })
+}
+
+/// The conversation id the session record holds for `item`.
+fn conversation_of(machine: &Machine, item: &str) -> String {
+    endpoint_field(machine, item, "harnessSessionId")
+}
+
+/// Where Claude Code keeps `conversation`'s transcript for `item`'s session.
+fn transcript_of(machine: &Machine, item: &str, conversation: &str) -> std::path::PathBuf {
+    let cwd = endpoint_field(machine, item, "cwd");
+    let project = loop_sessions::harness::claude_project_dir_name(Path::new(&cwd));
+    machine.cli.home().join(".claude/projects").join(project).join(format!("{conversation}.jsonl"))
+}
+
+#[test]
+fn three_items_started_back_to_back_each_reach_the_model_with_their_first_prompt_once() {
+    let Some((world, model, machine)) = site("") else { return };
+    for title in ["Fix the parser", "Speed up the build", "Document the API"] {
+        world.sim.open_issue(REPO, "octocat", title, &[LABEL]).unwrap();
+    }
+    machine.start();
+    for number in 1..=3 {
+        start_item(&world, number);
+    }
+    for number in 1..=3 {
+        let first = wait_for_turn(&model, &spawn_heading(number));
+        let item = format!("github:{REPO}#{number}");
+        assert_eq!(first.conversation, Some(conversation_of(&machine, &item)), "{item}");
+    }
+    // Each prompt went in once: nothing was typed twice, nothing is left in a box.
+    for number in 1..=3 {
+        let heading = spawn_heading(number);
+        assert_eq!(turns_with(&model, &heading).len(), 1, "{heading}: {}", summary(&model));
+    }
+    wait_for("three spawns logged", || {
+        let spawned = machine.events("session.spawned").len();
+        (spawned == 3).then_some(()).ok_or(spawned)
+    });
+}
+
+#[test]
+fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation() {
+    let Some((world, model, machine)) = site("") else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    machine.start();
+    start_item(&world, 1);
+    let first = wait_for_turn(&model, &spawn_heading(1));
+    let conversation = first.conversation.clone().expect("Claude names its conversation");
+
+    model
+        .script(Rule::when_contains("Please also cover", Reply::text("Covered the empty input.")))
+        .unwrap();
+    world.sim.comment(REPO, 1, "octocat", "Please also cover the empty input.").unwrap();
+    let next = wait_for_turn(&model, "Please also cover the empty input.");
+    assert_eq!(next.conversation.as_deref(), Some(conversation.as_str()), "the same conversation");
+    // The turn is over once Claude wrote its answer down (a turn cut off mid-way is
+    // re-sent by Claude itself on resume, which is not what this test is about).
+    let transcript = transcript_of(&machine, "github:octo/app#1", &conversation);
+    wait_for("the answer in the transcript", || {
+        let written = std::fs::read_to_string(&transcript).unwrap_or_default();
+        written
+            .contains("Covered the empty input.")
+            .then_some(())
+            .ok_or_else(|| transcript.display().to_string())
+    });
+
+    // The agent dies (SIGKILL: no SessionEnd, no clean exit); the pane stays, dead.
+    let target = "=loop-github-octo-app-1:";
+    let pid = machine.tmux().args(["display-message", "-p", "-t", target, "#{pane_pid}"]).output();
+    let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
+    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
+    wait_for("the pane to die", || {
+        (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
+    });
+
+    world.sim.comment(REPO, 1, "octocat", "And keep the old behaviour behind a flag.").unwrap();
+    let resumed = wait_for_turn(&model, "And keep the old behaviour behind a flag.");
+    assert_eq!(resumed.conversation.as_deref(), Some(conversation.as_str()), "resumed, not new");
+    let history = resumed.history.join("\n");
+    for earlier in [spawn_heading(1).as_str(), "Please also cover the empty input."] {
+        assert!(history.contains(earlier), "the resumed turn carries {earlier:?}: {history}");
+    }
+    let respawned = wait_for("the respawn logged", || {
+        machine.events("session.respawned").first().cloned().ok_or_else(|| machine.trail())
+    });
+    assert_eq!(respawned["resumed"], true, "{respawned}");
+    assert_eq!(machine.events("session.respawned").len(), 1);
+    for needle in
+        ["Please also cover the empty input.", "And keep the old behaviour behind a flag."]
+    {
+        assert_eq!(turns_with(&model, needle).len(), 1, "{needle} once: {}", summary(&model));
+    }
+}
+
+#[test]
+fn the_plugin_is_loaded_its_hook_links_the_pull_request_and_it_validates() {
+    let routing = "  harnessArgs:\n    claude: [--allowedTools, \"Bash(gh pr create:*)\"]\n";
+    let Some((world, model, machine)) = site(routing) else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    // The agent's `gh`: prints the pull request's address, as `gh pr create` does.
+    let url = format!("https://github.com/{REPO}/pull/2");
+    crate::common::executable(&machine.cli.cwd().join("bin/gh"), &format!("echo {url}"));
+    model
+        .script(Rule::when_contains(
+            spawn_heading(1),
+            Reply::tool_use("Bash", json!({"command": "gh pr create --fill", "description": "Open the pull request"})),
+        ).then(Reply::text("Opened the pull request.")))
+        .unwrap();
+    machine.start();
+    start_item(&world, 1);
+
+    // The hook ran `the-loop hook link-pr` on the tool call: the pull request is linked.
+    wait_for("the pull request linked by the plugin's hook", || {
+        let linked = machine.events("session.pr_linked");
+        linked.first().cloned().ok_or_else(|| summary(&model))
+    });
+    let first = wait_for_turn(&model, &spawn_heading(1));
+    assert!(first.skills.iter().any(|s| s == "the-loop:work-on"), "listed: {:?}", first.skills);
+    let after_tool = wait_for_turn(&model, &url);
+    assert!(after_tool.tool_results.iter().any(|r| r.content.contains(&url)), "{after_tool:?}");
+
+    // The plugin Claude was pointed at validates with Claude's own checker.
+    let plugin = machine.root.join("harness/claude-marketplace/the-loop");
+    let validated = std::process::Command::new(claude_code().expect("installed above"))
+        .args(["plugin", "validate"])
+        .arg(&plugin)
+        .env("HOME", machine.cli.home())
+        .output()
+        .expect("claude plugin validate runs");
+    let said = String::from_utf8_lossy(&validated.stdout);
+    assert!(validated.status.success(), "{said}{}", String::from_utf8_lossy(&validated.stderr));
+    assert!(!said.contains("error"), "{said}");
+    assert!(Path::new(&plugin).join("commands/work-on.md").is_file());
+}

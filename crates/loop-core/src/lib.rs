@@ -25,6 +25,8 @@
 //!   spawn-policy gate.
 //! - [`excerpt`]: the capped field allow-list of an event that a prompt may show.
 //! - [`hygiene`]: untrusted text cleaned of what GitHub does not show its reader.
+//! - [`agent_state`]: the agent's state in its session (working, idle, at a dialog,
+//!   limited, stalled, exited) and how hook reports and pane looks move it.
 //! - [`pane`]: what an agent's pane shows (its input box), read from a screen capture.
 //! - [`prompt`]: prompt templates, placeholders and the interaction directive.
 //! - [`batch`]: deliveries pasted as one prompt (a review with its inline comments, the
@@ -37,6 +39,7 @@
 //!   and the runtime that moves it.
 
 pub mod agent;
+pub mod agent_state;
 pub mod batch;
 pub mod ci;
 pub mod command;

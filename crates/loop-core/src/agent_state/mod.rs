@@ -1,0 +1,412 @@
+//! The agent's state in its session, and how signs of it move that state
+//! (docs/agent-states.md).
+//!
+//! A live session's agent is `starting`, `working` on a turn, `idle` at its input, at a
+//! permission dialog (`needs-permission`), cut off by a usage or rate limit (`limited`),
+//! `stalled` (working, no sign of life for `routing.stallAfterSeconds`) or `exited`. Two
+//! sources report signs: the harness's hooks ([`hook`]: Claude Code's, written by the
+//! `the-loop hook agent` binary into a spool the daemon reads) and the pane itself
+//! ([`PaneLook`]: its screen, its current command, whether it is gone). [`Tracked::observe`]
+//! is the whole transition rule, pure: a sign and the time it was seen in, the next
+//! state out. Hooks win where both speak: once a session's hooks have reported, the pane
+//! is read only for what hooks cannot say (the agent gone, a limit's reset time).
+//!
+//! What a state does to deliveries is [`AgentState::holds_delivery`]: only a dialog and a
+//! limit hold them; the rest is the landing rule's (`starting`: it waits for the input
+//! box), the respawn's (`exited`: resumed with its conversation) or Claude Code's own
+//! queue (`working`, `stalled`: typed input waits for the turn).
+
+pub mod hook;
+pub mod limit;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+
+pub use self::limit::LimitNotice;
+
+/// Where an agent is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum AgentState {
+    /// Launched, not yet at its input.
+    Starting,
+    /// On a turn (a prompt submitted, tools running).
+    Working,
+    /// At its input prompt, waiting for the next turn.
+    Idle,
+    /// A permission dialog is open.
+    NeedsPermission(Permission),
+    /// Cut off by a usage or rate limit.
+    Limited {
+        /// When the limit resets, when the agent said so.
+        until: Option<Timestamp>,
+        /// What the agent showed (its error line).
+        notice: String,
+    },
+    /// Working with no sign of life since `since`.
+    Stalled,
+    /// The agent process is gone, or its pane shows a shell.
+    Exited,
+}
+
+/// The permission an agent asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Permission {
+    /// The tool (`Bash`, `Edit`, an MCP tool's name).
+    pub tool: String,
+    /// What it would run or touch: the command, the file (one line, capped).
+    pub input: String,
+    /// The hook's id for this one prompt, when a hook asked: an answer goes to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+}
+
+impl AgentState {
+    /// The state's name as the API and the event log spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Working => "working",
+            Self::Idle => "idle",
+            Self::NeedsPermission(_) => "needs-permission",
+            Self::Limited { .. } => "limited",
+            Self::Stalled => "stalled",
+            Self::Exited => "exited",
+        }
+    }
+
+    /// Why a delivery into this agent must wait, if it must: nothing may be typed while a
+    /// dialog is open (a paste is dropped and its Enter answers the dialog), nor while a
+    /// limit lasts (the turn would fail again). `None`: deliver.
+    pub fn holds_delivery(&self) -> Option<&'static str> {
+        match self {
+            Self::NeedsPermission(_) => Some("the agent is at a permission dialog"),
+            Self::Limited { .. } => Some("the agent is cut off by a usage limit"),
+            _ => None,
+        }
+    }
+
+    /// Whether an operator should look: the agent waits on a person or cannot go on.
+    pub fn needs_attention(&self) -> bool {
+        matches!(
+            self,
+            Self::NeedsPermission(_) | Self::Limited { .. } | Self::Stalled | Self::Exited
+        )
+    }
+}
+
+/// A sign of the agent's state, from one of its sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sign {
+    /// A hook reported (see [`hook::Report`]).
+    Hook(hook::Report),
+    /// The pane was looked at.
+    Pane(PaneLook),
+}
+
+/// What one look at an agent's pane saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaneLook {
+    /// The session or its pane is gone, or the pane is dead.
+    pub gone: bool,
+    /// The pane's foreground command is a shell (the agent exited to it).
+    pub shell: bool,
+    /// The screen differs from the previous look: output, a sign of life.
+    pub changed: bool,
+    /// The input box is drawn (the agent is at its input).
+    pub at_input: bool,
+    /// A permission dialog is drawn: its question line.
+    pub dialog: Option<String>,
+    /// A usage-limit notice is drawn.
+    pub limit: Option<LimitNotice>,
+}
+
+/// How a harness draws what [`PaneLook`] reads beyond its input box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneSigns {
+    /// A line holding one of these is a permission dialog's question.
+    pub dialog: Vec<String>,
+    /// A line holding one of these is a usage-limit notice.
+    pub limit: Vec<String>,
+}
+
+impl PaneSigns {
+    /// Claude Code's (checked on 2.1.197; docs/agent-states.md).
+    pub fn claude_code() -> Self {
+        Self {
+            dialog: vec![
+                "Do you want to proceed?".to_owned(),
+                "Do you want to make this edit".to_owned(),
+            ],
+            limit: vec!["You've hit your".to_owned(), "limit reached".to_owned()],
+        }
+    }
+
+    /// The dialog question on `screen`, if one is drawn.
+    pub fn dialog(&self, screen: &str) -> Option<String> {
+        find_line(screen, &self.dialog)
+    }
+
+    /// The limit notice on `screen` seen at `now`, if one is drawn (the last one).
+    pub fn limit(
+        &self,
+        screen: &str,
+        now: Timestamp,
+        zone_of: limit::ZoneOf<'_>,
+    ) -> Option<LimitNotice> {
+        find_line(screen, &self.limit).map(|line| LimitNotice::read(&line, now, zone_of))
+    }
+}
+
+/// The last line of `screen` holding one of `needles`, trimmed.
+fn find_line(screen: &str, needles: &[String]) -> Option<String> {
+    screen
+        .lines()
+        .rev()
+        .find(|line| needles.iter().any(|needle| line.contains(needle.as_str())))
+        .map(|line| line.trim().trim_start_matches(['⎿', '│', '╭', '╰', ' ']).trim().to_owned())
+}
+
+/// An agent's state as tracked: where it is, since when, and its last sign of life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracked {
+    pub state: AgentState,
+    /// When it entered `state`.
+    pub since: Timestamp,
+    /// The last sign of life (a hook report, changed output).
+    pub alive_at: Timestamp,
+    /// Whether its hooks have reported: the pane then only adds what hooks cannot say.
+    pub hooked: bool,
+}
+
+impl Tracked {
+    /// A session just launched (or first seen) at `now`.
+    pub fn starting(now: Timestamp) -> Self {
+        Self { state: AgentState::Starting, since: now, alive_at: now, hooked: false }
+    }
+
+    /// Takes `sign`, seen at `now`; whether the state changed.
+    pub fn observe(&mut self, sign: &Sign, now: Timestamp) -> bool {
+        let next = match sign {
+            Sign::Hook(report) => {
+                self.hooked = true;
+                self.alive_at = now;
+                self.after_hook(report)
+            }
+            Sign::Pane(look) => {
+                if look.changed {
+                    self.alive_at = now;
+                }
+                self.after_look(look)
+            }
+        };
+        match next {
+            Some(next) if next != self.state => {
+                self.state = next;
+                self.since = now;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `working` with no sign of life for `stall_after` is `stalled` at `now`; whether
+    /// the state changed.
+    pub fn tick(&mut self, now: Timestamp, stall_after: SignedDuration) -> bool {
+        let quiet = now.duration_since(self.alive_at) >= stall_after;
+        if self.state == AgentState::Working && quiet {
+            self.state = AgentState::Stalled;
+            self.since = now;
+            return true;
+        }
+        false
+    }
+
+    fn after_hook(&self, report: &hook::Report) -> Option<AgentState> {
+        use hook::Event as E;
+        Some(match &report.event {
+            E::SessionStart => AgentState::Idle,
+            E::UserPromptSubmit | E::PreToolUse | E::PostToolUse => AgentState::Working,
+            E::PermissionRequest => AgentState::NeedsPermission(Permission {
+                tool: report.tool.clone().unwrap_or_default(),
+                input: report.input.clone().unwrap_or_default(),
+                request: report.request.clone(),
+            }),
+            // A dialog's reminder, or the agent long idle: only the latter says anything.
+            E::Notification => match report.kind.as_deref() {
+                Some("idle_prompt") => AgentState::Idle,
+                _ => return None,
+            },
+            E::Stop => AgentState::Idle,
+            E::StopFailure if report.error.as_deref() == Some("rate_limit") => {
+                let notice = report.message.clone().unwrap_or_else(|| "rate limit".to_owned());
+                match &self.state {
+                    // The pane may have read the reset time first: keep it.
+                    AgentState::Limited { until, .. } => {
+                        AgentState::Limited { until: *until, notice }
+                    }
+                    _ => AgentState::Limited { until: None, notice },
+                }
+            }
+            E::StopFailure => AgentState::Idle,
+            E::SessionEnd => AgentState::Exited,
+            E::Other(_) | E::Unknown => return None,
+        })
+    }
+
+    fn after_look(&self, look: &PaneLook) -> Option<AgentState> {
+        if look.gone || look.shell {
+            return Some(AgentState::Exited);
+        }
+        if let Some(notice) = &look.limit {
+            let keeps_waiting =
+                matches!(self.state, AgentState::Limited { .. } | AgentState::Working);
+            // A notice still on screen after the agent went on is history, not a limit.
+            if keeps_waiting || !self.hooked {
+                return Some(AgentState::Limited {
+                    until: notice.resets_at,
+                    notice: notice.text.clone(),
+                });
+            }
+        }
+        if self.hooked {
+            // Hooks said where it is; the pane adds only that a stall ended.
+            return (self.state == AgentState::Stalled && look.changed)
+                .then_some(AgentState::Working);
+        }
+        if let Some(question) = &look.dialog {
+            let input = match &self.state {
+                AgentState::NeedsPermission(asked) => {
+                    return Some(AgentState::NeedsPermission(asked.clone()));
+                }
+                _ => question.clone(),
+            };
+            return Some(AgentState::NeedsPermission(Permission {
+                tool: String::new(),
+                input,
+                request: None,
+            }));
+        }
+        if look.at_input && !look.changed {
+            return Some(AgentState::Idle);
+        }
+        look.changed.then_some(AgentState::Working)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hook::{Event, Report};
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn report(event: Event) -> Sign {
+        Sign::Hook(Report { event, ..Report::default() })
+    }
+
+    #[test]
+    fn hooks_walk_a_turn_through_a_permission_dialog() {
+        let mut agent = Tracked::starting(at(0));
+        assert!(agent.observe(&report(Event::SessionStart), at(1)));
+        assert_eq!(agent.state, AgentState::Idle);
+        assert!(agent.observe(&report(Event::UserPromptSubmit), at(2)));
+        assert!(!agent.observe(&report(Event::PreToolUse), at(3)), "still working");
+        assert_eq!(agent.since, at(2), "since the state began");
+        let asked = Report {
+            event: Event::PermissionRequest,
+            tool: Some("Bash".into()),
+            input: Some("touch /tmp/x".into()),
+            request: Some("r1".into()),
+            ..Report::default()
+        };
+        assert!(agent.observe(&Sign::Hook(asked), at(4)));
+        assert_eq!(agent.state.holds_delivery(), Some("the agent is at a permission dialog"));
+        let reminder = Report {
+            event: Event::Notification,
+            kind: Some("permission_prompt".into()),
+            ..Report::default()
+        };
+        assert!(!agent.observe(&Sign::Hook(reminder), at(10)), "a reminder changes nothing");
+        assert!(agent.observe(&report(Event::PostToolUse), at(11)), "answered: the tool ran");
+        assert_eq!(agent.state, AgentState::Working);
+        assert!(agent.observe(&report(Event::Stop), at(12)));
+        assert_eq!((agent.state.clone(), agent.state.holds_delivery()), (AgentState::Idle, None));
+        assert!(agent.observe(&report(Event::SessionEnd), at(13)));
+        assert_eq!(agent.state, AgentState::Exited);
+    }
+
+    #[test]
+    fn once_hooks_speak_the_pane_only_adds_exit_limits_and_the_end_of_a_stall() {
+        let mut agent = Tracked::starting(at(0));
+        agent.observe(&report(Event::UserPromptSubmit), at(1));
+        let dialog =
+            PaneLook { dialog: Some("Do you want to proceed?".into()), ..PaneLook::default() };
+        assert!(!agent.observe(&Sign::Pane(dialog.clone()), at(2)), "hooks tell dialogs");
+        let idle_look = PaneLook { at_input: true, ..PaneLook::default() };
+        assert!(!agent.observe(&Sign::Pane(idle_look), at(3)));
+        assert!(agent.tick(at(3 + 900), SignedDuration::from_secs(900)));
+        assert_eq!(agent.state, AgentState::Stalled);
+        let output = PaneLook { changed: true, ..PaneLook::default() };
+        assert!(agent.observe(&Sign::Pane(output), at(1000)));
+        assert_eq!(agent.state, AgentState::Working);
+        let limit = LimitNotice { text: "You've hit your session limit".into(), resets_at: None };
+        assert!(agent.observe(
+            &Sign::Pane(PaneLook { limit: Some(limit), ..PaneLook::default() }),
+            at(1001)
+        ));
+        assert_eq!(agent.state.name(), "limited");
+        let failure = Report {
+            event: Event::StopFailure,
+            error: Some("rate_limit".into()),
+            message: Some("API Error".into()),
+            ..Report::default()
+        };
+        agent.observe(&Sign::Hook(failure), at(1002));
+        assert!(
+            matches!(&agent.state, AgentState::Limited { notice, .. } if notice == "API Error")
+        );
+        assert!(
+            agent.observe(&Sign::Pane(PaneLook { gone: true, ..PaneLook::default() }), at(1003))
+        );
+        assert_eq!(agent.state, AgentState::Exited);
+    }
+
+    #[test]
+    fn without_hooks_the_pane_tells_everything() {
+        let mut agent = Tracked::starting(at(0));
+        assert!(
+            agent.observe(&Sign::Pane(PaneLook { changed: true, ..PaneLook::default() }), at(1))
+        );
+        assert_eq!(agent.state, AgentState::Working);
+        let dialog =
+            PaneLook { dialog: Some("Do you want to proceed?".into()), ..PaneLook::default() };
+        assert!(agent.observe(&Sign::Pane(dialog.clone()), at(2)));
+        assert!(
+            matches!(&agent.state, AgentState::NeedsPermission(p) if p.input == "Do you want to proceed?")
+        );
+        assert!(!agent.observe(&Sign::Pane(dialog), at(3)), "the same dialog");
+        assert!(
+            agent.observe(&Sign::Pane(PaneLook { at_input: true, ..PaneLook::default() }), at(4))
+        );
+        assert_eq!(agent.state, AgentState::Idle);
+        assert!(agent.observe(&Sign::Pane(PaneLook { shell: true, ..PaneLook::default() }), at(5)));
+        assert_eq!(agent.state, AgentState::Exited);
+        assert!(!agent.tick(at(10_000), SignedDuration::from_secs(900)), "only work stalls");
+    }
+
+    #[test]
+    fn claude_codes_dialog_and_limit_are_read_off_its_screen() {
+        let signs = PaneSigns::claude_code();
+        let screen =
+            " Bash command\n   touch /tmp/x\n Do you want to proceed?\n ❯ 1. Yes\n   3. No\n";
+        assert_eq!(signs.dialog(screen).as_deref(), Some("Do you want to proceed?"));
+        assert_eq!(signs.dialog("❯ hello\n"), None);
+        let screen = "  ⎿  You've hit your session limit · resets 5:08pm (UTC)\n\n What do you want to do?\n";
+        let utc = |_: Option<&str>| Some(jiff::tz::TimeZone::UTC);
+        let notice = signs.limit(screen, at(0), &utc).unwrap();
+        assert_eq!(notice.text, "You've hit your session limit · resets 5:08pm (UTC)");
+    }
+}

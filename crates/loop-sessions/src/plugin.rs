@@ -2,9 +2,10 @@
 //!
 //! The plugin is written as a directory marketplace under the state root
 //! (`<state.root>/harness/claude-marketplace/`) and holds what a spawned session relies
-//! on: the `/the-loop:work-on` command its spawn prompt names, a `PostToolUse` hook that
-//! records a pull request the session creates (`the-loop hook link-pr`, by this binary's
-//! absolute path), and the registration of the-loop's MCP server. Before each Claude
+//! on: the `/the-loop:work-on` command its spawn prompt names, hooks that report the
+//! agent's state (`the-loop hook agent` on every event docs/agent-states.md reads) and
+//! record a pull request the session creates (`the-loop hook link-pr`), each by this
+//! binary's absolute path, and the registration of the-loop's MCP server. Before each Claude
 //! spawn the files are rewritten where they differ, and the session is launched with
 //! `--plugin-dir` on them: loaded from its first second, for that session alone, with no
 //! install and nothing written to the user's settings (`harness.plugin_registered` /
@@ -88,7 +89,7 @@ impl PluginSite {
     fn files(&self) -> Vec<(PathBuf, String)> {
         let description = "the-loop: work on GitHub work items from a session the-loop runs";
         let plugin = self.plugin_dir();
-        let hook = format!("{} hook link-pr", shell_quote(&self.bin.display().to_string()));
+        let bin = shell_quote(&self.bin.display().to_string());
         let mut files = vec![
             (
                 self.marketplace.join(".claude-plugin").join("marketplace.json"),
@@ -99,13 +100,7 @@ impl PluginSite {
                 })),
             ),
             (self.command_file(), work_on_command()),
-            (
-                plugin.join("hooks").join("hooks.json"),
-                pretty(&json!({"hooks": {"PostToolUse": [{
-                    "matcher": "Bash|mcp__.*",
-                    "hooks": [{"type": "command", "command": hook, "timeout": 30}],
-                }]}})),
-            ),
+            (plugin.join("hooks").join("hooks.json"), pretty(&hooks(&bin))),
             (
                 plugin.join(".mcp.json"),
                 pretty(&json!({"mcpServers": {NAME: {"type": "http", "url": self.mcp_url}}})),
@@ -218,6 +213,26 @@ pub fn status(files: &ClaudeFiles, site: &PluginSite) -> Result<PluginStatus, Tr
     })
 }
 
+/// The plugin's hooks: every event the agent's state is read from runs `hook agent`
+/// (a permission request waits up to a day for its answer from the work item), and a
+/// tool call that may have created a pull request also runs `hook link-pr`.
+fn hooks(bin: &str) -> Value {
+    let agent = |timeout: u32| json!({"type": "command", "command": format!("{bin} hook agent"), "timeout": timeout});
+    let mut events = serde_json::Map::new();
+    for event in loop_core::agent_state::hook::EVENTS {
+        let timeout = if event == "PermissionRequest" { 86_400 } else { 10 };
+        events.insert(event.to_owned(), json!([{"hooks": [agent(timeout)]}]));
+    }
+    let link_pr = json!({
+        "matcher": "Bash|mcp__.*",
+        "hooks": [{"type": "command", "command": format!("{bin} hook link-pr"), "timeout": 30}],
+    });
+    if let Some(Value::Array(post)) = events.get_mut("PostToolUse") {
+        post.push(link_pr);
+    }
+    json!({"hooks": events})
+}
+
 /// The `work-on` command: front matter, the work item from the command's argument, then
 /// the instructions a spawn prompt inlines for a harness without the plugin.
 fn work_on_command() -> String {
@@ -260,5 +275,12 @@ mod tests {
         let hooks =
             site.files().into_iter().find(|(p, _)| p.ends_with("hooks/hooks.json")).unwrap().1;
         assert!(hooks.contains(r#""'/opt/it'\\''s/the-loop' hook link-pr""#), "{hooks}");
+        let hooks: Value = serde_json::from_str(&hooks).unwrap();
+        for event in loop_core::agent_state::hook::EVENTS {
+            let command = hooks.pointer(&format!("/hooks/{event}/0/hooks/0/command"));
+            assert_eq!(command, Some(&json!("'/opt/it'\\''s/the-loop' hook agent")), "{event}");
+        }
+        let patience = hooks.pointer("/hooks/PermissionRequest/0/hooks/0/timeout");
+        assert_eq!(patience, Some(&json!(86_400)));
     }
 }

@@ -43,6 +43,9 @@ use self::paste::PastePayload;
 
 /// The variable naming the work item a session serves, set in its pane (tmux ≥ 3.2).
 pub const WORK_ITEM_ENV: &str = "THE_LOOP_WORK_ITEM";
+/// The variable naming the tmux session a pane belongs to, set in its pane (tmux ≥ 3.2):
+/// the agent's hooks file their reports under it (docs/agent-states.md).
+pub const SESSION_ENV: &str = "THE_LOOP_SESSION";
 /// The variable naming the instance that spawned a session, set in its pane (tmux ≥ 3.2).
 pub const INSTANCE_ENV: &str = "THE_LOOP_INSTANCE";
 
@@ -703,6 +706,7 @@ impl Tmux {
     fn env_args(&self, site: &SessionSite) -> Vec<OsString> {
         let pairs: Vec<(&str, String)> = [
             site.work_item.as_ref().map(|item| (WORK_ITEM_ENV, item.to_string())),
+            site.work_item.as_ref().map(|_| (SESSION_ENV, site.target.clone())),
             site.instance.as_ref().map(|name| (INSTANCE_ENV, name.clone())),
         ]
         .into_iter()
@@ -958,7 +962,14 @@ mod tests {
             new.env_args(&site).iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(
             args,
-            ["-e", "THE_LOOP_WORK_ITEM=github:octo/app#1", "-e", "THE_LOOP_INSTANCE=laptop"]
+            [
+                "-e",
+                "THE_LOOP_WORK_ITEM=github:octo/app#1",
+                "-e",
+                "THE_LOOP_SESSION=loop-github-octo-app-1",
+                "-e",
+                "THE_LOOP_INSTANCE=laptop"
+            ]
         );
     }
 

@@ -126,6 +126,11 @@ impl StateLayout {
         self.local_dir().join("inbox")
     }
 
+    /// `local/agent/`: the agents' hook reports and the answers written for them.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.local_dir().join("agent")
+    }
+
     /// `local/locks/`: the sidecar lock files guarding read-modify-write of records.
     /// Records are replaced by rename, so a lock can never be taken on the record itself.
     pub fn locks_dir(&self) -> PathBuf {

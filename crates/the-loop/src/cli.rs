@@ -408,6 +408,11 @@ pub enum HookCommand {
     /// `PostToolUse`: record a pull request the tool call created (`gh pr create`, a
     /// GitHub MCP tool) for the session's work item (THE_LOOP_WORK_ITEM)
     LinkPr,
+    /// Every Claude Code hook event: report the agent's state to the daemon (spooled
+    /// under the state root for the session in THE_LOOP_SESSION); a `PermissionRequest`
+    /// waits for an answer given from the work item (`the-loop approve|deny`) and prints
+    /// it (docs/agent-states.md)
+    Agent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -8,6 +8,9 @@ pub const CLI_CONFIG: &str = loop_daemon::config_source::CONFIG_ENV;
 /// The work item a session serves, set in its pane: `the-loop ask`'s default.
 pub const WORK_ITEM: &str = loop_sessions::tmux::WORK_ITEM_ENV;
 
+/// The tmux session a pane belongs to, set in its pane: the agent hook's spool name.
+pub const SESSION: &str = loop_sessions::tmux::SESSION_ENV;
+
 /// The user's home directory, for `~/.the-loop/cli-config.yaml`.
 pub const HOME: &str = "HOME";
 

@@ -47,9 +47,10 @@ fn a_spawn_writes_the_plugin_and_registers_it_once() {
     assert!(command.contains("$ARGUMENTS") && command.contains("the-loop ask"), "{command}");
     let hooks = read(&site.plugin_dir().join("hooks/hooks.json"));
     assert_eq!(
-        hooks["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+        hooks["hooks"]["PostToolUse"][1]["hooks"][0]["command"],
         "'/opt/bin/the-loop' hook link-pr"
     );
+    assert_eq!(hooks["hooks"]["Stop"][0]["hooks"][0]["command"], "'/opt/bin/the-loop' hook agent");
     let mcp = read(&site.plugin_dir().join(".mcp.json"));
     assert_eq!(mcp["mcpServers"]["the-loop"]["url"], "http://127.0.0.1:4114/mcp");
     let marketplace = read(&site.marketplace.join(".claude-plugin/marketplace.json"));

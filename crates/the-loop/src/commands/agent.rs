@@ -75,8 +75,8 @@ pub fn reply(args: ReplyArgs, global: &GlobalArgs, printer: Printer) -> anyhow::
     }
 }
 
-/// Runs a hook. Whatever happens it exits 0 and prints nothing on stdout, so it never
-/// blocks or alters the tool call it follows; what it did is in the event log.
+/// Runs a hook. Whatever happens it exits 0, so it never blocks or alters what it
+/// follows; it prints nothing on stdout but a permission answer given from the work item.
 pub fn hook(command: HookCommand, global: &GlobalArgs) -> ExitStatus {
     match command {
         HookCommand::LinkPr => {
@@ -84,8 +84,62 @@ pub fn hook(command: HookCommand, global: &GlobalArgs) -> ExitStatus {
                 tracing::debug!(%err, "hook link-pr: nothing linked");
             }
         }
+        HookCommand::Agent => match report_agent_state(global) {
+            Ok(Some(decision)) => Printer::new(true, 0).data(decision),
+            Ok(None) => {}
+            Err(err) => tracing::debug!(%err, "hook agent: nothing reported"),
+        },
     }
     ExitStatus::Success
+}
+
+/// How long a permission request waits for an answer: under the hook's own timeout
+/// (86,400 s in the plugin), so it ends by itself and the dialog stays for the terminal.
+const PERMISSION_PATIENCE: std::time::Duration = std::time::Duration::from_secs(23 * 3600);
+/// How often a waiting permission request looks for its answer.
+const ANSWER_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Spools the hook's report for the session in THE_LOOP_SESSION (none: not a session
+/// the-loop runs, nothing to do). A permission request then waits for its answer: the
+/// decision to print, or `None` once the prompt was answered at the terminal (a later
+/// report) or the wait ran out.
+fn report_agent_state(global: &GlobalArgs) -> anyhow::Result<Option<serde_json::Value>> {
+    use loop_core::agent_state::hook::{Event, Report};
+    let Ok(session) = std::env::var(env_vars::SESSION) else { return Ok(None) };
+    let mut input = String::new();
+    std::io::stdin().take(4 << 20).read_to_string(&mut input)?;
+    let value: serde_json::Value = serde_json::from_str(&input)?;
+    let now = jiff::Timestamp::now();
+    let request = format!("{}-{}", now.as_millisecond(), std::process::id());
+    let Some(report) = Report::from_hook_input(&value, now, Some(request.clone())) else {
+        return Ok(None);
+    };
+    let CliConfig { config, .. } = CliConfig::load(global, Printer::new(true, 0))?;
+    let spool =
+        loop_store::agent_spool::AgentSpool::new(crate::state_root::layout(&config).agent_dir());
+    spool.append(&session, &report)?;
+    if report.event != Event::PermissionRequest {
+        return Ok(None);
+    }
+    let mut seen = spool.read_from(&session, 0)?.next;
+    let (parent, deadline) =
+        (std::os::unix::process::parent_id(), std::time::Instant::now() + PERMISSION_PATIENCE);
+    while std::time::Instant::now() < deadline && std::os::unix::process::parent_id() == parent {
+        if let Some(decision) = spool.take_answer(&session, &request)? {
+            return Ok(Some(decision));
+        }
+        let later = spool.read_from(&session, seen)?;
+        if later
+            .reports
+            .iter()
+            .any(|r| !matches!(r.event, Event::Notification | Event::PermissionRequest))
+        {
+            return Ok(None);
+        }
+        seen = later.next;
+        std::thread::sleep(ANSWER_POLL);
+    }
+    Ok(None)
 }
 
 fn link_created_pull_request(global: &GlobalArgs) -> anyhow::Result<()> {

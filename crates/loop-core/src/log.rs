@@ -68,6 +68,7 @@ macro_rules! kinds {
 }
 
 kinds! {
+    AgentState = "agent.state", Trail;
     ApiRequest = "api.request", Trail;
     ApiStarted = "api.started", Trail;
     ApiStopped = "api.stopped", Trail;
@@ -92,6 +93,7 @@ kinds! {
     DispatchFailed = "dispatch.failed", Trail;
     DispatchInDoubt = "dispatch.in_doubt", Trail;
     DispatchLedgerWriteFailed = "dispatch.ledger_write_failed", Trail;
+    DispatchHeld = "dispatch.held", Effect;
     DispatchQueued = "dispatch.queued", Trail;
     DispatchRecovered = "dispatch.recovered", Trail;
     DispatchSucceeded = "dispatch.succeeded", Trail;

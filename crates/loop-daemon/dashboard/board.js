@@ -85,10 +85,19 @@ function card(row) {
           row.position.node,
         ),
       session?.harness && h('span', session.harness),
+      session?.agentState &&
+        h('span', { class: `agent agent-${session.agentState}`, title: agentTitle(session) }, session.agentState),
       prs.length > 0 && h('span', prs.map((pr) => shortRef(pr.ref)).join(', ')),
       row.activity && when(row.activity),
     ),
   );
+}
+
+/** What the agent's state badge says on hover: the dialog's tool and input, a limit's reset. */
+function agentTitle(session) {
+  if (session.permission) return `asks to run ${session.permission.tool} ${session.permission.input}`;
+  if (session.limit) return session.limit.until ? `limited until ${session.limit.until}` : session.limit.notice;
+  return `since ${session.agentStateSince || '?'}`;
 }
 
 export function renderNeedsYou(view, data) {
@@ -106,6 +115,7 @@ export function renderNeedsYou(view, data) {
 
 const ACTION = {
   'awaiting-input': 'Reply',
+  'agent-waiting': 'Answer',
   'human-gate': 'Review',
   'session-paused': 'Resume or stop',
   'armed-without-session': 'Open',

@@ -114,13 +114,14 @@ export function gateOf(check) {
 }
 
 /** How "Needs you" orders its kinds: a question first, errors last. */
-const RANK = ['awaiting-input', 'human-gate', 'session-paused', 'armed-without-session', 'recent-error'];
+const RANK = ['awaiting-input', 'agent-waiting', 'human-gate', 'session-paused', 'armed-without-session', 'recent-error'];
 
 const KIND_LABEL = {
   'human-gate': 'human gate',
   'session-paused': 'paused',
   'armed-without-session': 'no session',
   'awaiting-input': 'needs input',
+  'agent-waiting': 'agent waits',
   'recent-error': 'error',
 };
 

@@ -12,6 +12,8 @@
 //!   executor.
 //! - [`dispatcher`]: per-work-item queues, spawns, deliveries, closes, reactions.
 //! - [`poller`]: scopes, incremental listings, ledgers, closure reconciliation.
+//! - [`agent_state`]: every live agent's state (hooks' spool and panes, watched), which
+//!   holds deliveries while a dialog or a limit is open.
 //! - [`operator`]: the CLI's steering verbs through the dispatcher.
 //! - [`metrics`]: `GET /metrics`.
 //! - [`api`]: the control plane — `/api/v1` on `service.port`.
@@ -23,6 +25,7 @@
 //! writer with `EventLog::emit_async` (the poller's record IO is not yet moved off it).
 
 pub mod agent;
+pub mod agent_state;
 pub mod api;
 pub mod config_source;
 pub mod dispatcher;

@@ -25,6 +25,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use loop_core::agent_state::PaneSigns;
 use loop_core::config::{Harness as ConfiguredHarness, HarnessArgsConfig};
 use loop_core::pane::InputBoxSigns;
 
@@ -158,6 +159,12 @@ pub trait Harness: fmt::Debug + Send + Sync {
         None
     }
 
+    /// How it draws a permission dialog and a usage-limit notice, when known
+    /// (docs/agent-states.md); `None`: its pane is read for exit and activity only.
+    fn pane_signs(&self) -> Option<&PaneSigns> {
+        None
+    }
+
     /// Whether `conversation` (run in `cwd`) already received a message with a line
     /// ending in `line`: `Some(true)` received, `Some(false)` not, `None` this harness
     /// cannot tell (no transcript it can read). Reads files; call on a blocking thread.
@@ -227,6 +234,8 @@ pub struct ClaudeCode {
     pub transcripts: Option<PathBuf>,
     /// How its input box looks.
     pub input_box: InputBoxSigns,
+    /// How its dialogs and limit notices look.
+    pub pane_signs: PaneSigns,
 }
 
 impl ClaudeCode {
@@ -236,6 +245,7 @@ impl ClaudeCode {
             args,
             transcripts: None,
             input_box: InputBoxSigns::claude_code(),
+            pane_signs: PaneSigns::claude_code(),
         }
     }
 
@@ -290,6 +300,10 @@ impl Harness for ClaudeCode {
 
     fn input_box(&self) -> Option<&InputBoxSigns> {
         Some(&self.input_box)
+    }
+
+    fn pane_signs(&self) -> Option<&PaneSigns> {
+        Some(&self.pane_signs)
     }
 
     fn received(&self, conversation: &str, cwd: &Path, line: &str) -> Option<bool> {

@@ -109,6 +109,24 @@ impl TmuxSettings {
     }
 }
 
+/// One look at a session's pane ([`Tmux::look`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaneView {
+    /// The pane's process exited (the pane is kept by `remain-on-exit`).
+    pub dead: bool,
+    /// Its foreground command (`claude`, `bash`, …).
+    pub command: String,
+    /// Its screen as plain text.
+    pub screen: String,
+}
+
+impl PaneView {
+    /// Whether the foreground command is a shell: the agent exited to it.
+    pub fn at_shell(&self) -> bool {
+        matches!(self.command.as_str(), "bash" | "sh" | "zsh" | "fish" | "dash" | "ksh" | "tcsh")
+    }
+}
+
 /// What a probe says about a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Liveness {
@@ -470,6 +488,30 @@ impl Tmux {
             }
         }
         self.send_by_commands(target, keys, serial)
+    }
+
+    /// One look at the session's first pane for the agent-state watcher, in one tmux
+    /// call outside the control client (a look every second must never be what a
+    /// hand-attached client trips over): whether its process exited, its foreground
+    /// command, its screen. `None`: there is no such session.
+    pub fn look(&self, target: &str) -> Result<Option<PaneView>, TmuxError> {
+        check_target(target)?;
+        let pane = format!("={target}:");
+        let args =
+            ["display-message", "-p", "-t", &pane, "#{pane_dead} #{pane_current_command}", ";"];
+        let output = self
+            .run_for(PROBE_TIMEOUT, &[&args[..], &["capture-pane", "-p", "-t", &pane]].concat())?;
+        if !output.status.success() {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let (head, screen) = text.split_once('\n').unwrap_or((&text, ""));
+        let (dead, command) = head.split_once(' ').unwrap_or((head, ""));
+        Ok(Some(PaneView {
+            dead: dead == "1",
+            command: command.trim().to_owned(),
+            screen: screen.to_owned(),
+        }))
     }
 
     /// The session's screen as plain text (no colours or attributes), through the

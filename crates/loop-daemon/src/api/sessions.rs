@@ -66,13 +66,14 @@ async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.clone();
     let tmux = Arc::clone(state.dispatcher.tmux());
+    let agents = state.dispatcher.agents().all();
     let rows = read(move || {
         let mut rows = Vec::new();
         for record in store.list_local_records()? {
             let own = record.own_endpoint().map(|e| e.status);
             if query.status.is_none_or(|wanted| own == Some(wanted)) {
                 let control = store.read_section::<Control>(&record.work_item)?.into_value();
-                rows.push(row(&record, control.as_ref(), &tmux));
+                rows.push(row(&record, control.as_ref(), &tmux, &agents));
             }
         }
         Ok::<_, StoreError>(rows)
@@ -94,12 +95,13 @@ async fn one(
     let item = work_item(&query.work_item)?;
     let store = state.store.clone();
     let tmux = Arc::clone(state.dispatcher.tmux());
+    let agents = state.dispatcher.agents().all();
     let found = read({
         let item = item.clone();
         move || {
             let Some(record) = store.load_local_record(&item)? else { return Ok(None) };
             let control = store.read_section::<Control>(&item)?.into_value();
-            Ok::<_, StoreError>(Some(row(&record, control.as_ref(), &tmux)))
+            Ok::<_, StoreError>(Some(row(&record, control.as_ref(), &tmux, &agents)))
         }
     })
     .await?;
@@ -110,14 +112,17 @@ fn no_session(item: &WorkItemRef) -> ApiError {
     ApiError::not_found(format!("{item} has no session on this machine"))
 }
 
+/// Every watched agent's state, by tmux session.
+type Agents = std::collections::HashMap<String, loop_core::agent_state::Tracked>;
+
 /// A session record as the reference's registry row.
-fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux) -> Value {
-    let mut row = endpoint_row(&record.work_item, record.own_endpoint(), tmux);
+fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux, agents: &Agents) -> Value {
+    let mut row = endpoint_row(&record.work_item, record.own_endpoint(), tmux, agents);
     let pull_requests: Vec<Value> = record
         .endpoints
         .iter()
         .filter(|(served, _)| **served != record.work_item)
-        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint), tmux))
+        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint), tmux, agents))
         .collect();
     if let Value::Object(map) = &mut row {
         map.insert("pullRequests".to_owned(), Value::Array(pull_requests));
@@ -126,8 +131,26 @@ fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux) -> Value {
     row
 }
 
-/// The handles of the session serving `served` (none: `null` handles).
-fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>, tmux: &Tmux) -> Value {
+/// The handles of the session serving `served` (none: `null` handles), and its agent's
+/// state while it is live and watched (docs/agent-states.md).
+fn endpoint_row(
+    served: &WorkItemRef,
+    endpoint: Option<&Endpoint>,
+    tmux: &Tmux,
+    agents: &Agents,
+) -> Value {
+    use loop_core::agent_state::AgentState;
+    let agent = endpoint.filter(|e| e.is_live()).and_then(|e| agents.get(&e.tmux_target));
+    let permission = agent.and_then(|a| match &a.state {
+        AgentState::NeedsPermission(asked) => {
+            Some(json!({"tool": asked.tool, "input": asked.input}))
+        }
+        _ => None,
+    });
+    let limit = agent.and_then(|a| match &a.state {
+        AgentState::Limited { until, notice } => Some(json!({"until": until, "notice": notice})),
+        _ => None,
+    });
     let repo = served.repo();
     let attach = endpoint
         .filter(|e| !e.tmux_target.is_empty())
@@ -152,6 +175,10 @@ fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>, tmux: &Tmux) 
         "tmuxTarget": endpoint.map(|e| &e.tmux_target),
         "recentDeliveries": endpoint.map(|e| &e.recent_deliveries),
         "attach": attach,
+        "agentState": agent.map(|a| a.state.name()),
+        "agentStateSince": agent.map(|a| a.since),
+        "permission": permission,
+        "limit": limit,
     })
 }
 

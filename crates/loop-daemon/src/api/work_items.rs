@@ -102,7 +102,8 @@ async fn attention(
         Ok::<_, StoreError>((sessions, listing, events))
     })
     .await?;
-    Ok(Json(needs_you(&sessions, &listing.controls, &events)))
+    let agents = state.dispatcher.agents().all();
+    Ok(Json(needs_you(&sessions, &listing.controls, &events, &agents)))
 }
 
 /// One "Needs you" row.
@@ -111,10 +112,34 @@ async fn attention(
 struct Attention {
     /// The work item (empty for an error line that names none).
     work_item: String,
-    /// `session-paused`, `armed-without-session`, `awaiting-input` or `recent-error`.
+    /// `session-paused`, `armed-without-session`, `awaiting-input`, `agent-waiting` or
+    /// `recent-error`.
     kind: &'static str,
     /// What needs the operator, in a sentence.
     detail: String,
+}
+
+/// What an agent that needs the operator is waiting on, in a sentence.
+fn agent_waiting(agent: &loop_core::agent_state::Tracked) -> String {
+    use loop_core::agent_state::AgentState;
+    match &agent.state {
+        AgentState::NeedsPermission(asked) if asked.tool.is_empty() => {
+            format!("at a permission dialog: {}", asked.input)
+        }
+        AgentState::NeedsPermission(asked) => {
+            format!(
+                "at a permission dialog: {} `{}` — answer with `the-loop approve` or `the-loop deny`",
+                asked.tool, asked.input
+            )
+        }
+        AgentState::Limited { until: Some(until), .. } => {
+            format!("cut off by a usage limit until {until}")
+        }
+        AgentState::Limited { notice, .. } => format!("cut off by a usage limit: {notice}"),
+        AgentState::Stalled => format!("stalled: no sign of life since {}", agent.alive_at),
+        AgentState::Exited => format!("the agent exited at {}", agent.since),
+        other => other.name().to_owned(),
+    }
 }
 
 /// The "Needs you" rows, in the rules' order.
@@ -122,6 +147,7 @@ fn needs_you(
     sessions: &[Arc<LocalRecord>],
     controls: &[(loop_core::WorkItemRef, Control)],
     events: &[EventRecord],
+    agents: &std::collections::HashMap<String, loop_core::agent_state::Tracked>,
 ) -> Vec<Attention> {
     let row = |item: &str, kind: &'static str, detail: String| Attention {
         work_item: item.to_owned(),
@@ -156,6 +182,10 @@ fn needs_you(
         for (served, endpoint) in &record.endpoints {
             if let Some(open) = endpoint.awaiting_input.as_ref().filter(|_| endpoint.is_live()) {
                 rows.push(row(&served.to_string(), "awaiting-input", open.question.clone()));
+            }
+            let agent = agents.get(&endpoint.tmux_target).filter(|_| endpoint.is_live());
+            if let Some(agent) = agent.filter(|a| a.state.needs_attention()) {
+                rows.push(row(&served.to_string(), "agent-waiting", agent_waiting(agent)));
             }
         }
     }

@@ -128,6 +128,9 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     /// Where decided deliveries are counted (`GET /metrics`), once set.
     metrics: std::sync::OnceLock<crate::metrics::Metrics>,
+    /// Every live agent's state, kept by the watcher: a delivery waits here while its
+    /// agent is at a dialog or cut off by a limit.
+    agents: Arc<crate::agent_state::AgentStates>,
     /// The receiver's inbox, whose `processed` marks of the webhooks this dispatcher
     /// queued work for it sends when that work ends, once set.
     inbox_marks: std::sync::OnceLock<Arc<crate::receiver::InboxMarks>>,
@@ -170,6 +173,7 @@ impl Dispatcher {
                 runtime: tokio::runtime::Handle::current(),
                 metrics: std::sync::OnceLock::new(),
                 inbox_marks: std::sync::OnceLock::new(),
+                agents: Arc::default(),
             }),
         };
         if !abandoned.is_empty() {
@@ -209,6 +213,11 @@ impl Dispatcher {
 
     pub fn store(&self) -> &StateStore {
         &self.inner.store
+    }
+
+    /// Every live agent's state (docs/agent-states.md).
+    pub fn agents(&self) -> &Arc<crate::agent_state::AgentStates> {
+        &self.inner.agents
     }
 
     /// The tmux server its sessions run on (the demo watches its sessions there).
@@ -399,6 +408,8 @@ impl Dispatcher {
     /// dispatch in flight on a queue is not counted as abandoned.
     pub async fn shutdown(&self, timeout: Duration) -> Vec<String> {
         self.inner.closing.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A delivery held for its agent stays unclaimed, for the next start.
+        self.inner.agents.close();
         let queues: Vec<queue::Queue> = {
             let mut queues = self.inner.queues.lock().unwrap_or_else(PoisonError::into_inner);
             queues.drain().map(|(_, q)| q).collect()

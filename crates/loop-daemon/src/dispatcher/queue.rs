@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use loop_core::WorkItemRef;
 use loop_core::event::Event;
+use loop_core::log::{Kind, Line};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -227,6 +228,32 @@ impl Dispatcher {
         true
     }
 
+    /// Waits, outside the concurrency bound and the dispatch timeout, while the agent
+    /// of a delivery's session may not be typed into (docs/agent-states.md), with one
+    /// `dispatch.held` line per job saying why. A spawn never waits. `false`: the
+    /// process is stopping and the jobs were not let through.
+    async fn until_agent_free(&self, jobs: &[Job]) -> bool {
+        let job = &jobs[0];
+        if job.spawn {
+            return true;
+        }
+        let retry = self.config().routing.limit_retry_minutes;
+        let retry = jiff::SignedDuration::from_mins(i64::try_from(retry).unwrap_or(i64::MAX / 60));
+        let target = job.target.tmux_session();
+        let agents = &self.inner.agents;
+        if let Some(reason) = agents.holding(&target, jiff::Timestamp::now(), retry) {
+            for job in jobs {
+                let held = Line::info(Kind::DispatchHeld)
+                    .work_item(&job.target)
+                    .field("delivery_id", &job.cx.delivery_id)
+                    .field("tmux_target", &target)
+                    .field("reason", reason);
+                self.events().emit_async(held).await;
+            }
+        }
+        agents.until_free(&target, retry).await
+    }
+
     /// Runs one job, or the jobs of one batch pasted together, inside a concurrency
     /// permit and the dispatch timeout, then records each job's outcome and sends its
     /// completion reaction.
@@ -303,6 +330,15 @@ async fn work(
             Item::Job(job) => {
                 super::batch::taken(&pending, job.cx.delivery_id.as_deref().unwrap_or_default());
                 let jobs = dispatcher.gather(*job, &mut receiver, &mut held, &pending).await;
+                if !dispatcher.until_agent_free(&jobs).await {
+                    // Stopping while held: not delivered, so not taken — left for the
+                    // next start with what is still queued behind it.
+                    let mut keys = pending.lock().unwrap_or_else(PoisonError::into_inner);
+                    for job in jobs.iter().rev() {
+                        keys.push_front(job.cx.delivery_id.clone().unwrap_or_default());
+                    }
+                    break;
+                }
                 dispatcher.run(jobs).await;
             }
             Item::Replan(replan) => {
@@ -349,9 +385,10 @@ pub async fn stop_all(queues: Vec<Queue>, timeout: Duration) -> Vec<String> {
     for mut queue in queues {
         if tokio::time::timeout_at(deadline, &mut queue.worker).await.is_err() {
             queue.worker.abort();
-            let left = queue.pending.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            abandoned.extend(left);
         }
+        // What a worker still held when it ended (held for its agent) or was aborted.
+        let left = queue.pending.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        abandoned.extend(left);
     }
     abandoned
 }

@@ -6,7 +6,7 @@
 //! dispatcher, the existence answers and `GET /metrics` wired in), the control plane
 //! (`service.port`, over the same config, store, event log and dispatcher), the poller, the config
 //! source's periodic re-read (the dispatcher and the poller follow it) and the
-//! live-sessions gauge. When `shutdown` resolves or the receiver or the control plane
+//! live-sessions gauge and the agent-state watcher. When `shutdown` resolves or the receiver or the control plane
 //! fails, every ingress
 //! stops, the dispatcher finishes what it holds within the mode's grace, the poller's
 //! abandoned attempts are given back and the event log is flushed; the locks go last.
@@ -115,8 +115,17 @@ impl Service {
         on_event(Notice::Ready);
 
         let polled = config.subscribe();
+        let agents_config = config.clone();
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
+        let watched = crate::agent_state::watch::Watcher {
+            store: dispatcher.store().clone(),
+            tmux: dispatcher.tmux().clone(),
+            harness: dispatcher.harness().clone(),
+            states: dispatcher.agents().clone(),
+            config: agents_config,
+        };
+        let watch_agents = crate::agent_state::watch::run(watched, stop.subscribe());
         let poll = async {
             if let Some(poller) = poller.as_mut() {
                 poller::run(poller, polled, Shutdown::new(stop.subscribe())).await;
@@ -153,8 +162,16 @@ impl Service {
                 _ = stopped.recv() => {}
             }
         };
-        let (received, served, (), (), (), (), ()) =
-            tokio::join!(receive, serve_api, poll, reload, gauges, announce_owed, stopping);
+        let (received, served, (), (), (), (), (), ()) = tokio::join!(
+            receive,
+            serve_api,
+            poll,
+            reload,
+            gauges,
+            watch_agents,
+            announce_owed,
+            stopping
+        );
         let abandoned = dispatcher.shutdown(mode.grace()).await;
         if let Some(poller) = poller {
             release(poller, abandoned.clone()).await?;

@@ -237,6 +237,26 @@ impl Machine {
         })
     }
 
+    /// Sends `method path` with `body` as JSON (none: no body) to the machine's control
+    /// plane; the status and the JSON answer (`null` when it is not JSON).
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        use std::io::{Read as _, Write as _};
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port))
+            .expect("the control plane listens");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            self.api_port,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).expect("the request is sent");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, serde_json::from_str(rest).unwrap_or(Value::Null))
+    }
+
     /// Types `line` into the pane of tmux target `target` and presses Enter, as a person
     /// (or the agent's own tool use) would.
     pub fn type_into_pane(&self, target: &str, line: &str) {

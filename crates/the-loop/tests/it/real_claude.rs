@@ -210,3 +210,81 @@ fn the_plugin_is_loaded_its_hook_links_the_pull_request_and_it_validates() {
     assert!(!said.contains("error"), "{said}");
     assert!(Path::new(&plugin).join("commands/work-on.md").is_file());
 }
+
+/// The `agent.state` line that first says `state` for the item's session.
+fn wait_for_state(machine: &Machine, state: &str) -> Value {
+    wait_for(&format!("agent.state {state}"), || {
+        let lines = machine.events("agent.state");
+        lines.iter().find(|l| l["state"] == state).cloned().ok_or_else(|| machine.trail())
+    })
+}
+
+/// The item's session row as `GET /api/v1/sessions` serves it.
+fn session_row(machine: &Machine, item: &str) -> Value {
+    let (status, rows) = machine.api("GET", "/api/v1/sessions", None);
+    assert_eq!(status, 200, "{rows}");
+    rows.as_array().into_iter().flatten().find(|r| r["ref"] == item).cloned().unwrap_or_default()
+}
+
+/// The spawn prompt asks for a file outside the checkout: Claude Code asks first.
+fn script_a_touch_outside(model: &ModelApi, machine: &Machine) -> std::path::PathBuf {
+    let outside = machine.cli.cwd().join("outside.txt");
+    let command = format!("touch {}", outside.display());
+    model
+        .script(
+            Rule::when_contains(
+                spawn_heading(1),
+                Reply::tool_use(
+                    "Bash",
+                    json!({"command": command, "description": "Make the file"}),
+                ),
+            )
+            .then(Reply::text("Made the file.")),
+        )
+        .unwrap();
+    outside
+}
+
+#[test]
+fn an_agent_at_a_permission_dialog_is_seen_and_nothing_is_typed_into_the_dialog() {
+    let Some((world, model, machine)) = site("") else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    let outside = script_a_touch_outside(&model, &machine);
+    machine.start();
+    start_item(&world, 1);
+    let item = "github:octo/app#1";
+
+    // The PermissionRequest hook says where the agent is, with the command it asks for.
+    let asked = wait_for_state(&machine, "needs-permission");
+    assert_eq!(
+        (asked["tool"].as_str(), asked["seen_by"].as_str()),
+        (Some("Bash"), Some("hooks")),
+        "{asked}"
+    );
+    assert!(asked["input"].as_str().is_some_and(|i| i.contains("outside.txt")), "{asked}");
+    let row = session_row(&machine, item);
+    assert_eq!(row["agentState"], "needs-permission", "{row:#}");
+    assert_eq!(row["permission"]["tool"], "Bash", "{row:#}");
+    let (_, attention) = machine.api("GET", "/api/v1/attention", None);
+    let waiting = attention.as_array().into_iter().flatten().find(|r| r["kind"] == "agent-waiting");
+    assert!(waiting.is_some_and(|r| r["workItem"] == item), "{attention:#}");
+
+    // A comment meanwhile is held, not typed: the dialog is not answered by its Enter.
+    world.sim.comment(REPO, 1, "octocat", "Please also cover the empty input.").unwrap();
+    let held = wait_for("the comment held", || {
+        machine.events("dispatch.held").first().cloned().ok_or_else(|| machine.trail())
+    });
+    assert_eq!(held["reason"], "the agent is at a permission dialog", "{held}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(!outside.exists(), "nothing approved the dialog");
+    assert!(turns_with(&model, "Please also cover").is_empty(), "{}", summary(&model));
+
+    // The person at the terminal answers it: the tool runs, then the comment goes in, once.
+    let status = machine.tmux().args(["send-keys", "-t", "=loop-github-octo-app-1:", "1"]).status();
+    assert!(status.is_ok_and(|s| s.success()), "tmux send-keys");
+    wait_for("the tool ran", || outside.exists().then_some(()).ok_or_else(|| summary(&model)));
+    wait_for_turn(&model, "Please also cover the empty input.");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(turns_with(&model, "Please also cover").len(), 1, "{}", summary(&model));
+    assert_eq!(session_row(&machine, item)["agentState"], "idle");
+}

@@ -63,6 +63,11 @@ pub struct RoutingConfig {
     pub max_concurrent_dispatches: u32,
     pub dedup_cache_size: u32,
     pub dispatch_timeout_seconds: u64,
+    /// How long an agent may work with no sign of life before it counts as `stalled`
+    /// (docs/agent-states.md).
+    pub stall_after_seconds: u64,
+    /// How long a usage limit that names no reset time holds deliveries.
+    pub limit_retry_minutes: u64,
     pub prompt_template: PathBuf,
     pub spawn_prompt_template: PathBuf,
     pub harness_args: HarnessArgsConfig,
@@ -103,6 +108,8 @@ impl Section for RoutingConfig {
                 || 1800,
                 integer_at_least(1),
             ),
+            stall_after_seconds: b.field_by("stallAfterSeconds", || 900, integer_at_least(1)),
+            limit_retry_minutes: b.field_by("limitRetryMinutes", || 30, integer_at_least(1)),
             prompt_template: b.field("promptTemplate", || {
                 PathBuf::from("skills/the-loop/templates/webhook-event-prompt.md")
             }),

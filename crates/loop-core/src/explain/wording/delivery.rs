@@ -108,6 +108,15 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 ),
             )
         }
+        Kind::DispatchHeld => (
+            Stage::Decision,
+            Mark::Noted,
+            format!(
+                "held for {}'s session: {}; delivered once it can take it",
+                items(record),
+                field(record, "reason")
+            ),
+        ),
         Kind::DispatchQueued => (
             Stage::Decision,
             Mark::Noted,

@@ -43,6 +43,7 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         | Kind::ControlAmbiguous
         | Kind::ControlCommand
         | Kind::DispatchQueued
+        | Kind::DispatchHeld
         | Kind::DispatchAwaitingQueue
         | Kind::DispatchAwaitingSpawn
         | Kind::DispatchSucceeded
@@ -118,6 +119,7 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         | Kind::SessionPrSessionDeclined
         | Kind::SessionPrSpawned
         | Kind::SessionRespawnAverted
+        | Kind::AgentState
         | Kind::SessionResumeFailed
         | Kind::SessionSpawnMarkerLeft
         | Kind::SessionSpawnRecovered

@@ -1,7 +1,7 @@
 //! The sentences of a work item's session and checkout: spawns, pastes' outcomes,
 //! pauses, closes and cleanup (`session.*`, `cleanup.deferred`), the item's end
-//! (`work_item.*`), its workspace (`workspace.*`) and the harness's plugin
-//! (`harness.*`).
+//! (`work_item.*`), its workspace (`workspace.*`), the harness's plugin (`harness.*`) and
+//! its agent's state (`agent.state`).
 
 use super::{done, error, failed, noted, unworded};
 use crate::explain::fields::{field, items, text};
@@ -211,6 +211,16 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             field(record, "pull_request"),
             field(record, "tmux_target")
         )),
+        Kind::AgentState => noted(
+            Stage::Effect,
+            format!(
+                "the agent in tmux `{}` is {}{} (seen by its {})",
+                field(record, "tmux_target"),
+                field(record, "state"),
+                agent_detail(record),
+                field(record, "seen_by")
+            ),
+        ),
         Kind::SessionRespawnAverted => noted(
             Stage::Effect,
             format!(
@@ -284,5 +294,16 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             ),
         ),
         other => unworded(other.name(), record),
+    }
+}
+
+/// What an `agent.state` line adds to its state: the tool and input a dialog asks
+/// about, or when a limit resets.
+fn agent_detail(record: &Record) -> String {
+    match (text(record, "tool"), text(record, "input"), text(record, "until")) {
+        (_, _, Some(until)) => format!(" until {until}"),
+        (Some(tool), Some(input), _) if !tool.is_empty() => format!(": {tool} `{input}`"),
+        (_, Some(input), _) => format!(": `{input}`"),
+        _ => String::new(),
     }
 }

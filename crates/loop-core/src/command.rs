@@ -23,10 +23,15 @@ pub enum Command {
     Execute,
     AddCollaborator,
     RemoveCollaborator,
+    /// Answer the agent's open permission prompt: allow it.
+    Approve,
+    /// Answer the agent's open permission prompt: refuse it (the rest of the line is the
+    /// reason the agent is given).
+    Deny,
 }
 
 impl Command {
-    pub const ALL: [Command; 11] = [
+    pub const ALL: [Command; 13] = [
         Command::Start,
         Command::Contribute,
         Command::Do,
@@ -38,6 +43,8 @@ impl Command {
         Command::Execute,
         Command::AddCollaborator,
         Command::RemoveCollaborator,
+        Command::Approve,
+        Command::Deny,
     ];
 
     /// The command's name, as in `routing.control.keywords` and the event log.
@@ -54,6 +61,8 @@ impl Command {
             Self::Execute => "execute",
             Self::AddCollaborator => "add-collaborator",
             Self::RemoveCollaborator => "remove-collaborator",
+            Self::Approve => "approve",
+            Self::Deny => "deny",
         }
     }
 
@@ -77,6 +86,12 @@ impl Command {
         matches!(self, Self::AddCollaborator | Self::RemoveCollaborator)
     }
 
+    /// Approve and deny: they answer the agent's open permission prompt and are never
+    /// recorded as the item's last command (they neither arm nor disarm it).
+    pub fn answers_permission(self) -> bool {
+        matches!(self, Self::Approve | Self::Deny)
+    }
+
     /// The comment text that issues this command (`routing.control.keywords.<name>`).
     pub fn keyword(self, keywords: &ControlKeywords) -> &str {
         match self {
@@ -91,6 +106,8 @@ impl Command {
             Self::Execute => &keywords.execute,
             Self::AddCollaborator => &keywords.add_collaborator,
             Self::RemoveCollaborator => &keywords.remove_collaborator,
+            Self::Approve => &keywords.approve,
+            Self::Deny => &keywords.deny,
         }
     }
 }

@@ -324,6 +324,8 @@ pub enum Effect {
     Cleanup,
     /// Nothing to do beyond recording (`noop`).
     Noop,
+    /// Answer the agent's open permission prompt (never recorded).
+    Answer { allow: bool },
 }
 
 /// What carrying out a command's [`Effect`] did: the `effect` of its `control.command`
@@ -347,6 +349,12 @@ pub enum Executed {
     PartlyCleaned,
     /// Nothing to do beyond recording.
     Noop,
+    /// The agent's open permission prompt was allowed.
+    Approved,
+    /// It was refused.
+    Denied,
+    /// No permission prompt was open to answer; nothing was typed or answered.
+    NothingToAnswer,
 }
 
 impl Executed {
@@ -362,6 +370,9 @@ impl Executed {
             Self::NothingToClean => "nothing-to-clean",
             Self::PartlyCleaned => "partial",
             Self::Noop => "noop",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::NothingToAnswer => "nothing-to-answer",
         }
     }
 }
@@ -439,6 +450,31 @@ pub fn decide(
         (Command::Stop, SessionState::None) => execute(Effect::Noop),
         (Command::Stop, SessionState::Active | SessionState::Paused) => execute(Effect::Stop),
         (Command::Cleanup, _) => execute(Effect::Cleanup),
+        (Command::Approve, _) => execute(Effect::Answer { allow: true }),
+        (Command::Deny, _) => execute(Effect::Answer { allow: false }),
+    }
+}
+
+/// The longest deny reason passed on to the agent, in characters.
+pub const REASON_CAP: usize = 500;
+
+/// What follows `keyword` on its line in `body`, trimmed and capped: a deny's reason.
+/// `None` when nothing does (or the keyword is not there).
+pub fn rest_of_line(body: &str, keyword: &str) -> Option<String> {
+    if keyword.is_empty() {
+        return None;
+    }
+    let text: Vec<(usize, char)> = body.char_indices().map(|(at, c)| (at, fold(c))).collect();
+    let wanted: Vec<char> = keyword.chars().map(fold).collect();
+    let start = text
+        .windows(wanted.len())
+        .position(|w| w.iter().map(|(_, c)| *c).eq(wanted.iter().copied()))?;
+    let at = text.get(start + wanted.len()).map_or(body.len(), |(at, _)| *at);
+    let line = body[at..].lines().next().unwrap_or_default();
+    let reason = line.trim_start_matches([':', ',', '-', ' ']).trim();
+    match reason.is_empty() {
+        true => None,
+        false => Some(reason.chars().take(REASON_CAP).collect()),
     }
 }
 
@@ -1014,5 +1050,47 @@ mod tests {
         assert!(is_armed(Some(Command::Do)));
         assert!(!is_armed(Some(Command::Cleanup)));
         assert!(!is_armed(None));
+    }
+
+    #[test]
+    fn a_deny_carries_the_rest_of_its_line_as_the_reason() {
+        let reason = |body: &str| rest_of_line(body, "the-loop deny");
+        assert_eq!(
+            reason("The-Loop deny: not outside the repo\nthanks").as_deref(),
+            Some("not outside the repo")
+        );
+        assert_eq!(reason("the-loop deny"), None);
+        assert_eq!(reason("Ünïcode first. the-loop deny — ça non").as_deref(), Some("— ça non"));
+        assert_eq!(
+            reason(&format!("the-loop deny {}", "x".repeat(900))).map(|r| r.len()),
+            Some(REASON_CAP)
+        );
+        assert_eq!(reason("nothing here"), None);
+    }
+
+    #[test]
+    fn approve_and_deny_answer_for_the_authorized_only_and_are_never_recorded() {
+        let vocabulary = Vocabulary::from(&crate::config::Config::default().routing.control);
+        let approve = vocabulary.parse("the-loop approve");
+        assert_eq!(approve.command(), Some(Command::Approve));
+        assert!(Command::Approve.answers_permission() && !Command::Approve.arms());
+        let ann = Actor::User(login("ann"));
+        let decided = decide(&approve, &ann, &[login("ann")], SessionState::Active, Ok(()));
+        assert!(matches!(
+            decided,
+            ControlDecision::Execute { effect: Effect::Answer { allow: true }, .. }
+        ));
+        let deny = vocabulary.parse("the-loop deny because");
+        let decided = decide(
+            &deny,
+            &Actor::User(login("eve")),
+            &[login("ann")],
+            SessionState::Active,
+            Ok(()),
+        );
+        assert!(matches!(
+            decided,
+            ControlDecision::Rejected { rejection: Rejection::UnauthorizedActor, .. }
+        ));
     }
 }

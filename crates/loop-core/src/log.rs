@@ -152,6 +152,8 @@ kinds! {
     RoutingRouted = "routing.routed", Trail;
     ServerStarted = "server.started", Trail;
     ServerStopped = "server.stopped", Trail;
+    SessionAgentNotice = "session.agent_notice", Effect;
+    SessionAgentNoticeFailed = "session.agent_notice_failed", Effect;
     SessionAnnounceFailed = "session.announce_failed", Effect;
     SessionAnnounced = "session.announced", Effect;
     SessionAskFailed = "session.ask_failed", Effect;

@@ -169,13 +169,14 @@ impl Dispatcher {
         match decision {
             ControlDecision::Execute { command, effect, .. } => {
                 let previous = self.read_control(&owner).await;
-                if command.disarms() || effect != Effect::Noop {
+                if !command.answers_permission() && (command.disarms() || effect != Effect::Noop) {
                     self.record_operator_command(&owner, command, operator, surface).await;
                 }
                 let issued = if effect == Effect::Spawn {
                     self.spawn_for_operator(&owner, operator, previous).await
                 } else {
-                    let effect = self.execute(effect, &owner, record.as_ref(), operator).await;
+                    let effect =
+                        self.execute(effect, &owner, record.as_ref(), operator, None).await;
                     Issued::Executed { effect }
                 };
                 let effect = match &issued {

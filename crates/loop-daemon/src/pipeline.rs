@@ -146,8 +146,9 @@ impl Dispatcher {
                 Step::RecordCommand { target, command, actor, note, key } => {
                     self.record_command(&target, command, &actor, note, key).await;
                 }
-                Step::Execute { command, actor, effect, target, session } => {
-                    let effect = self.execute(effect, &target, session.as_deref(), &actor).await;
+                Step::Execute { command, actor, effect, target, session, reason } => {
+                    let (record, reason) = (session.as_deref(), reason.as_deref());
+                    let effect = self.execute(effect, &target, record, &actor, reason).await;
                     let executed = Decision::Executed { command, actor, effect, target };
                     self.record(&executed, &cx).await;
                 }

@@ -95,6 +95,57 @@ impl AgentState {
     }
 }
 
+/// What the work item is told when its agent enters the state `tracked` holds: a key
+/// naming the episode (one comment per key: one per permission prompt, limit, stall or
+/// exit) and the comment's text, before its self-mark. `approve`/`deny`: the keywords
+/// in force. `None`: nothing to tell (the agent is starting, working or idle).
+pub fn notice(tracked: &Tracked, approve: &str, deny: &str) -> Option<(String, String)> {
+    let since = tracked.since;
+    Some(match &tracked.state {
+        AgentState::NeedsPermission(asked) => {
+            let tool = match asked.tool.is_empty() {
+                true => "a tool".to_owned(),
+                false => format!("`{}`", asked.tool),
+            };
+            let input = crate::hygiene::clean(&asked.input).replace("```", "'''");
+            let key = format!("permission:{}", asked.request.as_deref().unwrap_or(&asked.input));
+            let body = format!(
+                "🔐 **the-loop**: the agent asks for permission to run {tool}:\n\n```\n{input}\n```\n\n\
+                 Answer with a comment: `{approve}`, or `{deny} <reason>` (the reason is passed to \
+                 the agent). Comments that arrive meanwhile are held and delivered once it is \
+                 answered; nothing is typed into the dialog."
+            );
+            (key, body)
+        }
+        AgentState::Limited { until, notice } => {
+            let when = until.map_or_else(
+                || "its reset".to_owned(),
+                |until| until.strftime("%H:%M UTC").to_string(),
+            );
+            let body = format!(
+                "⏸️ **the-loop**: the agent is paused by a usage limit until {when} ({}). Events \
+                 held meanwhile are delivered then.",
+                crate::hygiene::clean(notice)
+            );
+            (format!("limit:{since}"), body)
+        }
+        AgentState::Stalled => (
+            format!("stalled:{since}"),
+            format!(
+                "⚠️ **the-loop**: the agent has shown no sign of life since {} while working. \
+                 Look at it in its tmux session, or comment to nudge it.",
+                tracked.alive_at.strftime("%H:%M UTC")
+            ),
+        ),
+        AgentState::Exited => (
+            format!("exited:{since}"),
+            "⚠️ **the-loop**: the agent exited. The next event resumes it with its conversation."
+                .to_owned(),
+        ),
+        AgentState::Starting | AgentState::Working | AgentState::Idle => return None,
+    })
+}
+
 /// A sign of the agent's state, from one of its sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sign {
@@ -395,6 +446,27 @@ mod tests {
         assert!(agent.observe(&Sign::Pane(PaneLook { shell: true, ..PaneLook::default() }), at(5)));
         assert_eq!(agent.state, AgentState::Exited);
         assert!(!agent.tick(at(10_000), SignedDuration::from_secs(900)), "only work stalls");
+    }
+
+    #[test]
+    fn a_permission_prompt_is_told_once_with_its_command_and_how_to_answer() {
+        let asked = Permission {
+            tool: "Bash".into(),
+            input: "rm -rf ``` x".into(),
+            request: Some("r1".into()),
+        };
+        let tracked =
+            Tracked { state: AgentState::NeedsPermission(asked), ..Tracked::starting(at(0)) };
+        let (key, body) = notice(&tracked, "the-loop approve", "the-loop deny").unwrap();
+        assert_eq!(key, "permission:r1");
+        assert!(body.contains("`Bash`") && body.contains("rm -rf ''' x"), "{body}");
+        assert!(body.contains("`the-loop approve`"), "{body}");
+        assert_eq!(notice(&Tracked::starting(at(0)), "a", "d"), None);
+        let until = Some(Timestamp::from_second(1_800_003_600).unwrap());
+        let state = AgentState::Limited { until, notice: "You've hit your limit".into() };
+        let limited = Tracked { state, ..Tracked::starting(at(0)) };
+        let (_, body) = notice(&limited, "a", "d").unwrap();
+        assert!(body.contains("until 09:00 UTC"), "{body}");
     }
 
     #[test]

@@ -335,13 +335,15 @@ pub enum Step {
         key: Option<String>,
     },
     /// Carry out a command's effect on the target's session (`session`: its live record,
-    /// if any), then record [`Decision::Executed`] with what it did.
+    /// if any), then record [`Decision::Executed`] with what it did. `reason`: a deny's,
+    /// given to the agent.
     Execute {
         command: Command,
         actor: Login,
         effect: Effect,
         target: WorkItemRef,
         session: Option<Box<LocalRecord>>,
+        reason: Option<String>,
     },
     /// Grant or revoke `logins` on `target`'s roster: [`Decision::RosterEdited`] per login,
     /// or [`Decision::ControlConsumed`] when the roster already carries this delivery.
@@ -497,7 +499,7 @@ fn steps(
                 steps.push(no_work_item);
                 return steps;
             };
-            if !replay {
+            if !replay && !command.answers_permission() {
                 steps.push(Step::RecordCommand {
                     target: target.clone(),
                     command: *command,
@@ -512,12 +514,20 @@ fn steps(
                 return steps;
             }
             let session = sessions.owner(&target).cloned().map(Box::new);
+            let reason = match command {
+                Command::Deny => event.comment.as_ref().and_then(|comment| {
+                    let keyword = command.keyword(&config.routing.control.keywords);
+                    crate::control::rest_of_line(comment.body.as_deref()?, keyword)
+                }),
+                _ => None,
+            };
             steps.push(Step::Execute {
                 command: *command,
                 actor: actor.clone(),
                 effect: *effect,
                 target,
                 session,
+                reason,
             });
             return steps;
         }
@@ -615,7 +625,8 @@ fn completes_on_replay(
     let ControlDecision::Execute { effect, .. } = decision else { return false };
     match effect {
         Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop => true,
-        Effect::Noop => false,
+        // An answer is never recorded, so it is never taken for a replay.
+        Effect::Noop | Effect::Answer { .. } => false,
         Effect::Cleanup => sessions.record(target).is_some() || facts.checkout_exists(target),
     }
 }

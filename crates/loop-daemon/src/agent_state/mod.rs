@@ -18,6 +18,16 @@ use jiff::{SignedDuration, Timestamp};
 use loop_core::agent_state::{AgentState, Tracked};
 use tokio::sync::watch as channel;
 
+/// A state change the watcher saw, for whoever tells the work item about it.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The work item whose session it is.
+    pub item: loop_core::WorkItemRef,
+    /// Its tmux session.
+    pub target: String,
+    pub tracked: Tracked,
+}
+
 /// How long a held delivery sleeps between looks when nothing wakes it: a limit's reset
 /// passes with no change of state.
 const RECHECK: Duration = Duration::from_secs(5);

@@ -22,7 +22,6 @@ use loop_store::agent_spool::AgentSpool;
 use tokio::sync::broadcast;
 
 use super::AgentStates;
-use crate::live_config::LiveConfig;
 
 /// How often every live session is looked at.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -36,7 +35,9 @@ pub struct Watcher {
     pub harness: Arc<dyn Harness>,
     pub states: Arc<AgentStates>,
     /// The config in force (`routing.stallAfterSeconds`).
-    pub config: LiveConfig,
+    pub config: tokio::sync::watch::Receiver<Arc<loop_core::config::Config>>,
+    /// Where each change of state is sent (the dispatcher tells the work item).
+    pub changes: tokio::sync::mpsc::UnboundedSender<super::Change>,
 }
 
 /// What the watcher keeps between looks at one session.
@@ -109,7 +110,7 @@ impl Watcher {
                 self.states.forget(&stale);
             }
         }
-        let config = self.config.current();
+        let config = self.config.borrow().clone();
         let stall_after = SignedDuration::from_secs(
             i64::try_from(config.routing.stall_after_seconds).unwrap_or(i64::MAX),
         );
@@ -177,6 +178,12 @@ impl Watcher {
             self.states.set(&session.target, seen.tracked.clone());
         }
         let changed = seen.tracked.state != before;
+        if changed {
+            let (item, target) = (seen.item.clone(), session.target.clone());
+            // The receiving side ends only with the service.
+            let _ =
+                self.changes.send(super::Change { item, target, tracked: seen.tracked.clone() });
+        }
         changed.then(|| {
             state_line(&seen.item, &session.target, &seen.tracked.state, by.unwrap_or("pane"))
         })

@@ -69,12 +69,14 @@ impl Dispatcher {
 
     /// Carries out a command's effect on the target's session; returns what it did (the
     /// `effect` of `control.command`). Spawning is queued by the caller, never done here.
+    /// `reason`: a deny's, given to the agent.
     pub(crate) async fn execute(
         &self,
         effect: Effect,
         target: &WorkItemRef,
         record: Option<&LocalRecord>,
         actor: &Login,
+        reason: Option<&str>,
     ) -> Executed {
         let owner = record.map_or(target, |r| &r.work_item);
         match effect {
@@ -95,6 +97,63 @@ impl Dispatcher {
                 Executed::Stopped
             }
             Effect::Cleanup => self.cleanup(owner, Some(actor), "control").await,
+            Effect::Answer { allow } => self.answer_permission(owner, record, allow, reason).await,
+        }
+    }
+
+    /// Answers the permission prompt the work item's agent has open, through the hook
+    /// that waits on it (docs/agent-states.md): the decision is filed for that one
+    /// request, so a later prompt needs its own answer. With no open prompt a hook asked
+    /// about, nothing is typed or answered and a self-marked reply says so.
+    async fn answer_permission(
+        &self,
+        owner: &WorkItemRef,
+        record: Option<&LocalRecord>,
+        allow: bool,
+        reason: Option<&str>,
+    ) -> Executed {
+        use loop_core::agent_state::{AgentState, hook::permission_decision};
+        let target = record.and_then(LocalRecord::own_endpoint).map(|e| e.tmux_target.clone());
+        let open = target.as_deref().and_then(|target| match self.agents().seen(target)?.state {
+            AgentState::NeedsPermission(asked) => Some((target.to_owned(), asked)),
+            _ => None,
+        });
+        let Some((target, request)) =
+            open.and_then(|(target, asked)| asked.request.clone().map(|request| (target, request)))
+        else {
+            self.say_nothing_to_answer(owner).await;
+            return Executed::NothingToAnswer;
+        };
+        let decision = permission_decision(allow, reason);
+        let spool = loop_store::agent_spool::AgentSpool::new(self.store().layout().agent_dir());
+        let answered = blocking(move || spool.answer(&target, &request, &decision)).await;
+        match answered {
+            Ok(()) if allow => Executed::Approved,
+            Ok(()) => Executed::Denied,
+            Err(err) => {
+                self.events()
+                    .emit_async(
+                        Line::error(Kind::ControlRecordFailed)
+                            .work_item(owner)
+                            .field("command", if allow { "approve" } else { "deny" })
+                            .field("error", err.to_string()),
+                    )
+                    .await;
+                Executed::NothingToAnswer
+            }
+        }
+    }
+
+    /// The self-marked reply to an answer with no open prompt (best-effort).
+    async fn say_nothing_to_answer(&self, item: &WorkItemRef) {
+        let Some(github) = self.github() else { return };
+        let body = loop_core::guards::mark_self_authored(
+            "**the-loop**: the agent has no permission prompt open, so that answer was not \
+             applied and nothing was typed. A prompt it opens later needs its own \
+             `the-loop approve` or `the-loop deny`.",
+        );
+        if let Err(err) = github.post_comment(item, &body).await {
+            tracing::warn!(%item, %err, "could not post the nothing-to-answer reply");
         }
     }
 

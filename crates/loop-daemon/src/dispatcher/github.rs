@@ -243,6 +243,42 @@ impl Dispatcher {
         }
     }
 
+    /// Tells each work item, once per episode, what its agent waits on
+    /// ([`loop_core::agent_state::notice`]): a permission prompt (with its command and
+    /// how to answer) or a usage limit. Runs until `changes` ends. A restart may tell an
+    /// episode open across it once more.
+    pub async fn tell_agent_states(
+        &self,
+        mut changes: tokio::sync::mpsc::UnboundedReceiver<crate::agent_state::Change>,
+    ) {
+        use loop_core::agent_state::AgentState;
+        let mut told = std::collections::HashSet::new();
+        while let Some(change) = changes.recv().await {
+            let tells = matches!(
+                change.tracked.state,
+                AgentState::NeedsPermission(_) | AgentState::Limited { .. }
+            );
+            let keywords = self.config().routing.control.keywords.clone();
+            let notice =
+                loop_core::agent_state::notice(&change.tracked, &keywords.approve, &keywords.deny);
+            let Some((key, body)) = notice.filter(|_| tells) else { continue };
+            if !told.insert(format!("{}/{key}", change.target)) {
+                continue;
+            }
+            let Some(github) = &self.inner.github else { continue };
+            let line = match github.post_comment(&change.item, &mark_self_authored(&body)).await {
+                Ok(posted) => {
+                    Line::info(Kind::SessionAgentNotice).field("comment_url", posted.html_url)
+                }
+                Err(err) => {
+                    Line::warning(Kind::SessionAgentNoticeFailed).field("error", err.to_string())
+                }
+            };
+            let line = line.work_item(&change.item).field("state", change.tracked.state.name());
+            self.events().emit_async(line).await;
+        }
+    }
+
     /// Posts the announcement and logs what came of it; `recovered` when a previous
     /// process owed it.
     async fn post_announcement(

@@ -115,15 +115,24 @@ impl Service {
         on_event(Notice::Ready);
 
         let polled = config.subscribe();
-        let agents_config = config.clone();
+        let agents_config = config.subscribe();
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
+        let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
+        let mut told = stop.subscribe();
+        let tell_agent_states = async {
+            tokio::select! {
+                () = dispatcher.tell_agent_states(changed) => {}
+                _ = told.recv() => {}
+            }
+        };
         let watched = crate::agent_state::watch::Watcher {
             store: dispatcher.store().clone(),
             tmux: dispatcher.tmux().clone(),
             harness: dispatcher.harness().clone(),
             states: dispatcher.agents().clone(),
             config: agents_config,
+            changes,
         };
         let watch_agents = crate::agent_state::watch::run(watched, stop.subscribe());
         let poll = async {
@@ -162,13 +171,14 @@ impl Service {
                 _ = stopped.recv() => {}
             }
         };
-        let (received, served, (), (), (), (), (), ()) = tokio::join!(
+        let (received, served, (), (), (), (), (), (), ()) = tokio::join!(
             receive,
             serve_api,
             poll,
             reload,
             gauges,
             watch_agents,
+            tell_agent_states,
             announce_owed,
             stopping
         );

@@ -458,6 +458,11 @@ async fn an_open_question_of_the_agent_needs_you_until_it_is_answered() {
         own.awaiting_input = None;
     }
     store(&api.site).save_local_record(&record).unwrap();
-    assert_eq!(json(&api.get("/api/v1/attention", &[]).await), serde_json::json!([]));
+    // What is left is the watcher's: these records have no tmux session, so their agents
+    // read as exited (docs/agent-states.md).
+    let attention = json(&api.get("/api/v1/attention", &[]).await);
+    let kinds: Vec<&str> =
+        attention.as_array().unwrap().iter().flat_map(|r| r["kind"].as_str()).collect();
+    assert!(kinds.iter().all(|k| *k == "agent-waiting"), "{attention:#}");
     api.stop().await;
 }

@@ -269,6 +269,18 @@ fn an_agent_at_a_permission_dialog_is_seen_and_nothing_is_typed_into_the_dialog(
     let waiting = attention.as_array().into_iter().flatten().find(|r| r["kind"] == "agent-waiting");
     assert!(waiting.is_some_and(|r| r["workItem"] == item), "{attention:#}");
 
+    // The work item is told once, with the command and how to answer.
+    let told = || -> Vec<String> {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted.into_iter().filter(|c| c.contains("asks for permission")).collect()
+    };
+    wait_for("the permission comment", || told().pop().ok_or_else(|| machine.trail()));
+    assert!(
+        told()[0].contains("outside.txt") && told()[0].contains("the-loop approve"),
+        "{:?}",
+        told()
+    );
+
     // A comment meanwhile is held, not typed: the dialog is not answered by its Enter.
     world.sim.comment(REPO, 1, "octocat", "Please also cover the empty input.").unwrap();
     let held = wait_for("the comment held", || {
@@ -287,4 +299,83 @@ fn an_agent_at_a_permission_dialog_is_seen_and_nothing_is_typed_into_the_dialog(
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert_eq!(turns_with(&model, "Please also cover").len(), 1, "{}", summary(&model));
     assert_eq!(session_row(&machine, item)["agentState"], "idle");
+    assert_eq!(told().len(), 1, "one comment per prompt: {:?}", told());
+}
+
+#[test]
+fn a_permission_prompt_is_approved_and_denied_from_the_work_item() {
+    let Some((world, model, machine)) = site("") else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    let outside = script_a_touch_outside(&model, &machine);
+    let second = machine.cli.cwd().join("second.txt");
+    let command = format!("touch {}", second.display());
+    model
+        .script(
+            Rule::when_contains(
+                "Now the second file",
+                Reply::tool_use("Bash", json!({"command": command, "description": "Make it"})),
+            )
+            .then(Reply::text("Understood, I will not.")),
+        )
+        .unwrap();
+    machine.start();
+    start_item(&world, 1);
+    wait_for_state(&machine, "needs-permission");
+
+    // Someone not authorized answers: nothing changes.
+    world.sim.comment(REPO, 1, "mallory", "the-loop approve").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(!outside.exists(), "an unauthorized approve applies nothing");
+    assert_eq!(session_row(&machine, "github:octo/app#1")["agentState"], "needs-permission");
+
+    // The authorized approve reaches the hook waiting on the prompt: the tool runs.
+    world.sim.comment(REPO, 1, "octocat", "the-loop approve").unwrap();
+    wait_for("the approved tool ran", || {
+        outside.exists().then_some(()).ok_or_else(|| machine.trail())
+    });
+    let after = wait_for_turn(&model, "Bash completed");
+    assert!(after.tool_results.iter().all(|r| !r.is_error), "{after:?}");
+    let approved = machine.events("control.command");
+    assert!(
+        approved.iter().any(|l| l["command"] == "approve" && l["effect"] == "approved"),
+        "{approved:?}"
+    );
+    wait_for_state(&machine, "idle");
+
+    // A second prompt, denied with a reason: the model is told, the tool never ran.
+    world.sim.comment(REPO, 1, "octocat", "Now the second file, please.").unwrap();
+    wait_for("a second prompt", || {
+        let asked = machine.events("agent.state");
+        let open = asked.iter().filter(|l| l["state"] == "needs-permission").count();
+        (open == 2).then_some(()).ok_or_else(|| machine.trail())
+    });
+    world.sim.comment(REPO, 1, "octocat", "the-loop deny not outside the checkout").unwrap();
+    let denied = wait_for("the denial at the model", || {
+        let turns = model.turns();
+        let denial = turns
+            .iter()
+            .flat_map(|t| &t.tool_results)
+            .find(|r| r.content.contains("not outside the checkout"));
+        denial.cloned().ok_or_else(|| summary(&model))
+    });
+    assert!(denied.is_error, "{denied:?}");
+    assert!(!second.exists(), "the denied tool never ran");
+
+    // Nothing open: the answer is refused in a reply, nothing typed.
+    wait_for_state(&machine, "idle");
+    let turns = model.turns().len();
+    world.sim.comment(REPO, 1, "octocat", "the-loop approve").unwrap();
+    wait_for("the nothing-to-answer reply", || {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted
+            .into_iter()
+            .find(|c| c.contains("no permission prompt open"))
+            .ok_or_else(|| machine.trail())
+    });
+    wait_for("the answer logged as nothing to answer", || {
+        let answered = machine.events("control.command");
+        let found = answered.iter().any(|l| l["effect"] == "nothing-to-answer");
+        found.then_some(()).ok_or_else(|| format!("{answered:?}"))
+    });
+    assert_eq!(model.turns().len(), turns, "nothing was typed: {}", summary(&model));
 }

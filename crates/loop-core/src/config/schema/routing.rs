@@ -181,6 +181,8 @@ pub struct ControlKeywords {
     pub review: String,
     pub add_collaborator: String,
     pub remove_collaborator: String,
+    pub approve: String,
+    pub deny: String,
 }
 
 impl Section for ControlKeywords {
@@ -198,6 +200,8 @@ impl Section for ControlKeywords {
             review: keyword("review"),
             add_collaborator: keyword("add-collaborator"),
             remove_collaborator: keyword("remove-collaborator"),
+            approve: keyword("approve"),
+            deny: keyword("deny"),
         }
     }
 }

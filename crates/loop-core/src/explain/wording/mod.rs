@@ -120,6 +120,8 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         | Kind::SessionPrSpawned
         | Kind::SessionRespawnAverted
         | Kind::AgentState
+        | Kind::SessionAgentNotice
+        | Kind::SessionAgentNoticeFailed
         | Kind::SessionResumeFailed
         | Kind::SessionSpawnMarkerLeft
         | Kind::SessionSpawnRecovered

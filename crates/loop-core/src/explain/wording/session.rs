@@ -211,6 +211,19 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             field(record, "pull_request"),
             field(record, "tmux_target")
         )),
+        Kind::SessionAgentNotice => done(format!(
+            "told the work item its agent is {}: {}",
+            field(record, "state"),
+            field(record, "comment_url")
+        )),
+        Kind::SessionAgentNoticeFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not tell the work item its agent is {}: {}",
+                field(record, "state"),
+                error(record)
+            ),
+        ),
         Kind::AgentState => noted(
             Stage::Effect,
             format!(

@@ -33,6 +33,7 @@
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
+//! - [`slash`]: the slash commands the-loop ships, and the instructions each carries.
 //! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
 //!   and the runtime that moves it.
 
@@ -59,6 +60,7 @@ pub mod prompt;
 pub mod record;
 pub mod refs;
 pub mod route;
+pub mod slash;
 
 pub use hint::Hint;
 pub use login::Login;

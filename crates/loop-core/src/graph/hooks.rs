@@ -216,6 +216,7 @@ pub fn entry_effects(
     id: &str,
     boundary_at: &str,
     execute_keyword: &str,
+    plugin: bool,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
     for call in &node.entry {
@@ -233,7 +234,7 @@ pub fn entry_effects(
             }),
             Hook::DeliverAssignment => effects.push(Effect::Assignment {
                 node: node.id.clone(),
-                text: assignment(node, &graph.name, id),
+                text: assignment(node, &graph.name, id, plugin),
             }),
             Hook::RequestReview => effects.push(Effect::Comment {
                 hook: Hook::RequestReview,
@@ -251,8 +252,9 @@ pub fn entry_effects(
     effects
 }
 
-/// The assignment pasted into the session when it enters `node`.
-pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
+/// The assignment pasted into the session when it enters `node`: the node's command by
+/// name when the session has the-loop's plugin, else its instructions inline.
+pub fn assignment(node: &Node, loop_name: &str, id: &str, plugin: bool) -> String {
     let mut text =
         format!("Process graph assignment ({loop_name}): you are now at node `{}`", node.id);
     if let Some(phase) = &node.phase {
@@ -266,8 +268,8 @@ pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
         let names: Vec<String> = node.produces.iter().map(Artifact::to_string).collect();
         text.push_str(&format!("Produce {} in the spec folder of {id}.\n", names.join(", ")));
     }
-    if let Some(command) = &node.command {
-        text.push_str(&format!("Run `/the-loop:{command} {id}`.\n"));
+    if let Some(command) = node.command.as_deref().and_then(crate::slash::shipped) {
+        text.push_str(&format!("{}\n", command.invoke(id, plugin)));
     }
     match node.actor {
         Actor::Agent => text.push_str(

@@ -88,12 +88,15 @@ impl Report {
 }
 
 /// The work item the verbs run for: its ref (for lines), its spec id (`issue-<N>`, for
-/// assignments) and the execute keyword (for the checklist).
+/// assignments), the execute keyword (for the checklist), and whether its session's
+/// harness has the-loop's plugin (an assignment then names the node's command; without
+/// it, the command's instructions are inline).
 #[derive(Debug, Clone, Copy)]
 pub struct Item<'a> {
     pub work_item: &'a crate::WorkItemRef,
     pub id: &'a str,
     pub execute_keyword: &'a str,
+    pub plugin: bool,
 }
 
 /// Enters the start node unless the graph was entered already, and runs its entry chain.
@@ -364,7 +367,14 @@ fn enter(
 ) {
     arrive(state, &node.id, now);
     let at = now.strftime("%Y-%m-%d %H:%M UTC").to_string();
-    report.effects.extend(hooks::entry_effects(node, graph, item.id, &at, item.execute_keyword));
+    report.effects.extend(hooks::entry_effects(
+        node,
+        graph,
+        item.id,
+        &at,
+        item.execute_keyword,
+        item.plugin,
+    ));
     if node.actor == Actor::Human {
         report.messages.push(format!("`{}` waits for a human decision", node.id));
     }
@@ -668,8 +678,12 @@ mod tests {
         files: &Files,
     ) -> Report {
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let authorized: Vec<Login> = vec!["ann".parse().unwrap()];
         let input = GateInput {
             comments,
@@ -683,8 +697,12 @@ mod tests {
     fn started(graph: LoopName) -> (WorkItemState, Report) {
         let mut state = WorkItemState::new("github:octo/app#15", "");
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let report = start(graph.graph(), &mut state, item, now());
         (state, report)
     }
@@ -707,7 +725,8 @@ mod tests {
         ));
         assert!(report.effects.iter().any(|e| matches!(e, Effect::Assignment { .. })));
         let reference = work_item();
-        let item = Item { work_item: &reference, id: "issue-15", execute_keyword: "x" };
+        let item =
+            Item { work_item: &reference, id: "issue-15", execute_keyword: "x", plugin: true };
         let again = start(LoopName::WorkItem.graph(), &mut state, item, now());
         assert_eq!((again.step, again.changed), (Step::AlreadyStarted, false));
     }
@@ -762,8 +781,12 @@ mod tests {
         let (mut state, _) = started(LoopName::WorkItem);
         run(LoopName::WorkItem, &mut state, &[said("the-loop execute")], &Files(vec![]));
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let graph = LoopName::WorkItem.graph();
         let blocked = complete(graph, &mut state, item, None, "agent", &Files(vec![]), now());
         assert_eq!(blocked.step, Step::Blocked { node: "brainstorming".into() });
@@ -797,8 +820,12 @@ mod tests {
             matches!(&report.effects[0], Effect::PhaseLabel { phase } if phase == "implementation")
         );
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let none = Files(vec![]);
         let claimed =
             complete(LoopName::AdHoc.graph(), &mut state, item, None, "agent", &none, now());
@@ -861,7 +888,12 @@ mod tests {
     }
 
     fn operator_item(reference: &crate::WorkItemRef) -> Item<'_> {
-        Item { work_item: reference, id: "issue-15", execute_keyword: "the-loop execute" }
+        Item {
+            work_item: reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        }
     }
 
     #[test]

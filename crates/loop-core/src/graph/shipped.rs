@@ -103,6 +103,28 @@ mod tests {
     }
 
     #[test]
+    fn every_command_a_node_names_is_shipped_and_its_assignment_carries_it() {
+        use crate::graph::hooks::assignment;
+        let mut named = 0;
+        for name in LoopName::ALL {
+            let graph = name.graph();
+            for node in &graph.nodes {
+                let Some(command) = &node.command else { continue };
+                named += 1;
+                let shipped = crate::slash::shipped(command);
+                assert!(shipped.is_some(), "{name:?} node `{}` names `{command}`", node.id);
+                let with = assignment(node, &graph.name, "issue-9", true);
+                assert!(with.contains(&format!("`/the-loop:{command} issue-9`")), "{with}");
+                let without = assignment(node, &graph.name, "issue-9", false);
+                assert!(!without.contains("/the-loop:"), "{without}");
+                let body = shipped.map(|c| c.body.trim_end()).unwrap_or_default();
+                assert!(without.contains(body), "the instructions inline: {without}");
+            }
+        }
+        assert!(named >= 10, "the loops name their commands");
+    }
+
+    #[test]
     fn the_pull_request_loop_writes_no_label() {
         use crate::graph::model::Hook;
         let graph = LoopName::PullRequest.graph();

@@ -45,6 +45,9 @@ pub(crate) struct Link {
     graph: LoopName,
     id: String,
     execute_keyword: String,
+    /// The session's harness has the-loop's plugin: assignments and the block name the
+    /// node's slash command; without it they carry its instructions.
+    plugin: bool,
 }
 
 /// Why the graph is not driven for an event; the `reason` of `graph.skipped`.
@@ -149,7 +152,8 @@ impl Dispatcher {
             }
         };
         let execute_keyword = config.routing.control.keywords.execute.clone();
-        Ok(Link { item: item.clone(), folder, graph, id, execute_keyword })
+        let plugin = self.has_plugin(config);
+        Ok(Link { item: item.clone(), folder, graph, id, execute_keyword, plugin })
     }
 
     /// Forgets what was proven or said of `item`'s checkouts: its session ended, and the
@@ -188,7 +192,7 @@ impl Dispatcher {
     /// pending, before the first write).
     pub(crate) async fn graph_context(&self, link: &Link) -> String {
         let state = self.load_state(link).await;
-        context::render(link.graph.graph(), state.as_ref(), &link.id)
+        context::render(link.graph.graph(), state.as_ref(), &link.id, link.plugin)
     }
 
     /// Whether the item waits at a human gate, which then reads the event's comment
@@ -264,12 +268,13 @@ impl Dispatcher {
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let reports = blocking(move || {
             folder.update(&events, |state| {
                 let now = Timestamp::now();
                 let mut state =
                     state.unwrap_or_else(|| WorkItemState::new(&item.to_string(), graph.as_str()));
-                let item = Item { work_item: &item, id: &id, execute_keyword: &keyword };
+                let item = Item { work_item: &item, id: &id, execute_keyword: &keyword, plugin };
                 let input = GateInput {
                     comments: &comments,
                     authorized: &authorized,
@@ -585,7 +590,7 @@ impl Dispatcher {
         let state = self.load_state(&link).await;
         let graph = link.graph.graph();
         let (check, ok) = context::check(graph, state.as_ref());
-        let context = context::render(graph, state.as_ref(), &link.id);
+        let context = context::render(graph, state.as_ref(), &link.id, link.plugin);
         Some(GraphView { context, check, ok, graph: link.graph, state })
     }
 
@@ -603,10 +608,12 @@ impl Dispatcher {
             (self.events().clone(), link.folder.clone(), link.graph, by.to_owned());
         let (work_item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let report = blocking(move || {
             folder.update(&events, |state| {
                 let Some(mut state) = state else { return (None, None) };
-                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let item =
+                    Item { work_item: &work_item, id: &id, execute_keyword: &keyword, plugin };
                 let report = runtime::complete(
                     graph.graph(),
                     &mut state,
@@ -707,11 +714,13 @@ impl Dispatcher {
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (work_item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let answer = blocking(move || {
             folder.update(&events, |state| {
                 let mut state = state
                     .unwrap_or_else(|| WorkItemState::new(&work_item.to_string(), graph.as_str()));
-                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let item =
+                    Item { work_item: &work_item, id: &id, execute_keyword: &keyword, plugin };
                 let answer = verb(graph.graph(), &mut state, item);
                 (answer.is_ok().then_some(state), answer)
             })
@@ -756,7 +765,7 @@ impl Dispatcher {
 
     async fn claimed(&self, link: &Link, step: Step, messages: Vec<String>) -> Claimed {
         let state = self.load_state(link).await;
-        let context = context::render(link.graph.graph(), state.as_ref(), &link.id);
+        let context = context::render(link.graph.graph(), state.as_ref(), &link.id, link.plugin);
         Claimed { step, messages, context, graph: link.graph, state }
     }
 }

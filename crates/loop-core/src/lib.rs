@@ -10,6 +10,7 @@
 //!
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
+//! - [`checkout`]: whether a checkout is a work item's repository, from its origin URLs.
 //! - [`login`]: GitHub logins.
 //! - [`log`]: one event-log line as a value, and how it renders.
 //! - [`config`]: the `cli-config.yaml` schema, its validation, version gate and migration.
@@ -39,6 +40,7 @@
 
 pub mod agent;
 pub mod batch;
+pub mod checkout;
 pub mod ci;
 pub mod command;
 pub mod config;

@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError};
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
+use loop_core::checkout::{self, Verdict};
 use loop_core::config::Config;
 use loop_core::control::Command;
 use loop_core::event::Event;
@@ -30,12 +31,15 @@ use loop_core::guards::{is_self_authored, mark_self_authored};
 use loop_core::log::{Kind, Line};
 use loop_core::record::{Control, LocalRecord};
 use loop_sessions::session;
-use loop_sessions::workspace::checkout_belongs_to;
+use loop_sessions::workspace::origin_of;
 use loop_store::portable::Slot;
 use loop_store::spec_state::SpecFolder;
 use loop_store::{EventLog, LegacyGraph, StoreError};
 
 use super::{Dispatcher, blocking};
+
+/// What marks the one "graph not running" comment on a work item.
+pub const GRAPH_WARNING_MARKER: &str = "<!-- the-loop:graph-not-running -->";
 
 /// The work item's graph in one checkout: gates passed.
 #[derive(Debug, Clone)]
@@ -51,11 +55,12 @@ pub(crate) struct Link {
 }
 
 /// Why the graph is not driven for an event; the `reason` of `graph.skipped`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Skip {
     /// `routing.graph.enabled: false`, or no armed start (silent, as the reference).
     Quiet,
-    ForeignCheckout,
+    /// The checkout is not the item's repository: what it is instead.
+    ForeignCheckout(Verdict),
     SpecDirOutsideCheckout,
     NoSpecDir,
 }
@@ -80,22 +85,55 @@ impl Dispatcher {
         cwd: &Path,
         boundary: Boundary,
     ) -> Option<Link> {
-        let reason = match self.try_link(config, item, cwd, boundary).await {
+        let (reason, warning) = match self.try_link(config, item, cwd, boundary).await {
             Ok(link) => return Some(link),
             Err(Skip::Quiet) => return None,
-            Err(Skip::ForeignCheckout) => "foreign-checkout",
-            Err(Skip::SpecDirOutsideCheckout) => "spec-dir-outside-checkout",
-            Err(Skip::NoSpecDir) => "no-spec-dir",
+            Err(Skip::ForeignCheckout(verdict)) => {
+                ("foreign-checkout", verdict.warning(cwd, item.repo()))
+            }
+            Err(Skip::SpecDirOutsideCheckout) => ("spec-dir-outside-checkout", None),
+            Err(Skip::NoSpecDir) => ("no-spec-dir", None),
         };
         // Said once per session checkout and reason: the reason does not change from
         // one delivery to the next, and the trail is read by people.
         let noted = (item.clone(), cwd.to_owned(), reason);
         if self.inner.graph_skips.lock().unwrap_or_else(PoisonError::into_inner).insert(noted) {
-            self.events()
-                .emit_async(Line::info(Kind::GraphSkipped).work_item(item).field("reason", reason))
-                .await;
+            let line = match &warning {
+                Some(warning) => Line::warning(Kind::GraphSkipped).field("warning", warning),
+                None => Line::info(Kind::GraphSkipped),
+            };
+            self.events().emit_async(line.work_item(item).field("reason", reason)).await;
+            if let Some(warning) = warning {
+                self.warn_graph_not_running(item, cwd, &warning).await;
+            }
         }
         None
+    }
+
+    /// A graph that cannot run says so where people look: the warning recorded on the
+    /// item's session (status, the board, the API's `graphWarning`) and, once per item,
+    /// a self-marked comment on it (found again by its marker, so a restart does not
+    /// post it twice).
+    async fn warn_graph_not_running(&self, item: &WorkItemRef, cwd: &Path, warning: &str) {
+        let (registry, target, dir, text) =
+            (self.inner.registry.clone(), item.clone(), cwd.to_owned(), warning.to_owned());
+        let noted = blocking(move || registry.note_graph_warning(&target, &dir, Some(&text))).await;
+        if let Err(err) = noted {
+            self.events().emit_async(link_failed(item, &err)).await;
+        }
+        let Some(github) = &self.inner.github else { return };
+        let body = format!("{GRAPH_WARNING_MARKER}\n{warning}");
+        let result = async {
+            let posted = github.conversation_comments(item).await?;
+            if !posted.iter().any(|c| c.body.contains(GRAPH_WARNING_MARKER)) {
+                github.post_comment(item, &mark_self_authored(&body)).await?;
+            }
+            Ok::<_, loop_github::GithubError>(())
+        }
+        .await;
+        if let Err(err) = result {
+            self.events().emit_async(hook_degraded(item, "graph-warning", &err)).await;
+        }
     }
 
     async fn try_link(
@@ -140,8 +178,9 @@ impl Dispatcher {
         {
             return Err(Skip::Quiet);
         }
-        if !self.proven(config, item, cwd).await {
-            return Err(Skip::ForeignCheckout);
+        match self.proven(config, item, cwd).await {
+            Verdict::Ours => {}
+            other => return Err(Skip::ForeignCheckout(other)),
         }
         let graph = match review {
             Some(_) => LoopName::PullRequest,
@@ -166,20 +205,21 @@ impl Dispatcher {
         skips.retain(|(skipped, _, _)| skipped != item);
     }
 
-    /// Whether `cwd` is `item`'s checkout (its origin remote), remembered either way: a
-    /// checkout's origin does not change under a session, and the hot path runs no git.
-    async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> bool {
+    /// What `cwd` is for `item` (its origin remote, as configured and as rewritten),
+    /// remembered either way: a checkout's origin does not change under a session, and
+    /// the hot path runs no git.
+    async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> Verdict {
         let key = (item.clone(), cwd.to_owned());
         let proven = &self.inner.proven_checkouts;
         if let Some(known) = proven.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return *known;
+            return known.clone();
         }
         let git = PathBuf::from(&config.routing.workspace.git_binary);
-        let bases = config.routing.workspace.clone_urls.clone();
-        let (dir, repo) = (cwd.to_owned(), item.repo().clone());
-        let belongs = blocking(move || checkout_belongs_to(&git, &dir, &repo, &bases)).await;
-        proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key, belongs);
-        belongs
+        let dir = cwd.to_owned();
+        let origin = blocking(move || origin_of(&git, &dir)).await;
+        let verdict = checkout::judge(item.repo(), &origin, &config.routing.workspace.clone_urls);
+        proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key, verdict.clone());
+        verdict
     }
 
     /// The state file as it is now (`None`: absent, unreadable, or moved aside).

@@ -11,7 +11,7 @@ use loop_core::graph::state::{Upstream, WorkItemState};
 use loop_sim::test_support::{read_lines, wait_for};
 use serde_json::Value;
 
-use crate::machine::{Machine, World};
+use crate::machine::{Checkouts, Machine, World};
 
 const REPO: &str = World::REPO;
 const ITEM: &str = "github:octo/app#1";
@@ -42,6 +42,13 @@ impl Site {
     fn with_routing(routing: &str) -> Self {
         let world = World::new();
         let machine = Machine::with_checkouts(&world, routing);
+        Self { world, machine }
+    }
+
+    /// A site whose sessions run in checkouts made as `checkouts` says.
+    fn with(checkouts: Checkouts<'_>) -> Self {
+        let world = World::new();
+        let machine = Machine::with(&world, checkouts, "");
         Self { world, machine }
     }
 
@@ -219,6 +226,41 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
     site.wait_for_label(1, "loop:requirements-definition");
     site.wait_for_message("you are now at node `requirements-definition`");
     site.run(&["graph", "status", ITEM]).expect_code(0).expect_stdout("requirements-definition");
+}
+
+/// What the first test proves of a start, up to the first phase's assignment, for a
+/// machine whose user's git config rewrites the URL the-loop clones from.
+fn a_start_walks_to_the_first_phase_in(checkouts: Checkouts<'_>) {
+    let site = Site::with(checkouts);
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_label(1, "loop:phase-selection");
+    site.wait_for_posted(1, CHECKLIST);
+    site.wait_for_message("you are now at node `phase-selection`");
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
+    site.wait_for_node(1, "brainstorming");
+    site.wait_for_label(1, "loop:brainstorming");
+    let assignment = site.wait_for_message("you are now at node `brainstorming`");
+    assert!(assignment.contains("`/the-loop:brainstorm issue-1`"), "{assignment}");
+    assert!(site.events("graph.skipped").is_empty(), "{:?}", site.events("graph.skipped"));
+    assert!(site.posted(1, "graph not running").is_empty());
+}
+
+#[test]
+fn an_insteadof_rewrite_of_https_github_to_a_mirror_leaves_the_checkout_the_items() {
+    a_start_walks_to_the_first_phase_in(Checkouts::Rewritten {
+        protocol: "https",
+        from: "https://github.com/",
+    });
+}
+
+#[test]
+fn an_insteadof_rewrite_of_the_ssh_form_to_a_mirror_leaves_the_checkout_the_items() {
+    a_start_walks_to_the_first_phase_in(Checkouts::Rewritten {
+        protocol: "ssh",
+        from: "git@github.com:",
+    });
 }
 
 #[test]

@@ -61,6 +61,20 @@ pub enum Agent<'a> {
     Claude { cli: &'a std::path::Path, model_url: String },
 }
 
+/// Where a machine's sessions work.
+#[derive(Debug, Clone, Copy)]
+pub enum Checkouts<'a> {
+    /// In the machine's working directory, no checkout.
+    None,
+    /// In clones of `octo/app`, fetched from its served repository through
+    /// `routing.workspace.cloneUrls`.
+    Served,
+    /// In clones of `octo/app` by its GitHub URL (`https` or `ssh`, `routing.workspace.
+    /// cloneProtocol`), which the user's global git config (`url.<base>.insteadOf`,
+    /// `from` rewritten) sends to the served repository, as a mirror or SSH setup does.
+    Rewritten { protocol: &'a str, from: &'a str },
+}
+
 /// The API key the real Claude Code is given (the model stand-in takes any).
 const API_KEY: &str = "sk-ant-api03-the-loop-tests-0123456789abcdefghij";
 
@@ -88,7 +102,7 @@ impl Machine {
     /// auto-execute label; `extra` is appended to its config as further top-level
     /// sections (e.g. an `instance:` block).
     pub fn new(world: &World, extra: &str) -> Self {
-        Self::build(world, Agent::StandIn, false, "", extra)
+        Self::build(world, Agent::StandIn, Checkouts::None, "", extra)
     }
 
     /// A machine whose sessions run the real Claude Code against `model`, each in a clone
@@ -100,7 +114,7 @@ impl Machine {
         routing: &str,
     ) -> Self {
         let agent = Agent::Claude { cli, model_url: model.base_url() };
-        Self::build(world, agent, true, routing, "")
+        Self::build(world, agent, Checkouts::Served, routing, "")
     }
 
     /// A machine whose sessions each run in a clone of `octo/app`, served from a real
@@ -108,10 +122,21 @@ impl Machine {
     /// process graph is driven in them; `routing` is appended to its `routing:` section
     /// (keys indented by two spaces).
     pub fn with_checkouts(world: &World, routing: &str) -> Self {
-        Self::build(world, Agent::StandIn, true, routing, "")
+        Self::build(world, Agent::StandIn, Checkouts::Served, routing, "")
     }
 
-    fn build(world: &World, agent: Agent<'_>, checkouts: bool, routing: &str, extra: &str) -> Self {
+    /// A machine whose sessions run in clones made as `checkouts` says.
+    pub fn with(world: &World, checkouts: Checkouts<'_>, routing: &str) -> Self {
+        Self::build(world, Agent::StandIn, checkouts, routing, "")
+    }
+
+    fn build(
+        world: &World,
+        agent: Agent<'_>,
+        checkouts: Checkouts<'_>,
+        routing: &str,
+        extra: &str,
+    ) -> Self {
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -122,14 +147,26 @@ impl Machine {
         let record = cli.cwd().join("agent.jsonl");
         let launches = cli.cwd().join("launches.jsonl");
         let (workspaces, origins) = (cli.cwd().join("workspaces"), cli.cwd().join("origins"));
-        let workspace = if checkouts {
-            let base = git_origin(&origins, World::REPO);
-            format!(
-                "  workspace:\n    root: {}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {base}\n",
-                workspaces.display()
-            )
-        } else {
-            String::new()
+        let workspace = match checkouts {
+            Checkouts::None => String::new(),
+            Checkouts::Served => {
+                let base = git_origin(&origins, World::REPO);
+                format!(
+                    "  workspace:\n    root: {}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {base}\n",
+                    workspaces.display()
+                )
+            }
+            Checkouts::Rewritten { protocol, from } => {
+                let base = git_origin(&origins, World::REPO);
+                let config = cli.home().join(".gitconfig");
+                std::fs::write(&config, format!("[url \"{base}/\"]\n\tinsteadOf = {from}\n"))
+                    .expect("the user's git config");
+                cli.env("GIT_CONFIG_GLOBAL", &config);
+                format!(
+                    "  workspace:\n    root: {}\n    strategy: clone\n    cloneProtocol: {protocol}\n",
+                    workspaces.display()
+                )
+            }
         };
         let api_port = free_port();
         let binary = env!("CARGO_BIN_EXE_the-loop");

@@ -78,10 +78,11 @@ impl Verdict {
             None => format!("a clone of `{url}`"),
         };
         let dir = dir.display();
+        let url = format!("https://{}/{}/{}.git", repo.host(), repo.owner(), repo.name());
         Some(format!(
             "graph not running: the checkout at {dir} is {what}, not {repo} — fix: point its \
-             origin at {repo} (`git -C {dir} remote set-url origin <{repo} clone URL>`), or \
-             remove the checkout so the next start clones {repo} there"
+             origin at {repo} (`git -C {dir} remote set-url origin {url}`), or remove the \
+             checkout so the next start clones {repo} there"
         ))
     }
 }

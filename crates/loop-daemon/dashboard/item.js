@@ -113,6 +113,7 @@ function summary(row, explained) {
   const control = row?.record?.control;
   return [
     row?.question && h('div', { class: 'question card-like' }, h('strong', 'The agent asks: '), row.question),
+    row?.graphWarning && h('p', { class: 'graph-warning', role: 'alert' }, row.graphWarning),
     control &&
       h(
         'p',

@@ -110,6 +110,13 @@ impl Dispatcher {
         None
     }
 
+    /// Why the graph cannot run in `cwd` for `item`, as judged already (`None`: it can,
+    /// or it was not judged).
+    pub(crate) fn graph_warning(&self, item: &WorkItemRef, cwd: &Path) -> Option<String> {
+        let proven = self.inner.proven_checkouts.lock().unwrap_or_else(PoisonError::into_inner);
+        proven.get(&(item.clone(), cwd.to_owned()))?.warning(cwd, item.repo())
+    }
+
     /// A graph that cannot run says so where people look: the warning recorded on the
     /// item's session (status, the board, the API's `graphWarning`) and, once per item,
     /// a self-marked comment on it (found again by its marker, so a restart does not

@@ -26,20 +26,7 @@ fn site() -> (World, Machine) {
 
 /// POSTs `body` as JSON to the machine's control plane; the status and the JSON answer.
 fn post(site: &Machine, path: &str, body: &Value) -> (u16, Value) {
-    use std::io::{Read as _, Write as _};
-    let body = body.to_string();
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", site.api_port)).unwrap();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        site.api_port,
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, serde_json::from_str(rest).unwrap_or(Value::Null))
+    site.api("POST", path, Some(body))
 }
 
 #[test]

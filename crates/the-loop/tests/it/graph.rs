@@ -535,3 +535,75 @@ fn the_operator_declares_phases_skipped_and_forces_a_node_each_recorded_and_anno
     assert_eq!(site.events("graph.skips_rejected").len(), 2);
     site.run(&["explain", ITEM]).expect_code(0).expect_stdout("no verdict was forged");
 }
+
+#[test]
+fn a_foreign_checkout_says_the_graph_is_not_running_wherever_the_item_is_shown_and_once_on_it() {
+    // Sessions run in the machine's working directory, a clone of another repository
+    // (its origin a token URL, as CI writes one).
+    let world = World::new();
+    let site = Site { machine: Machine::new(&world, ""), world };
+    let cwd = site.cli.cwd().to_owned();
+    for args in [
+        &["init", "-q"][..],
+        &["remote", "add", "origin", "https://x-access-token:s3cret@github.com/x/y.git"],
+    ] {
+        let out = Command::new("git").arg("-C").arg(&cwd).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    }
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_message("the-loop auto-execute: github:octo/app#1");
+
+    let expected = format!(
+        "graph not running: the checkout at {} is a clone of x/y, not octo/app — fix:",
+        cwd.display()
+    );
+    let (_, comment) = site.wait_for_posted(1, "graph not running");
+    assert!(comment.contains(&expected), "{comment}");
+    assert!(!comment.contains("s3cret"), "no token in the comment: {comment}");
+
+    // Said once: a later event, and a restart, do not post it again.
+    site.world.sim.comment(REPO, 1, "octocat", "any news?").unwrap();
+    site.wait_for_message("any news?");
+    site.run(&["stop"]).expect_code(0);
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "still there?").unwrap();
+    site.wait_for_message("still there?");
+    assert_eq!(site.posted(1, "graph not running").len(), 1, "one comment");
+
+    // Status, explain and the API's work-item row (the board's card) name the reason.
+    site.run(&["status"]).expect_stderr(&format!("github:octo/app#1: {expected}"));
+    site.run(&["explain", ITEM]).expect_code(0).expect_stdout(&expected);
+    let (status, rows) = site.api("GET", "/api/v1/work-items", None);
+    assert_eq!(status, 200, "{rows}");
+    let warning = rows[0]["graphWarning"].as_str().unwrap_or_default();
+    assert!(warning.starts_with(&expected), "{rows}");
+    let skipped = site.events("graph.skipped");
+    let foreign: Vec<&Value> =
+        skipped.iter().filter(|e| e["reason"] == "foreign-checkout").collect();
+    assert!(
+        !foreign.is_empty() && foreign.iter().all(|e| e["level"] == "warning"),
+        "a warning, never only an info line: {skipped:?}"
+    );
+    board_card_shows(&site, &expected);
+}
+
+/// The board's model (the dashboard's `model.js`, as the service serves it) gives item #1's
+/// card the warning the API row carries; checked with node where it is installed.
+fn board_card_shows(site: &Site, expected: &str) {
+    if Command::new("node").arg("--version").output().is_err() {
+        return;
+    }
+    let (_, model) = site.http("GET", "/assets/model.js", None);
+    let (_, rows) = site.http("GET", "/api/v1/work-items", None);
+    let dir = site.cli.cwd().join("board");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("model.mjs"), model).unwrap();
+    std::fs::write(dir.join("rows.json"), rows).unwrap();
+    let script = "import { board } from './model.mjs';\nimport { readFileSync } from 'node:fs';\nconst records = JSON.parse(readFileSync('rows.json', 'utf8'));\nconst [row] = board({ records, sessions: [], attention: [], graphs: new Map() });\nprocess.stdout.write(row.graphWarning);\n";
+    std::fs::write(dir.join("card.mjs"), script).unwrap();
+    let out = Command::new("node").arg("card.mjs").current_dir(&dir).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.starts_with(expected), "{shown} {}", String::from_utf8_lossy(&out.stderr));
+}

@@ -236,6 +236,31 @@ impl Machine {
         wait_for("a first poll cycle", || self.events("poll.cycle").first().cloned().ok_or("none"));
     }
 
+    /// Sends `method path` (with `body` as JSON) to the machine's control plane; the
+    /// status and the JSON answer (`null` when it is not JSON).
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let (status, text) = self.http(method, path, body);
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// [`Self::api`]'s status and the answer's body as text.
+    pub fn http(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        use std::io::{Read as _, Write as _};
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port)).unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            self.api_port,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, rest.to_owned())
+    }
+
     /// The event log's lines named `name`, in order.
     pub fn events(&self, name: &str) -> Vec<Value> {
         read_lines(&self.root.join("logs/events.jsonl"))

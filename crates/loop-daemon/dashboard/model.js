@@ -57,6 +57,7 @@ export function board({ records, sessions, attention, graphs }) {
     r.graph = graphs?.get(r.ref) || null;
     r.gate = gateOf(r.graph);
     r.position = positionOf(r);
+    r.feedback = Array.isArray(r.record?.graph?.feedback) ? r.record.graph.feedback : [];
     r.state = stateOf(r);
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
   }

@@ -189,7 +189,8 @@ pub fn node_checks(graph: &Loop, state: Option<&WorkItemState>) -> Vec<NodeCheck
 /// selectable, optIn}]}`), derived — never stored (seed 003 R4): the compiled loop, with
 /// `skipped` for each node the walk passes or passed by (a declared skip, an opt-in
 /// nobody selected). It adds where the item is: `currentNode` and its `phase` (the
-/// `loop:<phase>` label's suffix, `null` for a node without one).
+/// `loop:<phase>` label's suffix, `null` for a node without one), and the reviewers'
+/// feedback its gates recorded (`feedback`, when any).
 pub fn listing(graph: &Loop, state: &WorkItemState, id: &str) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = graph
         .nodes
@@ -217,6 +218,9 @@ pub fn listing(graph: &Loop, state: &WorkItemState, id: &str) -> serde_json::Val
         if !value.is_empty() {
             section[key] = serde_json::Value::from(value.as_str());
         }
+    }
+    if !state.feedback.is_empty() {
+        section["feedback"] = serde_json::json!(state.feedback);
     }
     section
 }

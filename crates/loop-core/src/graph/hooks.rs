@@ -87,6 +87,8 @@ pub struct Verdict {
     pub decision: Option<Login>,
     /// The phases an `execute` selected (`phase-selection` only).
     pub selection: Option<Selection>,
+    /// What `record-feedback` records: the artifact, and each reviewer's comment.
+    pub feedback: Option<(String, Vec<(Login, String)>)>,
 }
 
 /// The phases an authorized `execute` selected, from the checklist's ticks: the
@@ -180,6 +182,7 @@ impl Verdict {
             status,
             messages: message.into().into_iter().collect(),
             outcome: None,
+            feedback: None,
             decision: None,
             selection: None,
         }
@@ -354,6 +357,14 @@ pub fn judge(
             }
         }
         Hook::ClassifyFeedback => classify_feedback(input),
+        Hook::RecordFeedback => {
+            let given: Vec<(Login, String)> =
+                input.voices().map(|c| (c.author.clone(), c.body.clone())).collect();
+            let into = call.with.into.clone().unwrap_or_default();
+            let mut verdict = Verdict::new(hook, Status::Pass, None);
+            verdict.feedback = (!given.is_empty()).then_some((into, given));
+            verdict
+        }
         Hook::ClassifyAdhocReply => match input.voices().last() {
             None => {
                 Verdict::new(hook, Status::Wait, "waiting for the requester's reply".to_owned())

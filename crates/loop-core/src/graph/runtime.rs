@@ -21,7 +21,7 @@ use crate::log::{Kind, Line};
 
 use super::hooks::{self, Effect, GateFacts, GateInput, Selection, Status, Verdict};
 use super::model::{Actor, Hook, Loop, Node};
-use super::state::{Completion, Parked, WorkItemState};
+use super::state::{Completion, Feedback, Parked, WorkItemState};
 use crate::login::Login;
 
 /// What one verb did.
@@ -195,6 +195,9 @@ pub fn advance(
                     body: selection.confirmation(graph, by),
                 }
             });
+            for (into, given) in verdicts.iter().filter_map(|v| v.feedback.as_ref()) {
+                record_feedback(state, &node.id, into, &outcome, given, now);
+            }
             let mut report = pass(graph, state, node, &outcome, item, now);
             report.effects.splice(0..0, confirmation);
             report
@@ -235,6 +238,35 @@ pub fn complete(
     let mut report = advance(graph, state, item, &input, facts, now);
     report.changed = true;
     report
+}
+
+/// Records what the reviewers said at `node` about `into`, each comment once (a gate
+/// judged again with the same comments does not record them twice).
+fn record_feedback(
+    state: &mut WorkItemState,
+    node: &str,
+    into: &str,
+    outcome: &str,
+    given: &[(Login, String)],
+    now: Timestamp,
+) {
+    for (by, body) in given {
+        let text: String = body.chars().take(Feedback::TEXT_CAP).collect();
+        let known = state
+            .feedback
+            .iter()
+            .any(|f| f.node == node && f.into == into && f.by == by.as_str() && f.text == text);
+        if !known {
+            state.feedback.push(Feedback {
+                node: node.to_owned(),
+                into: into.to_owned(),
+                outcome: outcome.to_owned(),
+                by: by.as_str().to_owned(),
+                at: now,
+                text,
+            });
+        }
+    }
 }
 
 /// Records an authorized selection: the decision with its provenance, and each phase it
@@ -427,14 +459,18 @@ pub struct Forced {
     pub lines: Vec<Line>,
     /// The audit comment to post on the work item (self-marked by the poster).
     pub audit: String,
+    /// What entering `to` does, as any move into it: its entry chain's label,
+    /// assignment, comments.
+    pub effects: Vec<Effect>,
 }
 
 /// The operator's override (`the-loop graph force`, `POST /api/v1/graph/force`): moves
 /// the pointer to `to`, whatever the gates say, and forges no verdict — the node left
 /// keeps the outcome it had (none), the node entered is marked `forced`, and `forced[]`
-/// records who moved it, why, and what was bypassed. The entry chain of `to` is not run
-/// (no label, no assignment): the audit comment is what the work item is told. A graph
-/// never entered is forced from its start node.
+/// records who moved it, why, and what was bypassed. `to` is entered as any move enters
+/// a node: its entry chain runs (its `loop:*` label, the assignment pasted into the
+/// session), after the audit comment that says why. A graph never entered is forced
+/// from its start node.
 pub fn force(
     graph: &Loop,
     state: &mut WorkItemState,
@@ -476,6 +512,9 @@ pub fn force(
          is marked forced in `the-loop graph check`.",
         to = target.id
     );
+    let at = now.strftime("%Y-%m-%d %H:%M UTC").to_string();
+    let effects =
+        hooks::entry_effects(target, graph, item.id, &at, item.execute_keyword, item.plugin);
     Ok(Forced {
         from,
         to: target.id.clone(),
@@ -483,6 +522,7 @@ pub fn force(
         warnings,
         lines: vec![line],
         audit,
+        effects,
     })
 }
 
@@ -729,6 +769,41 @@ mod tests {
             Item { work_item: &reference, id: "issue-15", execute_keyword: "x", plugin: true };
         let again = start(LoopName::WorkItem.graph(), &mut state, item, now());
         assert_eq!((again.step, again.changed), (Step::AlreadyStarted, false));
+    }
+
+    #[test]
+    fn an_approval_gate_records_each_reviewers_words_into_the_state_file_once() {
+        let mut state = WorkItemState::new("github:octo/app#15", "pdlc-work-item-loop");
+        state.current_node = "design-approval".into();
+        let none = Files(vec![]);
+        let outsider = Comment {
+            author: "mallory".parse().unwrap(),
+            body: "approved".into(),
+            self_authored: false,
+        };
+        let given = [outsider, said("approved, but nit: name the cache `Ledger`")];
+        let moved = run(LoopName::WorkItem, &mut state, &given, &none);
+        assert!(
+            matches!(moved.step, Step::Advanced { ref outcome, .. } if outcome == "approved-with-comments")
+        );
+        let recorded: Vec<(&str, &str, &str)> = state
+            .feedback
+            .iter()
+            .map(|f| (f.into.as_str(), f.by.as_str(), f.outcome.as_str()))
+            .collect();
+        assert_eq!(
+            recorded,
+            [
+                ("design.md", "ann", "approved-with-comments"),
+                ("testing-plan.md", "ann", "approved-with-comments")
+            ],
+            "every `record-feedback` of the chain, the authorized reviewer only"
+        );
+        assert!(state.feedback[0].text.contains("`Ledger`"));
+        // Judged again with the same comment (it came back to the same gate): not twice.
+        state.current_node = "design-approval".into();
+        run(LoopName::WorkItem, &mut state, &given, &none);
+        assert_eq!(state.feedback.len(), 2);
     }
 
     #[test]

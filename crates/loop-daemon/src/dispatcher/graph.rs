@@ -701,9 +701,10 @@ impl Dispatcher {
     }
 
     /// `the-loop graph force`: `target`'s pointer moved to `to` past its gates, recorded
-    /// under the state file's lock ([`runtime::force`]), then `graph.forced` and the
-    /// audit comment. A comment that could not be posted is one more warning: the state
-    /// file and the event log already hold the override. `None`: no graph here.
+    /// under the state file's lock ([`runtime::force`]), then `graph.forced`, the audit
+    /// comment, and the entered node's entry chain (its label, its assignment pasted into
+    /// the item's session). A comment that could not be posted is one more warning: the
+    /// state file and the event log already hold the override. `None`: no graph here.
     pub async fn graph_force(
         &self,
         target: &GraphTarget,
@@ -712,7 +713,7 @@ impl Dispatcher {
         by: &str,
     ) -> Option<Result<Forced, Refused>> {
         let (to, reason, by) = (to.to_owned(), reason.to_owned(), by.to_owned());
-        let (link, forced) = self
+        let (link, tmux, forced) = self
             .operator_update(target, move |graph, state, item| {
                 runtime::force(graph, state, item, &to, &reason, &by, Timestamp::now())
             })
@@ -720,6 +721,9 @@ impl Dispatcher {
         let Ok(mut forced) = forced else { return Some(forced) };
         let lines = std::mem::take(&mut forced.lines);
         self.carry_out_override(&link, lines, &forced.audit, &mut forced.warnings).await;
+        for effect in std::mem::take(&mut forced.effects) {
+            self.graph_effect(&link, effect, &tmux).await;
+        }
         Some(Ok(forced))
     }
 
@@ -736,7 +740,7 @@ impl Dispatcher {
         via: &'static str,
     ) -> Option<Result<Declared, Refused>> {
         let (reason, by) = (reason.to_owned(), by.to_owned());
-        let (link, declared) = self
+        let (link, _, declared) = self
             .operator_update(target, move |graph, state, item| {
                 runtime::skip(graph, state, item, &tokens, &reason, &by, via, Timestamp::now())
             })
@@ -749,15 +753,16 @@ impl Dispatcher {
     }
 
     /// Runs an operator's `verb` on `target`'s state file under its lock (a file not
-    /// there yet is the loop's, never entered), saving it when the verb did not refuse.
+    /// there yet is the loop's, never entered), saving it when the verb did not refuse;
+    /// the link, the item's tmux session here, and the verb's answer.
     async fn operator_update<T: Send + 'static>(
         &self,
         target: &GraphTarget,
         verb: impl FnOnce(&loop_core::graph::Loop, &mut WorkItemState, Item<'_>) -> Result<T, Refused>
         + Send
         + 'static,
-    ) -> Option<(Link, Result<T, Refused>)> {
-        let (link, _) = self.operator_link(target).await?;
+    ) -> Option<(Link, String, Result<T, Refused>)> {
+        let (link, tmux) = self.operator_link(target).await?;
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (work_item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
@@ -774,7 +779,7 @@ impl Dispatcher {
         })
         .await;
         match answer {
-            Ok(answer) => Some((link, answer)),
+            Ok(answer) => Some((link, tmux, answer)),
             Err(err) => {
                 self.events().emit_async(link_failed(&link.item, &err)).await;
                 None

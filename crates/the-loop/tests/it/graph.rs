@@ -526,6 +526,10 @@ fn the_operator_declares_phases_skipped_and_forces_a_node_each_recorded_and_anno
     assert_eq!(state.forced.len(), 1);
     let (_, announced) = site.wait_for_posted(1, "Forced transition");
     assert!(announced.contains("`implementation` → `verification`"), "{announced}");
+    // The node entered is entered as any move enters it: its label and its assignment.
+    site.wait_for_label(1, "loop:verification");
+    let assignment = site.wait_for_message("you are now at node `verification`");
+    assert!(assignment.contains("`/the-loop:verify-work issue-1`"), "{assignment}");
     assert!(announced.contains("tested by hand"), "{announced}");
     site.run(&["graph", "check", ITEM]).expect_stdout("(forced)");
     let forced = site.events("graph.forced");
@@ -606,4 +610,33 @@ fn board_card_shows(site: &Site, expected: &str) {
     let out = Command::new("node").arg("card.mjs").current_dir(&dir).output().unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.starts_with(expected), "{shown} {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_reviewers_words_at_an_approval_gate_are_recorded_in_the_state_file_and_shown_by_the_api() {
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_node(1, "phase-selection");
+    site.run(&["graph", "force", ITEM, "--to", "requirements-approval", "--reason", "drafted"])
+        .expect_code(0);
+    // Entered as any move enters it: its review request goes up.
+    site.wait_for_posted(1, "`requirements-approval` is ready for review");
+    site.world.sim.comment(REPO, 1, "octocat", "approved, but nit: say which rate limits").unwrap();
+    let state = site.wait_for_node(1, "design");
+    assert_eq!(state.feedback.len(), 1, "{:?}", state.feedback);
+    let feedback = &state.feedback[0];
+    assert_eq!(
+        (feedback.node.as_str(), feedback.into.as_str(), feedback.by.as_str()),
+        ("requirements-approval", "requirements.md", "octocat")
+    );
+    assert_eq!(feedback.outcome, "approved-with-comments");
+    assert!(feedback.text.contains("say which rate limits"), "{feedback:?}");
+    site.wait_for_label(1, "loop:design");
+    let rows = wait_for("the API row's feedback", || {
+        let (_, rows) = site.api("GET", "/api/v1/work-items", None);
+        rows[0]["graph"]["feedback"].is_array().then_some(rows.clone()).ok_or(rows)
+    });
+    assert_eq!(rows[0]["graph"]["feedback"][0]["by"], "octocat", "{rows}");
 }

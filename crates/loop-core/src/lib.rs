@@ -10,6 +10,7 @@
 //!
 //! Layout:
 //! - [`refs`]: repositories and work-item refs, slugs, tmux names, URLs.
+//! - [`checkout`]: whether a checkout is a work item's repository, from its origin URLs.
 //! - [`login`]: GitHub logins.
 //! - [`log`]: one event-log line as a value, and how it renders.
 //! - [`config`]: the `cli-config.yaml` schema, its validation, version gate and migration.
@@ -35,12 +36,14 @@
 //! - [`plan`]: the whole decision about one event — judged at the front door, planned
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
+//! - [`slash`]: the slash commands the-loop ships, and the instructions each carries.
 //! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
 //!   and the runtime that moves it.
 
 pub mod agent;
 pub mod agent_state;
 pub mod batch;
+pub mod checkout;
 pub mod ci;
 pub mod command;
 pub mod config;
@@ -62,6 +65,7 @@ pub mod prompt;
 pub mod record;
 pub mod refs;
 pub mod route;
+pub mod slash;
 
 pub use hint::Hint;
 pub use login::Login;

@@ -24,7 +24,7 @@ pub const SPAWN_TEMPLATE: &str = include_str!("../templates/webhook-autoexecute-
 
 /// What the agent does first on a work item: the body of the plugin's `/the-loop:work-on`
 /// command, and what a spawn prompt inlines for a harness without the plugin.
-pub const WORK_ON_INSTRUCTIONS: &str = include_str!("../templates/work-on.md");
+pub const WORK_ON_INSTRUCTIONS: &str = crate::slash::WORK_ON.body;
 
 const ARTIFACT_RULE: &str = "Iterate on brainstorm, requirements, design and task artifacts \
 only through review of the pull request that carries them.";

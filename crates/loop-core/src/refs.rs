@@ -94,6 +94,54 @@ impl RepoRef {
             && self.name.eq_ignore_ascii_case(&other.name)
     }
 
+    /// The repository a git remote URL names, by its canonical identity (host, owner,
+    /// name): `https://` and `http://` (credentials such as a token in the URL and a
+    /// default port dropped), `ssh://` and `git://` (user and port dropped), the scp form
+    /// `[user@]host:owner/name`; case kept as written (compare with
+    /// [`Self::same_repository`]), a `.git` suffix and a trailing slash dropped, GitHub's
+    /// SSH-over-443 host `ssh.github.com` read as `github.com`. `None` for a local path,
+    /// a `file://` URL, or a path that is not exactly `owner/name`.
+    pub fn from_remote_url(url: &str) -> Option<RepoRef> {
+        let url = url.trim();
+        let (scheme, rest) = match url.split_once("://") {
+            Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
+            None => (None, url),
+        };
+        let (authority, path, web) = match scheme.as_deref() {
+            Some(web @ ("https" | "http")) => {
+                let (authority, path) = rest.split_once('/')?;
+                let default_port = if web == "https" { ":443" } else { ":80" };
+                (authority, path, Some(default_port))
+            }
+            Some("ssh" | "git+ssh" | "ssh+git" | "git") => {
+                let (authority, path) = rest.split_once('/')?;
+                (authority, path, None)
+            }
+            Some(_) => return None,
+            // scp form: `host:path`, with no slash before the colon (else a local path).
+            None => {
+                let (authority, path) = rest.split_once(':')?;
+                if authority.contains('/') || authority.is_empty() {
+                    return None;
+                }
+                (authority, path, None)
+            }
+        };
+        let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+        let host = match web {
+            Some(default_port) => host.strip_suffix(default_port).unwrap_or(host),
+            // An SSH port is not the host's name.
+            None if scheme.is_some() => host.split_once(':').map_or(host, |(name, _)| name),
+            None => host,
+        };
+        let host = host.to_ascii_lowercase();
+        let host = if host == "ssh.github.com" { DEFAULT_HOST.to_owned() } else { host };
+        let path = path.trim_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        let (owner, name) = path.split_once('/')?;
+        RepoRef::new(Some(&host), owner, name).ok()
+    }
+
     /// The work item `#number` in this repository.
     pub fn item(&self, number: u64) -> WorkItemRef {
         WorkItemRef { repo: self.clone(), number }
@@ -122,6 +170,19 @@ impl FromStr for RepoRef {
         };
         let name = name.strip_suffix(".git").unwrap_or(name);
         RepoRef::new(host, owner, name).map_err(|err| with_input(err, input))
+    }
+}
+
+/// `url` with any credentials it carries (`https://user:token@host/…`) replaced by `***`,
+/// for a message a person reads.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, _)) if userinfo.contains(':') || scheme.starts_with("http") => {
+            format!("{scheme}://***@{}", &rest[userinfo.len() + 1..])
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -404,6 +465,106 @@ mod tests {
     fn display_and_parse_round_trip() {
         for s in ["github:octo/app#1", "github:h.example:8443/o/r.x#99"] {
             assert_eq!(item(s).to_string(), s);
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_a_remote_names_the_same_repository() {
+        let repo: RepoRef = "Octo/App".parse().unwrap();
+        for url in [
+            "https://github.com/octo/app.git",
+            "https://github.com/octo/app",
+            "https://github.com/octo/app/",
+            "https://GitHub.com/OCTO/app.git/",
+            "https://github.com:443/octo/app.git",
+            "http://github.com/octo/app",
+            "https://x-access-token:ghs_abc123@github.com/octo/app.git",
+            "https://ghp_token@github.com/octo/app.git",
+            "ssh://git@github.com/octo/app.git",
+            "ssh://git@github.com:22/octo/app.git",
+            "ssh://git@ssh.github.com:443/octo/app.git",
+            "git+ssh://git@github.com/octo/app",
+            "git://github.com/octo/app.git",
+            "git@github.com:octo/app.git",
+            "git@github.com:/octo/app.git",
+            "github.com:octo/app",
+            "  git@github.com:octo/app.git\n",
+        ] {
+            let parsed = RepoRef::from_remote_url(url);
+            assert!(
+                parsed.as_ref().is_some_and(|p| p.same_repository(&repo)),
+                "{url:?} -> {parsed:?}"
+            );
+        }
+        let ghe = RepoRef::from_remote_url("https://ghe.corp.example:8443/team/tool.git");
+        assert_eq!(ghe.map(|r| r.to_string()), Some("ghe.corp.example:8443/team/tool".into()));
+    }
+
+    #[test]
+    fn a_remote_that_names_no_repository_or_another_is_not_this_one() {
+        let repo: RepoRef = "octo/app".parse().unwrap();
+        for url in [
+            "",
+            "/srv/git/octo/app.git",
+            "./octo/app",
+            "file:///srv/git/octo/app.git",
+            "https://github.com/octo",
+            "https://github.com/octo/app/extra",
+            "https://github.com/",
+            "ftp://github.com/octo/app",
+            "git@github.com:octo",
+            "https://github.com/octo/../app",
+        ] {
+            assert_eq!(RepoRef::from_remote_url(url), None, "{url:?}");
+        }
+        for url in [
+            "https://github.com/octo/other.git",
+            "git@github.com:someone/app.git",
+            "https://gitlab.com/octo/app.git",
+            "https://mirror.corp/github/octo/app.git",
+        ] {
+            let parsed = RepoRef::from_remote_url(url);
+            assert!(!parsed.is_some_and(|p| p.same_repository(&repo)), "{url:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_never_shown() {
+        assert_eq!(
+            redact_url("https://x-access-token:ghs_secret@github.com/o/r.git"),
+            "https://***@github.com/o/r.git"
+        );
+        assert_eq!(redact_url("https://ghp_secret@github.com/o/r"), "https://***@github.com/o/r");
+        assert_eq!(redact_url("ssh://git@github.com/o/r.git"), "ssh://git@github.com/o/r.git");
+        assert_eq!(redact_url("git@github.com:o/r.git"), "git@github.com:o/r.git");
+        assert_eq!(redact_url("/srv/git/o/r.git"), "/srv/git/o/r.git");
+    }
+
+    proptest::proptest! {
+        /// Whatever the spelling (scheme, user, case, suffix, slash), a remote of a
+        /// repository names that repository.
+        #[test]
+        fn any_spelling_of_a_repository_url_round_trips(
+            owner in "[A-Za-z0-9][A-Za-z0-9_-]{0,12}",
+            name in "[A-Za-z0-9][A-Za-z0-9._-]{0,12}",
+            form in 0..5usize,
+            upper in proptest::bool::ANY,
+            suffix in proptest::bool::ANY,
+            slash in proptest::bool::ANY,
+        ) {
+            proptest::prop_assume!(!name.ends_with(".git") && !name.ends_with('.'));
+            let repo = RepoRef::new(None, &owner, &name).unwrap();
+            let host = if upper { "GitHub.COM" } else { "github.com" };
+            let path = format!("{owner}/{name}{}{}", if suffix { ".git" } else { "" }, if slash { "/" } else { "" });
+            let url = match form {
+                0 => format!("https://{host}/{path}"),
+                1 => format!("https://x-access-token:t0k3n@{host}/{path}"),
+                2 => format!("ssh://git@{host}:22/{path}"),
+                3 => format!("git@{host}:{path}"),
+                _ => format!("http://{host}/{path}"),
+            };
+            let parsed = RepoRef::from_remote_url(&url);
+            proptest::prop_assert!(parsed.is_some_and(|p| p.same_repository(&repo)), "{url}");
         }
     }
 }

@@ -75,6 +75,7 @@ function card(row) {
     h('a', { class: 'ref', href: itemHref(row.ref) }, shortRef(row.ref)),
     row.title && h('p', { class: 'title' }, row.title),
     row.question && h('p', { class: 'question' }, '“', row.question, '”'),
+    row.graphWarning && h('p', { class: 'graph-warning', role: 'alert' }, row.graphWarning),
     h(
       'p',
       { class: 'meta' },

@@ -113,6 +113,7 @@ function summary(row, explained) {
   const control = row?.record?.control;
   return [
     row?.question && h('div', { class: 'question card-like' }, h('strong', 'The agent asks: '), row.question),
+    row?.graphWarning && h('p', { class: 'graph-warning', role: 'alert' }, row.graphWarning),
     control &&
       h(
         'p',
@@ -131,6 +132,19 @@ function summary(row, explained) {
         h('code', row.position.node),
         row.position.phase && [' (label ', h('code', `loop:${row.position.phase}`), ')'],
         row.position.loop && ` in ${row.position.loop}`,
+      ),
+    row?.feedback?.length > 0 &&
+      h(
+        'section',
+        { class: 'feedback', 'aria-label': 'Reviewer feedback' },
+        h('h2', 'Reviewer feedback'),
+        h(
+          'ul',
+          { class: 'plain' },
+          row.feedback.map((f) =>
+            h('li', h('strong', f.by), ` at \`${f.node}\` on `, h('code', f.into), ` (${f.outcome}) `, when(f.at), h('blockquote', f.text)),
+          ),
+        ),
       ),
     row?.record?.ended &&
       h('p', `Ended: ${row.record.ended.state} ${row.record.ended.kind}`, ' ', when(row.record.ended.at)),

@@ -52,9 +52,12 @@ export function board({ records, sessions, attention, graphs }) {
   for (const r of rows.values()) {
     r.title = typeof r.record?.poll?.title === 'string' ? r.record.poll.title : '';
     r.question = questionOf(r, questions);
+    // Why the graph cannot run in its session's checkout (the listing's `graphWarning`).
+    r.graphWarning = typeof r.record?.graphWarning === 'string' ? r.record.graphWarning : '';
     r.graph = graphs?.get(r.ref) || null;
     r.gate = gateOf(r.graph);
     r.position = positionOf(r);
+    r.feedback = Array.isArray(r.record?.graph?.feedback) ? r.record.graph.feedback : [];
     r.state = stateOf(r);
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
   }

@@ -82,6 +82,9 @@ pub enum DemoError {
 
     #[error("cannot read the event log")]
     EventLog(#[from] loop_store::StoreError),
+
+    #[error("cannot read the session record of a work item of the story")]
+    Record(#[source] loop_store::StoreError),
 }
 
 /// How the demo runs.

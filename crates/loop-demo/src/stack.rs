@@ -18,16 +18,18 @@ use std::hash::{BuildHasher as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use loop_core::WorkItemRef;
 use loop_core::config::Config;
+use loop_core::graph::state::spec_id;
 use loop_daemon::config_source::ConfigSource;
-use loop_daemon::dispatcher::Dispatcher;
+use loop_daemon::dispatcher::{Claimed, Dispatcher, GraphTarget};
 use loop_daemon::receiver::Secret;
 use loop_daemon::service::{Environment, Mode, Service, ServiceError, StandIns, Stopped};
 use loop_github::{GithubClient, GithubSettings, TokenSource};
 use loop_sessions::{ClaudeCode, CommandHarness, Harness, Tmux};
 use loop_sim::model_api::ModelApi;
 use loop_sim::{Sim, SimSettings, WebhookTarget};
-use loop_store::StateLayout;
+use loop_store::{EventLog, StateLayout, StateStore};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -271,6 +273,23 @@ impl Stack {
     /// Waits until the dispatcher has nothing queued or running.
     pub async fn idle(&self) {
         self.dispatcher.idle().await;
+    }
+
+    /// The agent's claim that `item`'s current node is done, exactly as `the-loop graph
+    /// complete` in its session makes it (the dispatcher's call, judged by the gate under
+    /// the state file's lock). `None`: no graph is driven for it.
+    pub async fn claim(&self, item: &WorkItemRef) -> Option<Claimed> {
+        self.dispatcher.graph_complete(&GraphTarget::session(item.clone()), None, "agent").await
+    }
+
+    /// `item`'s spec folder in its session's checkout (`<checkout>/<specDir>/issue-<N>`),
+    /// where an agent writes the phase's artifacts.
+    pub fn spec_folder(&self, item: &WorkItemRef) -> Result<Option<PathBuf>, DemoError> {
+        let store = StateStore::new(self.layout.clone(), EventLog::disabled());
+        let record = store.load_local_record(item).map_err(DemoError::Record)?;
+        Ok(record
+            .and_then(|record| record.own_endpoint().map(|own| own.cwd.clone()))
+            .map(|cwd| cwd.join(&self.config.routing.graph.spec_dir).join(spec_id(item.number()))))
     }
 }
 

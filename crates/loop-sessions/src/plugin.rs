@@ -2,10 +2,11 @@
 //!
 //! The plugin is written as a directory marketplace under the state root
 //! (`<state.root>/harness/claude-marketplace/`) and holds what a spawned session relies
-//! on: the `/the-loop:work-on` command its spawn prompt names, hooks that report the
-//! agent's state (`the-loop hook agent` on every event docs/agent-states.md reads) and
-//! record a pull request the session creates (`the-loop hook link-pr`), each by this
-//! binary's absolute path, and the registration of the-loop's MCP server. Before each Claude
+//! on: the `/the-loop:work-on` command its spawn prompt names and every command a shipped
+//! loop's assignment names (`commands/<name>.md`, one per [`SHIPPED`] command), hooks that
+//! report the agent's state (`the-loop hook agent` on every event docs/agent-states.md
+//! reads) and record a pull request the session creates (`the-loop hook link-pr`), each by
+//! this binary's absolute path, and the registration of the-loop's MCP server. Before each Claude
 //! spawn the files are rewritten where they differ, and the session is launched with
 //! `--plugin-dir` on them: loaded from its first second, for that session alone, with no
 //! install and nothing written to the user's settings (`harness.plugin_registered` /
@@ -22,7 +23,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loop_core::prompt::WORK_ON_INSTRUCTIONS;
+use loop_core::slash::{SHIPPED, SlashCommand, WORK_ON};
 use serde_json::{Value, json};
 
 use crate::trust::{ClaudeFiles, TrustError, TrustNotes, object_at, update_json};
@@ -80,7 +81,12 @@ impl PluginSite {
 
     /// Where Claude Code finds the `work-on` command.
     pub fn command_file(&self) -> PathBuf {
-        self.plugin_dir().join("commands").join("work-on.md")
+        self.file_of(&WORK_ON)
+    }
+
+    /// Where Claude Code finds `command` (`/the-loop:<name>`).
+    pub fn file_of(&self, command: &SlashCommand) -> PathBuf {
+        self.plugin_dir().join("commands").join(format!("{}.md", command.name))
     }
 
     /// Every file of the marketplace, with its content. The manifest's version carries a
@@ -96,16 +102,17 @@ impl PluginSite {
                 pretty(&json!({
                     "name": NAME,
                     "owner": {"name": "the-loop"},
+                    "description": "the-loop's own plugin, written by the-loop binary",
                     "plugins": [{"name": NAME, "source": format!("./{NAME}"), "description": description}],
                 })),
             ),
-            (self.command_file(), work_on_command()),
             (plugin.join("hooks").join("hooks.json"), pretty(&hooks(&bin))),
             (
                 plugin.join(".mcp.json"),
                 pretty(&json!({"mcpServers": {NAME: {"type": "http", "url": self.mcp_url}}})),
             ),
         ];
+        files.extend(SHIPPED.iter().map(|command| (self.file_of(command), command.plugin_file())));
         let version = format!("{}+{:016x}", env!("CARGO_PKG_VERSION"), fingerprint(&files));
         files.push((
             plugin.join(".claude-plugin").join("plugin.json"),
@@ -231,16 +238,6 @@ fn hooks(bin: &str) -> Value {
         post.push(link_pr);
     }
     json!({"hooks": events})
-}
-
-/// The `work-on` command: front matter, the work item from the command's argument, then
-/// the instructions a spawn prompt inlines for a harness without the plugin.
-fn work_on_command() -> String {
-    format!(
-        "---\ndescription: Start or continue work on a the-loop work item\nargument-hint: \
-         <work-item ref, e.g. github:owner/repo#12>\n---\n\nThe work item is $ARGUMENTS.\n\n{}",
-        WORK_ON_INSTRUCTIONS
-    )
 }
 
 /// FNV-1a over every file's path and content: stable across builds and machines.

@@ -242,6 +242,25 @@ pub mod rules {
         }
     }
 
+    /// Records (or, with `None`, clears) why the graph cannot run on `owner`'s own
+    /// endpoint, when it still works in `cwd`; whether anything changed.
+    pub fn note_graph_warning(
+        slot: &mut Option<LocalRecord>,
+        owner: &WorkItemRef,
+        cwd: &std::path::Path,
+        warning: Option<&str>,
+    ) -> bool {
+        let Some(endpoint) = slot.as_mut().and_then(|record| record.endpoints.get_mut(owner))
+        else {
+            return false;
+        };
+        if endpoint.cwd != cwd || endpoint.graph_warning.as_deref() == warning {
+            return false;
+        }
+        endpoint.graph_warning = warning.map(str::to_owned);
+        true
+    }
+
     /// Clears the open question of the endpoint serving `served`, returning it.
     pub fn answer(slot: &mut Option<LocalRecord>, served: &WorkItemRef) -> Option<AwaitingInput> {
         slot.as_mut()?.endpoints.get_mut(served)?.awaiting_input.take()
@@ -349,6 +368,16 @@ impl Registry {
         question: AwaitingInput,
     ) -> Result<bool, RegistryError> {
         self.update(owner, |slot| rules::await_input(slot, served, question))
+    }
+
+    /// See [`rules::note_graph_warning`].
+    pub fn note_graph_warning(
+        &self,
+        owner: &WorkItemRef,
+        cwd: &std::path::Path,
+        warning: Option<&str>,
+    ) -> Result<bool, RegistryError> {
+        self.update(owner, |slot| rules::note_graph_warning(slot, owner, cwd, warning))
     }
 
     /// See [`rules::answer`].

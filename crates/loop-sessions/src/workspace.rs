@@ -20,6 +20,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use loop_core::checkout::Origin;
 use loop_core::config::{CloneProtocol, CloneUrl, WorkspaceConfig, WorkspaceStrategy};
 use loop_core::{RepoRef, WorkItemRef};
 
@@ -404,25 +405,29 @@ impl Workspaces {
     }
 }
 
-/// Whether the checkout at `dir` is `repo`'s: its `origin` remote is a URL `repo` is
-/// cloned from (`https://`, `ssh`, or the configured base of its host). A directory that
-/// is no checkout, or has no origin, is not. Runs `git` (blocking).
-pub fn checkout_belongs_to(git: &Path, dir: &Path, repo: &RepoRef, bases: &[CloneUrl]) -> bool {
-    let output = Command::new(git)
-        .arg("-C")
-        .arg(dir)
-        .args(["remote", "get-url", "origin"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output();
-    let Some(output) = output.ok().filter(|o| o.status.success()) else { return false };
-    let origin = String::from_utf8_lossy(&output.stdout);
-    let origin = origin.trim().trim_end_matches('/');
-    let origin = origin.strip_suffix(".git").unwrap_or(origin);
-    [CloneProtocol::Https, CloneProtocol::Ssh].into_iter().any(|protocol| {
-        let url = clone_url(repo, protocol, bases);
-        url.strip_suffix(".git").unwrap_or(&url).eq_ignore_ascii_case(origin)
-    })
+/// The `origin` remote of the checkout at `dir` as git holds it: as configured (`git
+/// config --get remote.origin.url`, no rewrite) and as git uses it (`git remote get-url
+/// origin`, the user's `insteadOf` rewrites applied). Whether that is a work item's
+/// repository is [`loop_core::checkout::judge`]'s. Runs `git` (blocking); a question git
+/// cannot answer (no checkout, no origin, no git) is `None`.
+pub fn origin_of(git: &Path, dir: &Path) -> Origin {
+    let ask = |args: &[&str]| {
+        let output = Command::new(git)
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let url = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (!url.is_empty()).then_some(url)
+    };
+    Origin {
+        configured: ask(&["config", "--get", "remote.origin.url"]),
+        effective: ask(&["remote", "get-url", "origin"]),
+    }
 }
 
 /// The branch a checkout is on, `None` when detached or unknown.
@@ -561,23 +566,39 @@ mod tests {
     }
 
     #[test]
-    fn a_checkout_belongs_to_the_repository_its_origin_names() {
+    fn a_checkout_is_the_repository_its_origin_names_whatever_the_rewrites() {
+        use loop_core::checkout::{Verdict, judge};
         let dir = tempfile::tempdir().unwrap();
         let git = Path::new("git");
         let run = |args: &[&str]| {
-            Command::new(git).arg("-C").arg(dir.path()).args(args).output().unwrap();
+            let out = Command::new(git).arg("-C").arg(dir.path()).args(args).output().unwrap();
+            assert!(out.status.success(), "git {args:?}");
         };
         let repo: RepoRef = "octo/app".parse().unwrap();
-        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "not a checkout");
+        let verdict = |bases: &[CloneUrl]| judge(&repo, &origin_of(git, dir.path()), bases);
+        assert_eq!(verdict(&[]), Verdict::NoOrigin, "not a checkout");
         run(&["init", "-q"]);
-        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]), "no origin");
+        assert_eq!(verdict(&[]), Verdict::NoOrigin, "no origin");
         run(&["remote", "add", "origin", "git@github.com:octo/app.git"]);
-        assert!(checkout_belongs_to(git, dir.path(), &repo, &[]));
+        assert_eq!(verdict(&[]), Verdict::Ours);
         let other: RepoRef = "octo/lib".parse().unwrap();
-        assert!(!checkout_belongs_to(git, dir.path(), &other, &[]));
+        assert!(matches!(
+            judge(&other, &origin_of(git, dir.path()), &[]),
+            Verdict::Foreign { clone_of: Some(r), .. } if r == repo
+        ));
+        // The checkout's own config rewrites every GitHub URL to a mirror, and pushes to
+        // SSH: the URL git uses is the mirror's, the configured one still GitHub's.
+        run(&["remote", "set-url", "origin", "https://github.com/octo/app.git"]);
+        run(&["config", "url.file:///srv/mirror/.insteadOf", "https://github.com/"]);
+        run(&["config", "url.git@github.com:.pushInsteadOf", "https://github.com/"]);
+        let origin = origin_of(git, dir.path());
+        assert_eq!(origin.effective.as_deref(), Some("file:///srv/mirror/octo/app.git"));
+        assert_eq!(origin.configured.as_deref(), Some("https://github.com/octo/app.git"));
+        assert_eq!(verdict(&[]), Verdict::Ours);
+        // A checkout of a local path, read through the configured clone base.
         run(&["remote", "set-url", "origin", "file:///srv/git/octo/app.git"]);
         let base = CloneUrl { host: "github.com".into(), base: "file:///srv/git".into() };
-        assert!(!checkout_belongs_to(git, dir.path(), &repo, &[]));
-        assert!(checkout_belongs_to(git, dir.path(), &repo, &[base]));
+        assert!(matches!(verdict(&[]), Verdict::Foreign { clone_of: None, .. }));
+        assert_eq!(verdict(&[base]), Verdict::Ours);
     }
 }

@@ -263,6 +263,7 @@ pub const ATTRIBUTES: &[Attribute] = &[
     attr(T::Endpoint, "effort", M, "the effort it was launched with"),
     attr(T::Endpoint, "harnessArgs", M, "the launch arguments"),
     attr(T::Endpoint, "awaitingInput", M, "the agent's open question (comment link, options)"),
+    attr(T::Endpoint, "graphWarning", M, "why the process graph cannot run in this checkout"),
     attr(T::PollClocks, "clocks", M, "the poll clocks, keyed by ref"),
     attr(T::PollClock, "lastPolledAt", M, "the last cycle that listed the ref"),
     attr(T::PollClock, "closureCheckedAt", M, "the last cycle that asked whether it ended"),

@@ -18,6 +18,8 @@
 //! the same way — stat'ed on each listing, read again only when its identity changed —
 //! so a move of the pointer is in the next answer. A record with no such state file is
 //! listed as stored (a legacy `graph` section, the reference's frozen selection, stays).
+//! A live session whose checkout the graph cannot run in adds the record's
+//! `graphWarning`: why, in words (the session record's, set by the dispatcher).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -56,8 +58,14 @@ struct Known {
     spec_dir: Option<PathBuf>,
     /// Each work item's state file in its session's checkout, as last read.
     graphs: HashMap<WorkItemRef, Graph>,
+    /// Why the graph cannot run, per work item whose live session recorded it.
+    warnings: HashMap<WorkItemRef, String>,
     last: Option<Arc<Listing>>,
 }
+
+/// Each work item's state file in its session's checkout, and the graph warnings its
+/// live sessions recorded.
+type Sources = (Vec<(WorkItemRef, PathBuf)>, HashMap<WorkItemRef, String>);
 
 #[derive(Debug)]
 struct Graph {
@@ -90,9 +98,9 @@ impl StateStore {
     /// driven), a work item with a session here carries the `graph` section its state
     /// file in that session's checkout says.
     pub fn list_portable(&self, spec_dir: Option<&Path>) -> Result<Arc<Listing>, StoreError> {
-        let sources = match spec_dir {
+        let (sources, warnings) = match spec_dir {
             Some(spec_dir) => self.graph_sources(spec_dir)?,
-            None => Vec::new(),
+            None => (Vec::new(), HashMap::new()),
         };
         let dir = self.layout.portable_dir();
         let entries = match std::fs::read_dir(&dir) {
@@ -129,6 +137,8 @@ impl StateStore {
         known.files.retain(|name, _| present.contains(name));
         changed |= known.files.len() != before;
         changed |= graphs_changed(&mut known, spec_dir, sources);
+        changed |= known.warnings != warnings;
+        known.warnings = warnings;
         if let Some(last) = known.last.as_ref().filter(|_| !changed) {
             return Ok(Arc::clone(last));
         }
@@ -142,9 +152,11 @@ impl StateStore {
             if n > 0 {
                 json.push(b',');
             }
-            match known.graphs.get(&record.item).and_then(|g| g.section.as_ref()) {
-                Some(section) => json.extend(with_graph(&record.json, section)),
-                None => json.extend_from_slice(&record.json),
+            let section = known.graphs.get(&record.item).and_then(|g| g.section.as_ref());
+            let warning = known.warnings.get(&record.item);
+            match (section, warning) {
+                (None, None) => json.extend_from_slice(&record.json),
+                _ => json.extend(with_derived(&record.json, section, warning)),
             }
         }
         json.push(b']');
@@ -159,17 +171,25 @@ impl StateStore {
 
     /// Each work item with a session here, and where its state file is in the session's
     /// checkout.
-    fn graph_sources(&self, spec_dir: &Path) -> Result<Vec<(WorkItemRef, PathBuf)>, StoreError> {
-        Ok(self
-            .list_local_records()?
-            .into_iter()
+    fn graph_sources(&self, spec_dir: &Path) -> Result<Sources, StoreError> {
+        let records = self.list_local_records()?;
+        let warnings = records
+            .iter()
+            .filter_map(|record| {
+                let own = record.own_endpoint().filter(|own| own.is_live())?;
+                Some((record.work_item.clone(), own.graph_warning.clone()?))
+            })
+            .collect();
+        let sources = records
+            .iter()
             .filter_map(|record| {
                 let own = record.own_endpoint()?;
                 let id = spec_id(record.work_item.number());
                 let folder = SpecFolder::new(&own.cwd, spec_dir, &id).ok()?;
                 Some((record.work_item.clone(), folder.state_path()))
             })
-            .collect())
+            .collect();
+        Ok((sources, warnings))
     }
 
     /// The record in `path` as a listing shows it, read as its loader reads it.
@@ -255,11 +275,17 @@ fn graph_section(
     Some(loop_core::graph::context::listing(graph.graph(), &state, &spec_id(item.number())))
 }
 
-/// `record` (one JSON object) with its `graph` key set to `section`.
-fn with_graph(record: &[u8], section: &Value) -> Vec<u8> {
+/// `record` (one JSON object) with its `graph` key set to `section` and its
+/// `graphWarning` to `warning`, each when given.
+fn with_derived(record: &[u8], section: Option<&Value>, warning: Option<&String>) -> Vec<u8> {
     match serde_json::from_slice::<Map<String, Value>>(record) {
         Ok(mut map) => {
-            map.insert("graph".to_owned(), section.clone());
+            if let Some(section) = section {
+                map.insert("graph".to_owned(), section.clone());
+            }
+            if let Some(warning) = warning {
+                map.insert("graphWarning".to_owned(), Value::from(warning.as_str()));
+            }
             serde_json::to_vec(&map).unwrap_or_else(|_| record.to_vec())
         }
         Err(_) => record.to_vec(),

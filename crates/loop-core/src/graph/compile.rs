@@ -1,7 +1,8 @@
 //! YAML → [`Loop`]: parse a loop file and refuse, listing every finding at once, what the
 //! runtime could not walk honestly — an unknown hook or parameter, an edge to a node
 //! nobody declared, a duplicate id, a node both required and skippable, a skippable node
-//! with no `on: skipped` edge, a skip set naming a node that cannot be skipped.
+//! with no `on: skipped` edge, a skip set naming a node that cannot be skipped, a node
+//! naming a slash command the-loop does not ship ([`crate::slash`]).
 
 use std::collections::BTreeSet;
 
@@ -179,13 +180,21 @@ fn node(raw: &Yaml, at: usize, problems: &mut Vec<String>) -> Option<Node> {
             }
         },
     };
+    let command = string(raw, "command");
+    if let Some(name) = command.as_deref().filter(|name| crate::slash::shipped(name).is_none()) {
+        let known: Vec<&str> = crate::slash::SHIPPED.iter().map(|c| c.name).collect();
+        problems.push(here(format!(
+            "command `{name}` is not one the-loop ships (it ships {})",
+            known.join(", ")
+        )));
+    }
     let entry = chain(raw, "entry", &id, problems);
     let exit = chain(raw, "exit", &id, problems);
     Some(Node {
         phase: string(raw, "phase").filter(|p| !p.is_empty()),
         actor,
         produces,
-        command: string(raw, "command"),
+        command,
         session,
         required,
         optional: flag("optional"),
@@ -349,6 +358,7 @@ mod tests {
             \x20 - {id: c, actor: agent, required: true, skippable: true, produces: ['x.md|']}\n\
             \x20 - {id: d, actor: agent, required: true, optIn: true}\n\
             \x20 - {id: e, actor: agent, exit: [{hook: validate-artifacts, with: {colour: red}}]}\n\
+            \x20 - {id: f, actor: agent, command: write-poetry}\n\
             edges:\n  - {from: a, to: ghost, on: pass}\n";
         let found = problems(text);
         for expected in [
@@ -364,6 +374,7 @@ mod tests {
             "`start` names no declared node",
             "node `c` is skippable but has no `on: skipped` edge",
             "skip set `s` names `a`, which is not skippable",
+            "command `write-poetry` is not one the-loop ships (it ships work-on, brainstorm",
         ] {
             assert!(found.iter().any(|p| p.contains(expected)), "{expected:?} not in {found:#?}");
         }

@@ -56,8 +56,10 @@ pub fn status(graph: &Loop, state: &WorkItemState) -> Status {
     }
 }
 
-/// Renders the block for work item `id` (`issue-<N>`) walking `graph`.
-pub fn render(graph: &Loop, state: Option<&WorkItemState>, id: &str) -> String {
+/// Renders the block for work item `id` (`issue-<N>`) walking `graph`; `plugin`: the
+/// session's harness has the-loop's plugin, so the node's command is named as a slash
+/// command (without it, the assignment carries the instructions and the block says so).
+pub fn render(graph: &Loop, state: Option<&WorkItemState>, id: &str, plugin: bool) -> String {
     let entered = state.filter(|s| graph.node(&s.current_node).is_some());
     let node =
         entered.and_then(|s| graph.node(&s.current_node)).unwrap_or_else(|| graph.start_node());
@@ -87,8 +89,14 @@ item.\n",
             out.push_str(&format!("- waiting: {}\n", parked.reason));
         }
     }
-    if let Some(command) = &node.command {
-        out.push_str(&format!("Command for this node: `/the-loop:{command} {id}`.\n"));
+    match (&node.command, plugin) {
+        (Some(command), true) => {
+            out.push_str(&format!("Command for this node: `/the-loop:{command} {id}`.\n"))
+        }
+        (Some(command), false) => out.push_str(&format!(
+            "This node's instructions (the `{command}` command) are in its assignment.\n"
+        )),
+        (None, _) => {}
     }
     match (node.actor, status) {
         (_, Status::Complete) => out.push_str("The process is complete.\n"),
@@ -181,7 +189,8 @@ pub fn node_checks(graph: &Loop, state: Option<&WorkItemState>) -> Vec<NodeCheck
 /// selectable, optIn}]}`), derived — never stored (seed 003 R4): the compiled loop, with
 /// `skipped` for each node the walk passes or passed by (a declared skip, an opt-in
 /// nobody selected). It adds where the item is: `currentNode` and its `phase` (the
-/// `loop:<phase>` label's suffix, `null` for a node without one).
+/// `loop:<phase>` label's suffix, `null` for a node without one), and the reviewers'
+/// feedback its gates recorded (`feedback`, when any).
 pub fn listing(graph: &Loop, state: &WorkItemState, id: &str) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = graph
         .nodes
@@ -209,6 +218,9 @@ pub fn listing(graph: &Loop, state: &WorkItemState, id: &str) -> serde_json::Val
         if !value.is_empty() {
             section[key] = serde_json::Value::from(value.as_str());
         }
+    }
+    if !state.feedback.is_empty() {
+        section["feedback"] = serde_json::json!(state.feedback);
     }
     section
 }
@@ -268,7 +280,7 @@ mod tests {
 
     #[test]
     fn an_unentered_item_renders_the_start_node_pending_with_the_rule() {
-        let text = render(LoopName::WorkItem.graph(), None, "issue-15");
+        let text = render(LoopName::WorkItem.graph(), None, "issue-15", true);
         assert!(
             text.contains(
                 "node `phase-selection`, phase `phase-selection` (human node), status: pending"
@@ -284,10 +296,13 @@ mod tests {
         let mut state = WorkItemState::new("github:o/r#15", "pdlc-adhoc-loop");
         state.current_node = "work".into();
         state.nodes.insert("work".into(), Default::default());
-        let text = render(LoopName::AdHoc.graph(), Some(&state), "issue-15");
+        let text = render(LoopName::AdHoc.graph(), Some(&state), "issue-15", true);
         assert!(text.contains("status: in-progress"), "{text}");
         assert!(text.contains("`/the-loop:do-task issue-15`"), "{text}");
         assert!(text.contains("`the-loop graph complete`"), "{text}");
+        let without = render(LoopName::AdHoc.graph(), Some(&state), "issue-15", false);
+        assert!(!without.contains("/the-loop:"), "no plugin, no slash command: {without}");
+        assert!(without.contains("the `do-task` command) are in its assignment"), "{without}");
     }
 
     #[test]
@@ -340,7 +355,7 @@ mod tests {
         let record = state.nodes.entry("brainstorming".into()).or_default();
         record.attempts = 1;
         record.last_block = Some(vec!["brainstorm.md is missing".into()]);
-        let text = render(LoopName::WorkItem.graph(), Some(&state), "issue-15");
+        let text = render(LoopName::WorkItem.graph(), Some(&state), "issue-15", true);
         assert!(text.contains("status: blocked"), "{text}");
         assert!(text.contains("- gate: brainstorm.md is missing"), "{text}");
     }

@@ -87,6 +87,8 @@ pub struct Verdict {
     pub decision: Option<Login>,
     /// The phases an `execute` selected (`phase-selection` only).
     pub selection: Option<Selection>,
+    /// What `record-feedback` records: the artifact, and each reviewer's comment.
+    pub feedback: Option<(String, Vec<(Login, String)>)>,
 }
 
 /// The phases an authorized `execute` selected, from the checklist's ticks: the
@@ -180,6 +182,7 @@ impl Verdict {
             status,
             messages: message.into().into_iter().collect(),
             outcome: None,
+            feedback: None,
             decision: None,
             selection: None,
         }
@@ -216,6 +219,7 @@ pub fn entry_effects(
     id: &str,
     boundary_at: &str,
     execute_keyword: &str,
+    plugin: bool,
 ) -> Vec<Effect> {
     let mut effects = Vec::new();
     for call in &node.entry {
@@ -233,7 +237,7 @@ pub fn entry_effects(
             }),
             Hook::DeliverAssignment => effects.push(Effect::Assignment {
                 node: node.id.clone(),
-                text: assignment(node, &graph.name, id),
+                text: assignment(node, &graph.name, id, plugin),
             }),
             Hook::RequestReview => effects.push(Effect::Comment {
                 hook: Hook::RequestReview,
@@ -251,8 +255,9 @@ pub fn entry_effects(
     effects
 }
 
-/// The assignment pasted into the session when it enters `node`.
-pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
+/// The assignment pasted into the session when it enters `node`: the node's command by
+/// name when the session has the-loop's plugin, else its instructions inline.
+pub fn assignment(node: &Node, loop_name: &str, id: &str, plugin: bool) -> String {
     let mut text =
         format!("Process graph assignment ({loop_name}): you are now at node `{}`", node.id);
     if let Some(phase) = &node.phase {
@@ -266,8 +271,8 @@ pub fn assignment(node: &Node, loop_name: &str, id: &str) -> String {
         let names: Vec<String> = node.produces.iter().map(Artifact::to_string).collect();
         text.push_str(&format!("Produce {} in the spec folder of {id}.\n", names.join(", ")));
     }
-    if let Some(command) = &node.command {
-        text.push_str(&format!("Run `/the-loop:{command} {id}`.\n"));
+    if let Some(command) = node.command.as_deref().and_then(crate::slash::shipped) {
+        text.push_str(&format!("{}\n", command.invoke(id, plugin)));
     }
     match node.actor {
         Actor::Agent => text.push_str(
@@ -352,6 +357,14 @@ pub fn judge(
             }
         }
         Hook::ClassifyFeedback => classify_feedback(input),
+        Hook::RecordFeedback => {
+            let given: Vec<(Login, String)> =
+                input.voices().map(|c| (c.author.clone(), c.body.clone())).collect();
+            let into = call.with.into.clone().unwrap_or_default();
+            let mut verdict = Verdict::new(hook, Status::Pass, None);
+            verdict.feedback = (!given.is_empty()).then_some((into, given));
+            verdict
+        }
         Hook::ClassifyAdhocReply => match input.voices().last() {
             None => {
                 Verdict::new(hook, Status::Wait, "waiting for the requester's reply".to_owned())
@@ -578,6 +591,27 @@ mod tests {
             .iter()
             .map(|call| judge(call, graph.graph(), node, false, &input, &files))
             .collect()
+    }
+
+    #[test]
+    fn every_command_a_node_names_is_shipped_and_its_assignment_carries_it() {
+        let mut named = 0;
+        for name in LoopName::ALL {
+            let graph = name.graph();
+            for node in &graph.nodes {
+                let Some(command) = &node.command else { continue };
+                named += 1;
+                let shipped = crate::slash::shipped(command);
+                assert!(shipped.is_some(), "{name:?} node `{}` names `{command}`", node.id);
+                let with = assignment(node, &graph.name, "issue-9", true);
+                assert!(with.contains(&format!("`/the-loop:{command} issue-9`")), "{with}");
+                let without = assignment(node, &graph.name, "issue-9", false);
+                assert!(!without.contains("/the-loop:"), "{without}");
+                let body = shipped.map(|c| c.body.trim_end()).unwrap_or_default();
+                assert!(without.contains(body), "the instructions inline: {without}");
+            }
+        }
+        assert!(named >= 10, "the loops name their commands");
     }
 
     #[test]

@@ -233,7 +233,6 @@ impl Hook {
         match self {
             Hook::LintArtifacts
             | Hook::EnforcesBoundariesFrom
-            | Hook::RecordFeedback
             | Hook::Notify
             | Hook::PublishArtifact
             | Hook::PostGoalRequest
@@ -246,6 +245,7 @@ impl Hook {
             | Hook::PostPhaseSelection
             | Hook::ClassifyPhaseSelection
             | Hook::ClassifyFeedback
+            | Hook::RecordFeedback
             | Hook::ClassifyAdhocReply
             | Hook::ValidateArtifacts
             | Hook::VerifyTests

@@ -21,7 +21,7 @@ use crate::log::{Kind, Line};
 
 use super::hooks::{self, Effect, GateFacts, GateInput, Selection, Status, Verdict};
 use super::model::{Actor, Hook, Loop, Node};
-use super::state::{Completion, Parked, WorkItemState};
+use super::state::{Completion, Feedback, Parked, WorkItemState};
 use crate::login::Login;
 
 /// What one verb did.
@@ -88,12 +88,15 @@ impl Report {
 }
 
 /// The work item the verbs run for: its ref (for lines), its spec id (`issue-<N>`, for
-/// assignments) and the execute keyword (for the checklist).
+/// assignments), the execute keyword (for the checklist), and whether its session's
+/// harness has the-loop's plugin (an assignment then names the node's command; without
+/// it, the command's instructions are inline).
 #[derive(Debug, Clone, Copy)]
 pub struct Item<'a> {
     pub work_item: &'a crate::WorkItemRef,
     pub id: &'a str,
     pub execute_keyword: &'a str,
+    pub plugin: bool,
 }
 
 /// Enters the start node unless the graph was entered already, and runs its entry chain.
@@ -192,6 +195,9 @@ pub fn advance(
                     body: selection.confirmation(graph, by),
                 }
             });
+            for (into, given) in verdicts.iter().filter_map(|v| v.feedback.as_ref()) {
+                record_feedback(state, &node.id, into, &outcome, given, now);
+            }
             let mut report = pass(graph, state, node, &outcome, item, now);
             report.effects.splice(0..0, confirmation);
             report
@@ -232,6 +238,35 @@ pub fn complete(
     let mut report = advance(graph, state, item, &input, facts, now);
     report.changed = true;
     report
+}
+
+/// Records what the reviewers said at `node` about `into`, each comment once (a gate
+/// judged again with the same comments does not record them twice).
+fn record_feedback(
+    state: &mut WorkItemState,
+    node: &str,
+    into: &str,
+    outcome: &str,
+    given: &[(Login, String)],
+    now: Timestamp,
+) {
+    for (by, body) in given {
+        let text: String = body.chars().take(Feedback::TEXT_CAP).collect();
+        let known = state
+            .feedback
+            .iter()
+            .any(|f| f.node == node && f.into == into && f.by == by.as_str() && f.text == text);
+        if !known {
+            state.feedback.push(Feedback {
+                node: node.to_owned(),
+                into: into.to_owned(),
+                outcome: outcome.to_owned(),
+                by: by.as_str().to_owned(),
+                at: now,
+                text,
+            });
+        }
+    }
 }
 
 /// Records an authorized selection: the decision with its provenance, and each phase it
@@ -364,7 +399,14 @@ fn enter(
 ) {
     arrive(state, &node.id, now);
     let at = now.strftime("%Y-%m-%d %H:%M UTC").to_string();
-    report.effects.extend(hooks::entry_effects(node, graph, item.id, &at, item.execute_keyword));
+    report.effects.extend(hooks::entry_effects(
+        node,
+        graph,
+        item.id,
+        &at,
+        item.execute_keyword,
+        item.plugin,
+    ));
     if node.actor == Actor::Human {
         report.messages.push(format!("`{}` waits for a human decision", node.id));
     }
@@ -417,14 +459,18 @@ pub struct Forced {
     pub lines: Vec<Line>,
     /// The audit comment to post on the work item (self-marked by the poster).
     pub audit: String,
+    /// What entering `to` does, as any move into it: its entry chain's label,
+    /// assignment, comments.
+    pub effects: Vec<Effect>,
 }
 
 /// The operator's override (`the-loop graph force`, `POST /api/v1/graph/force`): moves
 /// the pointer to `to`, whatever the gates say, and forges no verdict — the node left
 /// keeps the outcome it had (none), the node entered is marked `forced`, and `forced[]`
-/// records who moved it, why, and what was bypassed. The entry chain of `to` is not run
-/// (no label, no assignment): the audit comment is what the work item is told. A graph
-/// never entered is forced from its start node.
+/// records who moved it, why, and what was bypassed. `to` is entered as any move enters
+/// a node: its entry chain runs (its `loop:*` label, the assignment pasted into the
+/// session), after the audit comment that says why. A graph never entered is forced
+/// from its start node.
 pub fn force(
     graph: &Loop,
     state: &mut WorkItemState,
@@ -466,6 +512,9 @@ pub fn force(
          is marked forced in `the-loop graph check`.",
         to = target.id
     );
+    let at = now.strftime("%Y-%m-%d %H:%M UTC").to_string();
+    let effects =
+        hooks::entry_effects(target, graph, item.id, &at, item.execute_keyword, item.plugin);
     Ok(Forced {
         from,
         to: target.id.clone(),
@@ -473,6 +522,7 @@ pub fn force(
         warnings,
         lines: vec![line],
         audit,
+        effects,
     })
 }
 
@@ -668,8 +718,12 @@ mod tests {
         files: &Files,
     ) -> Report {
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let authorized: Vec<Login> = vec!["ann".parse().unwrap()];
         let input = GateInput {
             comments,
@@ -683,8 +737,12 @@ mod tests {
     fn started(graph: LoopName) -> (WorkItemState, Report) {
         let mut state = WorkItemState::new("github:octo/app#15", "");
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let report = start(graph.graph(), &mut state, item, now());
         (state, report)
     }
@@ -707,9 +765,45 @@ mod tests {
         ));
         assert!(report.effects.iter().any(|e| matches!(e, Effect::Assignment { .. })));
         let reference = work_item();
-        let item = Item { work_item: &reference, id: "issue-15", execute_keyword: "x" };
+        let item =
+            Item { work_item: &reference, id: "issue-15", execute_keyword: "x", plugin: true };
         let again = start(LoopName::WorkItem.graph(), &mut state, item, now());
         assert_eq!((again.step, again.changed), (Step::AlreadyStarted, false));
+    }
+
+    #[test]
+    fn an_approval_gate_records_each_reviewers_words_into_the_state_file_once() {
+        let mut state = WorkItemState::new("github:octo/app#15", "pdlc-work-item-loop");
+        state.current_node = "design-approval".into();
+        let none = Files(vec![]);
+        let outsider = Comment {
+            author: "mallory".parse().unwrap(),
+            body: "approved".into(),
+            self_authored: false,
+        };
+        let given = [outsider, said("approved, but nit: name the cache `Ledger`")];
+        let moved = run(LoopName::WorkItem, &mut state, &given, &none);
+        assert!(
+            matches!(moved.step, Step::Advanced { ref outcome, .. } if outcome == "approved-with-comments")
+        );
+        let recorded: Vec<(&str, &str, &str)> = state
+            .feedback
+            .iter()
+            .map(|f| (f.into.as_str(), f.by.as_str(), f.outcome.as_str()))
+            .collect();
+        assert_eq!(
+            recorded,
+            [
+                ("design.md", "ann", "approved-with-comments"),
+                ("testing-plan.md", "ann", "approved-with-comments")
+            ],
+            "every `record-feedback` of the chain, the authorized reviewer only"
+        );
+        assert!(state.feedback[0].text.contains("`Ledger`"));
+        // Judged again with the same comment (it came back to the same gate): not twice.
+        state.current_node = "design-approval".into();
+        run(LoopName::WorkItem, &mut state, &given, &none);
+        assert_eq!(state.feedback.len(), 2);
     }
 
     #[test]
@@ -762,8 +856,12 @@ mod tests {
         let (mut state, _) = started(LoopName::WorkItem);
         run(LoopName::WorkItem, &mut state, &[said("the-loop execute")], &Files(vec![]));
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let graph = LoopName::WorkItem.graph();
         let blocked = complete(graph, &mut state, item, None, "agent", &Files(vec![]), now());
         assert_eq!(blocked.step, Step::Blocked { node: "brainstorming".into() });
@@ -797,8 +895,12 @@ mod tests {
             matches!(&report.effects[0], Effect::PhaseLabel { phase } if phase == "implementation")
         );
         let reference = work_item();
-        let item =
-            Item { work_item: &reference, id: "issue-15", execute_keyword: "the-loop execute" };
+        let item = Item {
+            work_item: &reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        };
         let none = Files(vec![]);
         let claimed =
             complete(LoopName::AdHoc.graph(), &mut state, item, None, "agent", &none, now());
@@ -861,7 +963,12 @@ mod tests {
     }
 
     fn operator_item(reference: &crate::WorkItemRef) -> Item<'_> {
-        Item { work_item: reference, id: "issue-15", execute_keyword: "the-loop execute" }
+        Item {
+            work_item: reference,
+            id: "issue-15",
+            execute_keyword: "the-loop execute",
+            plugin: true,
+        }
     }
 
     #[test]

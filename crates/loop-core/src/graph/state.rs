@@ -70,6 +70,30 @@ pub struct WorkItemState {
     pub effort: String,
     #[serde(default)]
     pub pull_requests: Vec<PullRequestEntry>,
+    /// What reviewers said at a gate that records it (`record-feedback`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<Feedback>,
+}
+
+/// One reviewer's comment recorded at a gate (`record-feedback`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Feedback {
+    /// The gate it was given at.
+    pub node: String,
+    /// The artifact it is about (the hook's `into`).
+    pub into: String,
+    /// What the gate decided with it (`approved-with-comments`, `changes-requested`, …).
+    pub outcome: String,
+    pub by: String,
+    pub at: Timestamp,
+    /// The comment, cut to [`Feedback::TEXT_CAP`] characters.
+    pub text: String,
+}
+
+impl Feedback {
+    /// How much of a comment the state file keeps.
+    pub const TEXT_CAP: usize = 2000;
 }
 
 fn version() -> u32 {
@@ -96,6 +120,7 @@ impl WorkItemState {
             model: String::new(),
             effort: String::new(),
             pull_requests: Vec::new(),
+            feedback: Vec::new(),
         }
     }
 

@@ -83,6 +83,10 @@ pub struct Endpoint {
     /// The question the agent asked (`the-loop ask`) that no answer has reached yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_input: Option<AwaitingInput>,
+    /// Why the process graph cannot run in this session's checkout (a clone of another
+    /// repository), as status, the board and the API show it; absent when it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_warning: Option<String>,
 }
 
 /// An open question of the agent's: where it was asked and what it offered. The text is
@@ -122,6 +126,7 @@ impl Endpoint {
             effort: None,
             harness_args: Vec::new(),
             awaiting_input: None,
+            graph_warning: None,
         }
     }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, PoisonError};
 
 use jiff::Timestamp;
 use loop_core::WorkItemRef;
+use loop_core::checkout::{self, Verdict};
 use loop_core::config::Config;
 use loop_core::control::Command;
 use loop_core::event::Event;
@@ -30,12 +31,15 @@ use loop_core::guards::{is_self_authored, mark_self_authored};
 use loop_core::log::{Kind, Line};
 use loop_core::record::{Control, LocalRecord};
 use loop_sessions::session;
-use loop_sessions::workspace::checkout_belongs_to;
+use loop_sessions::workspace::origin_of;
 use loop_store::portable::Slot;
 use loop_store::spec_state::SpecFolder;
 use loop_store::{EventLog, LegacyGraph, StoreError};
 
 use super::{Dispatcher, blocking};
+
+/// What marks the one "graph not running" comment on a work item.
+pub const GRAPH_WARNING_MARKER: &str = "<!-- the-loop:graph-not-running -->";
 
 /// The work item's graph in one checkout: gates passed.
 #[derive(Debug, Clone)]
@@ -45,14 +49,18 @@ pub(crate) struct Link {
     graph: LoopName,
     id: String,
     execute_keyword: String,
+    /// The session's harness has the-loop's plugin: assignments and the block name the
+    /// node's slash command; without it they carry its instructions.
+    plugin: bool,
 }
 
 /// Why the graph is not driven for an event; the `reason` of `graph.skipped`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Skip {
     /// `routing.graph.enabled: false`, or no armed start (silent, as the reference).
     Quiet,
-    ForeignCheckout,
+    /// The checkout is not the item's repository: what it is instead.
+    ForeignCheckout(Verdict),
     SpecDirOutsideCheckout,
     NoSpecDir,
 }
@@ -77,22 +85,62 @@ impl Dispatcher {
         cwd: &Path,
         boundary: Boundary,
     ) -> Option<Link> {
-        let reason = match self.try_link(config, item, cwd, boundary).await {
+        let (reason, warning) = match self.try_link(config, item, cwd, boundary).await {
             Ok(link) => return Some(link),
             Err(Skip::Quiet) => return None,
-            Err(Skip::ForeignCheckout) => "foreign-checkout",
-            Err(Skip::SpecDirOutsideCheckout) => "spec-dir-outside-checkout",
-            Err(Skip::NoSpecDir) => "no-spec-dir",
+            Err(Skip::ForeignCheckout(verdict)) => {
+                ("foreign-checkout", verdict.warning(cwd, item.repo()))
+            }
+            Err(Skip::SpecDirOutsideCheckout) => ("spec-dir-outside-checkout", None),
+            Err(Skip::NoSpecDir) => ("no-spec-dir", None),
         };
         // Said once per session checkout and reason: the reason does not change from
         // one delivery to the next, and the trail is read by people.
         let noted = (item.clone(), cwd.to_owned(), reason);
         if self.inner.graph_skips.lock().unwrap_or_else(PoisonError::into_inner).insert(noted) {
-            self.events()
-                .emit_async(Line::info(Kind::GraphSkipped).work_item(item).field("reason", reason))
-                .await;
+            let line = match &warning {
+                Some(warning) => Line::warning(Kind::GraphSkipped).field("warning", warning),
+                None => Line::info(Kind::GraphSkipped),
+            };
+            self.events().emit_async(line.work_item(item).field("reason", reason)).await;
+            if let Some(warning) = warning {
+                self.warn_graph_not_running(item, cwd, &warning).await;
+            }
         }
         None
+    }
+
+    /// Why the graph cannot run in `cwd` for `item`, as judged already (`None`: it can,
+    /// or it was not judged).
+    pub(crate) fn graph_warning(&self, item: &WorkItemRef, cwd: &Path) -> Option<String> {
+        let proven = self.inner.proven_checkouts.lock().unwrap_or_else(PoisonError::into_inner);
+        proven.get(&(item.clone(), cwd.to_owned()))?.warning(cwd, item.repo())
+    }
+
+    /// A graph that cannot run says so where people look: the warning recorded on the
+    /// item's session (status, the board, the API's `graphWarning`) and, once per item,
+    /// a self-marked comment on it (found again by its marker, so a restart does not
+    /// post it twice).
+    async fn warn_graph_not_running(&self, item: &WorkItemRef, cwd: &Path, warning: &str) {
+        let (registry, target, dir, text) =
+            (self.inner.registry.clone(), item.clone(), cwd.to_owned(), warning.to_owned());
+        let noted = blocking(move || registry.note_graph_warning(&target, &dir, Some(&text))).await;
+        if let Err(err) = noted {
+            self.events().emit_async(link_failed(item, &err)).await;
+        }
+        let Some(github) = &self.inner.github else { return };
+        let body = format!("{GRAPH_WARNING_MARKER}\n{warning}");
+        let result = async {
+            let posted = github.conversation_comments(item).await?;
+            if !posted.iter().any(|c| c.body.contains(GRAPH_WARNING_MARKER)) {
+                github.post_comment(item, &mark_self_authored(&body)).await?;
+            }
+            Ok::<_, loop_github::GithubError>(())
+        }
+        .await;
+        if let Err(err) = result {
+            self.events().emit_async(hook_degraded(item, "graph-warning", &err)).await;
+        }
     }
 
     async fn try_link(
@@ -137,8 +185,9 @@ impl Dispatcher {
         {
             return Err(Skip::Quiet);
         }
-        if !self.proven(config, item, cwd).await {
-            return Err(Skip::ForeignCheckout);
+        match self.proven(config, item, cwd).await {
+            Verdict::Ours => {}
+            other => return Err(Skip::ForeignCheckout(other)),
         }
         let graph = match review {
             Some(_) => LoopName::PullRequest,
@@ -149,7 +198,8 @@ impl Dispatcher {
             }
         };
         let execute_keyword = config.routing.control.keywords.execute.clone();
-        Ok(Link { item: item.clone(), folder, graph, id, execute_keyword })
+        let plugin = self.has_plugin(config);
+        Ok(Link { item: item.clone(), folder, graph, id, execute_keyword, plugin })
     }
 
     /// Forgets what was proven or said of `item`'s checkouts: its session ended, and the
@@ -162,20 +212,21 @@ impl Dispatcher {
         skips.retain(|(skipped, _, _)| skipped != item);
     }
 
-    /// Whether `cwd` is `item`'s checkout (its origin remote), remembered either way: a
-    /// checkout's origin does not change under a session, and the hot path runs no git.
-    async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> bool {
+    /// What `cwd` is for `item` (its origin remote, as configured and as rewritten),
+    /// remembered either way: a checkout's origin does not change under a session, and
+    /// the hot path runs no git.
+    async fn proven(&self, config: &Config, item: &WorkItemRef, cwd: &Path) -> Verdict {
         let key = (item.clone(), cwd.to_owned());
         let proven = &self.inner.proven_checkouts;
         if let Some(known) = proven.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return *known;
+            return known.clone();
         }
         let git = PathBuf::from(&config.routing.workspace.git_binary);
-        let bases = config.routing.workspace.clone_urls.clone();
-        let (dir, repo) = (cwd.to_owned(), item.repo().clone());
-        let belongs = blocking(move || checkout_belongs_to(&git, &dir, &repo, &bases)).await;
-        proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key, belongs);
-        belongs
+        let dir = cwd.to_owned();
+        let origin = blocking(move || origin_of(&git, &dir)).await;
+        let verdict = checkout::judge(item.repo(), &origin, &config.routing.workspace.clone_urls);
+        proven.lock().unwrap_or_else(PoisonError::into_inner).insert(key, verdict.clone());
+        verdict
     }
 
     /// The state file as it is now (`None`: absent, unreadable, or moved aside).
@@ -188,7 +239,7 @@ impl Dispatcher {
     /// pending, before the first write).
     pub(crate) async fn graph_context(&self, link: &Link) -> String {
         let state = self.load_state(link).await;
-        context::render(link.graph.graph(), state.as_ref(), &link.id)
+        context::render(link.graph.graph(), state.as_ref(), &link.id, link.plugin)
     }
 
     /// Whether the item waits at a human gate, which then reads the event's comment
@@ -264,12 +315,13 @@ impl Dispatcher {
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let reports = blocking(move || {
             folder.update(&events, |state| {
                 let now = Timestamp::now();
                 let mut state =
                     state.unwrap_or_else(|| WorkItemState::new(&item.to_string(), graph.as_str()));
-                let item = Item { work_item: &item, id: &id, execute_keyword: &keyword };
+                let item = Item { work_item: &item, id: &id, execute_keyword: &keyword, plugin };
                 let input = GateInput {
                     comments: &comments,
                     authorized: &authorized,
@@ -585,7 +637,7 @@ impl Dispatcher {
         let state = self.load_state(&link).await;
         let graph = link.graph.graph();
         let (check, ok) = context::check(graph, state.as_ref());
-        let context = context::render(graph, state.as_ref(), &link.id);
+        let context = context::render(graph, state.as_ref(), &link.id, link.plugin);
         Some(GraphView { context, check, ok, graph: link.graph, state })
     }
 
@@ -603,10 +655,12 @@ impl Dispatcher {
             (self.events().clone(), link.folder.clone(), link.graph, by.to_owned());
         let (work_item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let report = blocking(move || {
             folder.update(&events, |state| {
                 let Some(mut state) = state else { return (None, None) };
-                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let item =
+                    Item { work_item: &work_item, id: &id, execute_keyword: &keyword, plugin };
                 let report = runtime::complete(
                     graph.graph(),
                     &mut state,
@@ -647,9 +701,10 @@ impl Dispatcher {
     }
 
     /// `the-loop graph force`: `target`'s pointer moved to `to` past its gates, recorded
-    /// under the state file's lock ([`runtime::force`]), then `graph.forced` and the
-    /// audit comment. A comment that could not be posted is one more warning: the state
-    /// file and the event log already hold the override. `None`: no graph here.
+    /// under the state file's lock ([`runtime::force`]), then `graph.forced`, the audit
+    /// comment, and the entered node's entry chain (its label, its assignment pasted into
+    /// the item's session). A comment that could not be posted is one more warning: the
+    /// state file and the event log already hold the override. `None`: no graph here.
     pub async fn graph_force(
         &self,
         target: &GraphTarget,
@@ -658,7 +713,7 @@ impl Dispatcher {
         by: &str,
     ) -> Option<Result<Forced, Refused>> {
         let (to, reason, by) = (to.to_owned(), reason.to_owned(), by.to_owned());
-        let (link, forced) = self
+        let (link, tmux, forced) = self
             .operator_update(target, move |graph, state, item| {
                 runtime::force(graph, state, item, &to, &reason, &by, Timestamp::now())
             })
@@ -666,6 +721,9 @@ impl Dispatcher {
         let Ok(mut forced) = forced else { return Some(forced) };
         let lines = std::mem::take(&mut forced.lines);
         self.carry_out_override(&link, lines, &forced.audit, &mut forced.warnings).await;
+        for effect in std::mem::take(&mut forced.effects) {
+            self.graph_effect(&link, effect, &tmux).await;
+        }
         Some(Ok(forced))
     }
 
@@ -682,7 +740,7 @@ impl Dispatcher {
         via: &'static str,
     ) -> Option<Result<Declared, Refused>> {
         let (reason, by) = (reason.to_owned(), by.to_owned());
-        let (link, declared) = self
+        let (link, _, declared) = self
             .operator_update(target, move |graph, state, item| {
                 runtime::skip(graph, state, item, &tokens, &reason, &by, via, Timestamp::now())
             })
@@ -695,30 +753,33 @@ impl Dispatcher {
     }
 
     /// Runs an operator's `verb` on `target`'s state file under its lock (a file not
-    /// there yet is the loop's, never entered), saving it when the verb did not refuse.
+    /// there yet is the loop's, never entered), saving it when the verb did not refuse;
+    /// the link, the item's tmux session here, and the verb's answer.
     async fn operator_update<T: Send + 'static>(
         &self,
         target: &GraphTarget,
         verb: impl FnOnce(&loop_core::graph::Loop, &mut WorkItemState, Item<'_>) -> Result<T, Refused>
         + Send
         + 'static,
-    ) -> Option<(Link, Result<T, Refused>)> {
-        let (link, _) = self.operator_link(target).await?;
+    ) -> Option<(Link, String, Result<T, Refused>)> {
+        let (link, tmux) = self.operator_link(target).await?;
         let (events, folder, graph) = (self.events().clone(), link.folder.clone(), link.graph);
         let (work_item, id, keyword) =
             (link.item.clone(), link.id.clone(), link.execute_keyword.clone());
+        let plugin = link.plugin;
         let answer = blocking(move || {
             folder.update(&events, |state| {
                 let mut state = state
                     .unwrap_or_else(|| WorkItemState::new(&work_item.to_string(), graph.as_str()));
-                let item = Item { work_item: &work_item, id: &id, execute_keyword: &keyword };
+                let item =
+                    Item { work_item: &work_item, id: &id, execute_keyword: &keyword, plugin };
                 let answer = verb(graph.graph(), &mut state, item);
                 (answer.is_ok().then_some(state), answer)
             })
         })
         .await;
         match answer {
-            Ok(answer) => Some((link, answer)),
+            Ok(answer) => Some((link, tmux, answer)),
             Err(err) => {
                 self.events().emit_async(link_failed(&link.item, &err)).await;
                 None
@@ -756,7 +817,7 @@ impl Dispatcher {
 
     async fn claimed(&self, link: &Link, step: Step, messages: Vec<String>) -> Claimed {
         let state = self.load_state(link).await;
-        let context = context::render(link.graph.graph(), state.as_ref(), &link.id);
+        let context = context::render(link.graph.graph(), state.as_ref(), &link.id, link.plugin);
         Claimed { step, messages, context, graph: link.graph, state }
     }
 }

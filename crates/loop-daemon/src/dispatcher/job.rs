@@ -26,7 +26,7 @@ use loop_core::graph::state::Upstream;
 use loop_core::log::{Kind, Line};
 use loop_core::plan::{self, Decision, JobRoute, PrSession};
 use loop_core::prompt::{EVENT_TEMPLATE, Prompt, SPAWN_TEMPLATE};
-use loop_core::record::LocalRecord;
+use loop_core::record::{Endpoint, LocalRecord};
 use loop_core::{batch, ci};
 use loop_sessions::registry::{EndpointHandles, OwedAnnouncement, RegistryError};
 use loop_sessions::workspace::{Branch, WorkspaceError, clone_url};
@@ -467,6 +467,7 @@ impl Dispatcher {
         let pull_request = job.event.pull_request().filter(|pr| pr != &item);
         let (registry, owner, pr) =
             (self.inner.registry.clone(), item.clone(), pull_request.clone());
+        let graph_warning = link.is_none().then(|| self.graph_warning(&item, &cwd)).flatten();
         let saved = blocking(move || {
             let now = Timestamp::now();
             let target = handles.tmux_target.clone();
@@ -477,7 +478,8 @@ impl Dispatcher {
                 tmux_target: target.clone(),
                 owed_at: now,
             })?;
-            if let Err(refused) = registry.register(&owner, handles.into_endpoint(now), false) {
+            let endpoint = Endpoint { graph_warning, ..handles.into_endpoint(now) };
+            if let Err(refused) = registry.register(&owner, endpoint, false) {
                 // Nothing new to announce. (A marker that cannot be removed stays, and
                 // the next start may announce the live session a second time.)
                 let _left = registry.settle_announcement(&target);

@@ -109,9 +109,11 @@ struct Inner {
     /// The heads (`repo@sha`) whose CI failure was pasted, newest last (bounded): a pass
     /// on one of them is pasted as one line.
     ci_failures: Mutex<std::collections::VecDeque<String>>,
-    /// Whether each session checkout is its work item's (origin remote), proven once, so
-    /// a delivery does not run git to prove it again (forgotten when the session closes).
-    proven_checkouts: Mutex<HashMap<(WorkItemRef, std::path::PathBuf), bool>>,
+    /// What each session checkout is for its work item (its origin remote), judged once,
+    /// so a delivery does not run git to judge it again (forgotten when the session
+    /// closes).
+    proven_checkouts:
+        Mutex<HashMap<(WorkItemRef, std::path::PathBuf), loop_core::checkout::Verdict>>,
     /// The `graph.skipped` lines said: once per session checkout and reason (likewise).
     graph_skips: Mutex<std::collections::HashSet<(WorkItemRef, std::path::PathBuf, &'static str)>>,
     queues: Mutex<HashMap<WorkItemRef, queue::Queue>>,

@@ -209,6 +209,7 @@ pub fn session(
         effort: None,
         harness_args: Vec::new(),
         awaiting_input: None,
+        graph_warning: None,
     };
     let mut record = loop_core::record::LocalRecord::new(item.clone());
     record.endpoints.insert(item, endpoint.clone());

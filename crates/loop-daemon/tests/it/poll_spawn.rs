@@ -39,6 +39,7 @@ pub fn session_record(
             effort: None,
             harness_args: Vec::new(),
             awaiting_input: None,
+            graph_warning: None,
         };
         record.endpoints.insert((*item).clone(), endpoint);
     }

@@ -5,6 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use loop_core::graph::LoopName;
 use loop_sessions::plugin::{self, PluginError, PluginSite};
 use loop_sessions::trust::{ClaudeFiles, TrustError};
 use serde_json::{Value, json};
@@ -116,4 +117,50 @@ fn a_stale_file_is_rewritten_and_status_says_so_until_then() {
     let notes = plugin::seed_claude_plugin(&files, &site).expect("seeded");
     assert_eq!(notes.len(), 1, "only the stale file: {notes:?}");
     assert!(plugin::status(&files, &site).unwrap().in_use(&site));
+}
+
+#[test]
+fn every_command_a_shipped_loop_or_prompt_names_is_a_file_of_the_written_plugin() {
+    let home = Home::new();
+    let site = home.site();
+    site.write().expect("written");
+    let mut names: Vec<String> = vec!["work-on".to_owned()];
+    for name in LoopName::ALL {
+        names.extend(name.graph().nodes.iter().filter_map(|node| node.command.clone()));
+    }
+    for name in names {
+        let path = site.plugin_dir().join("commands").join(format!("{name}.md"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("`/the-loop:{name}` has no shipped file: {err}"));
+        let body = loop_core::slash::shipped(&name).map(|c| c.body.trim_end()).unwrap_or("?");
+        assert!(text.starts_with("---\ndescription: \""), "{name}: {text}");
+        assert!(text.contains(body), "{name}: the table's text is the file's");
+    }
+}
+
+/// The real, pinned Claude Code CLI accepts the written plugin and its marketplace
+/// (`claude plugin validate`); skipped, saying so, only where it cannot be installed.
+#[test]
+fn claude_plugin_validate_accepts_the_written_plugin_and_marketplace() {
+    let Some(claude) = loop_sim::test_support::claude_code() else { return };
+    let home = Home::new();
+    let site = home.site();
+    site.write().expect("written");
+    for dir in [site.plugin_dir(), site.marketplace.clone()] {
+        let out = std::process::Command::new(claude)
+            .args(["plugin", "validate"])
+            .arg(&dir)
+            .env("HOME", home.dir.path())
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .output()
+            .expect("claude runs");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "validate {}: {said}", dir.display());
+        assert!(!said.to_lowercase().contains("warning"), "validate {}: {said}", dir.display());
+    }
 }

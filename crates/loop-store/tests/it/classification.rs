@@ -125,6 +125,7 @@ fn written_values() -> Vec<(RecordType, Value)> {
             question: "Which?".into(),
             options: vec!["a".into()],
         }),
+        graph_warning: Some("graph not running: the checkout at /w is a clone of x/y".into()),
     };
     let mut local = LocalRecord::new(work_item.clone());
     local.endpoints.insert(work_item.clone(), endpoint);

@@ -94,10 +94,18 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
     });
     let ok = rows.iter().all(|row| !row.enabled || row.live.running());
     let now = Timestamp::now();
+    let warnings = graph_warnings(&store).unwrap_or_else(|err| {
+        printer.warning(format!("cannot read the session records: {err}"));
+        Vec::new()
+    });
     if global.json {
         let services: Vec<Value> =
             rows.iter().map(|row| row_json(row, &layout, heartbeat.as_ref())).collect();
-        printer.data(json!({ "services": services, "ok": ok }));
+        let graphs: Vec<Value> = warnings
+            .iter()
+            .map(|(item, warning)| json!({"workItem": item.to_string(), "graphWarning": warning}))
+            .collect();
+        printer.data(json!({ "services": services, "graphWarnings": graphs, "ok": ok }));
     } else {
         for row in &rows {
             printer.data(row_text(row));
@@ -107,8 +115,25 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
                 }
             }
         }
+        for (item, warning) in &warnings {
+            printer.warning(format!("{item}: {warning}"));
+        }
     }
     Ok(if ok { ExitStatus::Success } else { ExitStatus::Negative })
+}
+
+/// Each live session whose process graph cannot run, with why (the warning the
+/// dispatcher recorded on its endpoint).
+fn graph_warnings(store: &StateStore) -> anyhow::Result<Vec<(loop_core::WorkItemRef, String)>> {
+    Ok(store
+        .list_local_records()?
+        .into_iter()
+        .filter_map(|record| {
+            let own = record.own_endpoint().filter(|own| own.is_live())?;
+            let warning = own.graph_warning.clone()?;
+            Some((record.work_item.clone(), warning))
+        })
+        .collect())
 }
 
 fn row_text(row: &Row) -> String {

@@ -33,17 +33,19 @@ fn text(output: &Output) -> (String, String) {
 fn assert_every_step_observed(output: &Output) {
     let (stdout, stderr) = text(output);
     assert_eq!(output.status.code(), Some(0), "--- stdout\n{stdout}\n--- stderr\n{stderr}");
-    for step in 1..=11 {
-        assert!(stderr.contains(&format!("[{step}/11]")), "step {step} not narrated:\n{stderr}");
+    for step in 1..=12 {
+        assert!(stderr.contains(&format!("[{step}/12]")), "step {step} not narrated:\n{stderr}");
     }
     for effect in [
         "waits for an authorized `the-loop start`",
         "session spawned",
-        "announced on #1",
+        "announced in a comment on demo/app#1: “🖥️ the-loop started an interactive session",
         "the first prompt was pasted",
         "carries `loop:phase-selection`",
         "the label moved to `loop:brainstorming`",
         "pasted into the session",
+        "the gate blocked the claim: brainstorm.md is missing from the spec folder",
+        "the gate passed: the label moved to `loop:requirements-definition`",
         "bound to #1's session",
         "src/parser.rs, line 42",
         "refused (unauthorized-actor)",
@@ -57,6 +59,7 @@ fn assert_every_step_observed(output: &Output) {
         assert!(stderr.contains(effect), "{effect:?} not reported:\n{stderr}");
     }
     assert!(!stderr.contains('✗'), "an effect was not observed:\n{stderr}");
+    assert!(!stderr.contains("<!--"), "a raw marker in the narration:\n{stderr}");
 }
 
 fn tmux(socket: &Path, args: &[&str]) -> Output {

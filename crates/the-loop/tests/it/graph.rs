@@ -11,7 +11,7 @@ use loop_core::graph::state::{Upstream, WorkItemState};
 use loop_sim::test_support::{read_lines, wait_for};
 use serde_json::Value;
 
-use crate::machine::{Machine, World};
+use crate::machine::{Checkouts, Machine, World};
 
 const REPO: &str = World::REPO;
 const ITEM: &str = "github:octo/app#1";
@@ -42,6 +42,13 @@ impl Site {
     fn with_routing(routing: &str) -> Self {
         let world = World::new();
         let machine = Machine::with_checkouts(&world, routing);
+        Self { world, machine }
+    }
+
+    /// A site whose sessions run in checkouts made as `checkouts` says.
+    fn with(checkouts: Checkouts<'_>) -> Self {
+        let world = World::new();
+        let machine = Machine::with(&world, checkouts, "");
         Self { world, machine }
     }
 
@@ -219,6 +226,41 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
     site.wait_for_label(1, "loop:requirements-definition");
     site.wait_for_message("you are now at node `requirements-definition`");
     site.run(&["graph", "status", ITEM]).expect_code(0).expect_stdout("requirements-definition");
+}
+
+/// What the first test proves of a start, up to the first phase's assignment, for a
+/// machine whose user's git config rewrites the URL the-loop clones from.
+fn a_start_walks_to_the_first_phase_in(checkouts: Checkouts<'_>) {
+    let site = Site::with(checkouts);
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_label(1, "loop:phase-selection");
+    site.wait_for_posted(1, CHECKLIST);
+    site.wait_for_message("you are now at node `phase-selection`");
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop execute").unwrap();
+    site.wait_for_node(1, "brainstorming");
+    site.wait_for_label(1, "loop:brainstorming");
+    let assignment = site.wait_for_message("you are now at node `brainstorming`");
+    assert!(assignment.contains("`/the-loop:brainstorm issue-1`"), "{assignment}");
+    assert!(site.events("graph.skipped").is_empty(), "{:?}", site.events("graph.skipped"));
+    assert!(site.posted(1, "graph not running").is_empty());
+}
+
+#[test]
+fn an_insteadof_rewrite_of_https_github_to_a_mirror_leaves_the_checkout_the_items() {
+    a_start_walks_to_the_first_phase_in(Checkouts::Rewritten {
+        protocol: "https",
+        from: "https://github.com/",
+    });
+}
+
+#[test]
+fn an_insteadof_rewrite_of_the_ssh_form_to_a_mirror_leaves_the_checkout_the_items() {
+    a_start_walks_to_the_first_phase_in(Checkouts::Rewritten {
+        protocol: "ssh",
+        from: "git@github.com:",
+    });
 }
 
 #[test]
@@ -484,6 +526,10 @@ fn the_operator_declares_phases_skipped_and_forces_a_node_each_recorded_and_anno
     assert_eq!(state.forced.len(), 1);
     let (_, announced) = site.wait_for_posted(1, "Forced transition");
     assert!(announced.contains("`implementation` → `verification`"), "{announced}");
+    // The node entered is entered as any move enters it: its label and its assignment.
+    site.wait_for_label(1, "loop:verification");
+    let assignment = site.wait_for_message("you are now at node `verification`");
+    assert!(assignment.contains("`/the-loop:verify-work issue-1`"), "{assignment}");
     assert!(announced.contains("tested by hand"), "{announced}");
     site.run(&["graph", "check", ITEM]).expect_stdout("(forced)");
     let forced = site.events("graph.forced");
@@ -492,4 +538,105 @@ fn the_operator_declares_phases_skipped_and_forces_a_node_each_recorded_and_anno
     assert_eq!(site.events("graph.skips_declared").len(), 1);
     assert_eq!(site.events("graph.skips_rejected").len(), 2);
     site.run(&["explain", ITEM]).expect_code(0).expect_stdout("no verdict was forged");
+}
+
+#[test]
+fn a_foreign_checkout_says_the_graph_is_not_running_wherever_the_item_is_shown_and_once_on_it() {
+    // Sessions run in the machine's working directory, a clone of another repository
+    // (its origin a token URL, as CI writes one).
+    let world = World::new();
+    let site = Site { machine: Machine::new(&world, ""), world };
+    let cwd = site.cli.cwd().to_owned();
+    for args in [
+        &["init", "-q"][..],
+        &["remote", "add", "origin", "https://x-access-token:s3cret@github.com/x/y.git"],
+    ] {
+        let out = Command::new("git").arg("-C").arg(&cwd).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    }
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_message("the-loop auto-execute: github:octo/app#1");
+
+    let expected = format!(
+        "graph not running: the checkout at {} is a clone of x/y, not octo/app — fix:",
+        cwd.display()
+    );
+    let (_, comment) = site.wait_for_posted(1, "graph not running");
+    assert!(comment.contains(&expected), "{comment}");
+    assert!(!comment.contains("s3cret"), "no token in the comment: {comment}");
+
+    // Said once: a later event, and a restart, do not post it again.
+    site.world.sim.comment(REPO, 1, "octocat", "any news?").unwrap();
+    site.wait_for_message("any news?");
+    site.run(&["stop"]).expect_code(0);
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "still there?").unwrap();
+    site.wait_for_message("still there?");
+    assert_eq!(site.posted(1, "graph not running").len(), 1, "one comment");
+
+    // Status, explain and the API's work-item row (the board's card) name the reason.
+    site.run(&["status"]).expect_stderr(&format!("github:octo/app#1: {expected}"));
+    site.run(&["explain", ITEM]).expect_code(0).expect_stdout(&expected);
+    let (status, rows) = site.api("GET", "/api/v1/work-items", None);
+    assert_eq!(status, 200, "{rows}");
+    let warning = rows[0]["graphWarning"].as_str().unwrap_or_default();
+    assert!(warning.starts_with(&expected), "{rows}");
+    let skipped = site.events("graph.skipped");
+    let foreign: Vec<&Value> =
+        skipped.iter().filter(|e| e["reason"] == "foreign-checkout").collect();
+    assert!(
+        !foreign.is_empty() && foreign.iter().all(|e| e["level"] == "warning"),
+        "a warning, never only an info line: {skipped:?}"
+    );
+    board_card_shows(&site, &expected);
+}
+
+/// The board's model (the dashboard's `model.js`, as the service serves it) gives item #1's
+/// card the warning the API row carries; checked with node where it is installed.
+fn board_card_shows(site: &Site, expected: &str) {
+    if Command::new("node").arg("--version").output().is_err() {
+        return;
+    }
+    let (_, model) = site.http("GET", "/assets/model.js", None);
+    let (_, rows) = site.http("GET", "/api/v1/work-items", None);
+    let dir = site.cli.cwd().join("board");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("model.mjs"), model).unwrap();
+    std::fs::write(dir.join("rows.json"), rows).unwrap();
+    let script = "import { board } from './model.mjs';\nimport { readFileSync } from 'node:fs';\nconst records = JSON.parse(readFileSync('rows.json', 'utf8'));\nconst [row] = board({ records, sessions: [], attention: [], graphs: new Map() });\nprocess.stdout.write(row.graphWarning);\n";
+    std::fs::write(dir.join("card.mjs"), script).unwrap();
+    let out = Command::new("node").arg("card.mjs").current_dir(&dir).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.starts_with(expected), "{shown} {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_reviewers_words_at_an_approval_gate_are_recorded_in_the_state_file_and_shown_by_the_api() {
+    let site = Site::new();
+    site.world.sim.open_issue(REPO, "octocat", "Add search", &[LABEL]).unwrap();
+    site.start();
+    site.world.sim.comment(REPO, 1, "octocat", "the-loop start").unwrap();
+    site.wait_for_node(1, "phase-selection");
+    site.run(&["graph", "force", ITEM, "--to", "requirements-approval", "--reason", "drafted"])
+        .expect_code(0);
+    // Entered as any move enters it: its review request goes up.
+    site.wait_for_posted(1, "`requirements-approval` is ready for review");
+    site.world.sim.comment(REPO, 1, "octocat", "approved, but nit: say which rate limits").unwrap();
+    let state = site.wait_for_node(1, "design");
+    assert_eq!(state.feedback.len(), 1, "{:?}", state.feedback);
+    let feedback = &state.feedback[0];
+    assert_eq!(
+        (feedback.node.as_str(), feedback.into.as_str(), feedback.by.as_str()),
+        ("requirements-approval", "requirements.md", "octocat")
+    );
+    assert_eq!(feedback.outcome, "approved-with-comments");
+    assert!(feedback.text.contains("say which rate limits"), "{feedback:?}");
+    site.wait_for_label(1, "loop:design");
+    let rows = wait_for("the API row's feedback", || {
+        let (_, rows) = site.api("GET", "/api/v1/work-items", None);
+        rows[0]["graph"]["feedback"].is_array().then_some(rows.clone()).ok_or(rows)
+    });
+    assert_eq!(rows[0]["graph"]["feedback"][0]["by"], "octocat", "{rows}");
 }

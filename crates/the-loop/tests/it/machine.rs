@@ -61,6 +61,20 @@ pub enum Agent<'a> {
     Claude { cli: &'a std::path::Path, model_url: String },
 }
 
+/// Where a machine's sessions work.
+#[derive(Debug, Clone, Copy)]
+pub enum Checkouts<'a> {
+    /// In the machine's working directory, no checkout.
+    None,
+    /// In clones of `octo/app`, fetched from its served repository through
+    /// `routing.workspace.cloneUrls`.
+    Served,
+    /// In clones of `octo/app` by its GitHub URL (`https` or `ssh`, `routing.workspace.
+    /// cloneProtocol`), which the user's global git config (`url.<base>.insteadOf`,
+    /// `from` rewritten) sends to the served repository, as a mirror or SSH setup does.
+    Rewritten { protocol: &'a str, from: &'a str },
+}
+
 /// The API key the real Claude Code is given (the model stand-in takes any).
 const API_KEY: &str = "sk-ant-api03-the-loop-tests-0123456789abcdefghij";
 
@@ -88,7 +102,7 @@ impl Machine {
     /// auto-execute label; `extra` is appended to its config as further top-level
     /// sections (e.g. an `instance:` block).
     pub fn new(world: &World, extra: &str) -> Self {
-        Self::build(world, Agent::StandIn, false, "", extra)
+        Self::build(world, Agent::StandIn, Checkouts::None, "", extra)
     }
 
     /// A machine whose sessions run the real Claude Code against `model`, each in a clone
@@ -100,7 +114,7 @@ impl Machine {
         routing: &str,
     ) -> Self {
         let agent = Agent::Claude { cli, model_url: model.base_url() };
-        Self::build(world, agent, true, routing, "")
+        Self::build(world, agent, Checkouts::Served, routing, "")
     }
 
     /// A machine whose sessions each run in a clone of `octo/app`, served from a real
@@ -108,10 +122,21 @@ impl Machine {
     /// process graph is driven in them; `routing` is appended to its `routing:` section
     /// (keys indented by two spaces).
     pub fn with_checkouts(world: &World, routing: &str) -> Self {
-        Self::build(world, Agent::StandIn, true, routing, "")
+        Self::build(world, Agent::StandIn, Checkouts::Served, routing, "")
     }
 
-    fn build(world: &World, agent: Agent<'_>, checkouts: bool, routing: &str, extra: &str) -> Self {
+    /// A machine whose sessions run in clones made as `checkouts` says.
+    pub fn with(world: &World, checkouts: Checkouts<'_>, routing: &str) -> Self {
+        Self::build(world, Agent::StandIn, checkouts, routing, "")
+    }
+
+    fn build(
+        world: &World,
+        agent: Agent<'_>,
+        checkouts: Checkouts<'_>,
+        routing: &str,
+        extra: &str,
+    ) -> Self {
         let mut cli = Cli::new();
         let root = cli.cwd().join("state");
         let bin = cli.cwd().join("bin");
@@ -122,14 +147,26 @@ impl Machine {
         let record = cli.cwd().join("agent.jsonl");
         let launches = cli.cwd().join("launches.jsonl");
         let (workspaces, origins) = (cli.cwd().join("workspaces"), cli.cwd().join("origins"));
-        let workspace = if checkouts {
-            let base = git_origin(&origins, World::REPO);
-            format!(
-                "  workspace:\n    root: {}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {base}\n",
-                workspaces.display()
-            )
-        } else {
-            String::new()
+        let workspace = match checkouts {
+            Checkouts::None => String::new(),
+            Checkouts::Served => {
+                let base = git_origin(&origins, World::REPO);
+                format!(
+                    "  workspace:\n    root: {}\n    strategy: clone\n    cloneUrls:\n      - host: github.com\n        base: {base}\n",
+                    workspaces.display()
+                )
+            }
+            Checkouts::Rewritten { protocol, from } => {
+                let base = git_origin(&origins, World::REPO);
+                let config = cli.home().join(".gitconfig");
+                std::fs::write(&config, format!("[url \"{base}/\"]\n\tinsteadOf = {from}\n"))
+                    .expect("the user's git config");
+                cli.env("GIT_CONFIG_GLOBAL", &config);
+                format!(
+                    "  workspace:\n    root: {}\n    strategy: clone\n    cloneProtocol: {protocol}\n",
+                    workspaces.display()
+                )
+            }
         };
         let api_port = free_port();
         let binary = env!("CARGO_BIN_EXE_the-loop");
@@ -199,6 +236,31 @@ impl Machine {
         wait_for("a first poll cycle", || self.events("poll.cycle").first().cloned().ok_or("none"));
     }
 
+    /// Sends `method path` (with `body` as JSON) to the machine's control plane; the
+    /// status and the JSON answer (`null` when it is not JSON).
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let (status, text) = self.http(method, path, body);
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// [`Self::api`]'s status and the answer's body as text.
+    pub fn http(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        use std::io::{Read as _, Write as _};
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port)).unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            self.api_port,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, rest.to_owned())
+    }
+
     /// The event log's lines named `name`, in order.
     pub fn events(&self, name: &str) -> Vec<Value> {
         read_lines(&self.root.join("logs/events.jsonl"))
@@ -235,26 +297,6 @@ impl Machine {
                 .find(|m| m.contains(needle))
                 .ok_or_else(|| format!("messages: {:?}", self.messages()))
         })
-    }
-
-    /// Sends `method path` with `body` as JSON (none: no body) to the machine's control
-    /// plane; the status and the JSON answer (`null` when it is not JSON).
-    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        use std::io::{Read as _, Write as _};
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.api_port))
-            .expect("the control plane listens");
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            self.api_port,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).expect("the request is sent");
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        let (head, rest) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        (status, serde_json::from_str(rest).unwrap_or(Value::Null))
     }
 
     /// Types `line` into the pane of tmux target `target` and presses Enter, as a person

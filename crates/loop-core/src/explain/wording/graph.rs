@@ -2,7 +2,7 @@
 //! parking, escalation, forced moves and declared skips.
 
 use super::{done, error, failed, noted, reason, unworded};
-use crate::explain::fields::{field, items, strings};
+use crate::explain::fields::{field, items, strings, text};
 use crate::explain::{Mark, Record, Stage};
 use crate::log::Kind;
 
@@ -74,9 +74,13 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
                 field(record, "refused")
             ),
         ),
-        Kind::GraphSkipped => {
-            noted(Stage::Outcome, format!("the process graph was not driven: {}", reason(record)))
-        }
+        Kind::GraphSkipped => match text(record, "warning") {
+            Some(warning) => failed(Stage::Outcome, warning.to_owned()),
+            None => noted(
+                Stage::Outcome,
+                format!("the process graph was not driven: {}", reason(record)),
+            ),
+        },
         Kind::GraphForced => done(format!(
             "{} forced {} from `{}` to `{}` past its gates ({}): the pointer moved, no verdict was forged",
             field(record, "actor"),

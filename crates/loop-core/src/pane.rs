@@ -59,7 +59,8 @@ impl InputBoxSigns {
         Some(InputBox { text: collapse_whitespace(&text), signs: self })
     }
 
-    fn is_rule(&self, line: &str) -> bool {
+    /// Whether `line` is one of the box's horizontal rules.
+    pub fn is_rule(&self, line: &str) -> bool {
         let line = line.trim();
         line.chars().count() >= RULE_MIN && line.chars().all(|c| c == self.rule)
     }

@@ -95,11 +95,19 @@ impl AgentState {
     }
 }
 
-/// What the work item is told when its agent enters the state `tracked` holds: a key
-/// naming the episode (one comment per key: one per permission prompt, limit, stall or
-/// exit) and the comment's text, before its self-mark. `approve`/`deny`: the keywords
-/// in force. `None`: nothing to tell (the agent is starting, working or idle).
-pub fn notice(tracked: &Tracked, approve: &str, deny: &str) -> Option<(String, String)> {
+/// What the work item is told when its agent leaves `before` for the state `tracked`
+/// holds: a key naming the episode (one comment per key: one per permission prompt,
+/// limit, stall or exit) and the comment's text, before its self-mark. `approve`/`deny`:
+/// the keywords in force. `None`: nothing to tell — the agent is starting, working or
+/// idle, or it is found exited without ever being seen alive (a session found dead at
+/// the daemon's start is brought back by its next event; telling it on every restart
+/// would repeat itself).
+pub fn notice(
+    before: &AgentState,
+    tracked: &Tracked,
+    approve: &str,
+    deny: &str,
+) -> Option<(String, String)> {
     let since = tracked.since;
     Some(match &tracked.state {
         AgentState::NeedsPermission(asked) => {
@@ -130,18 +138,22 @@ pub fn notice(tracked: &Tracked, approve: &str, deny: &str) -> Option<(String, S
             (format!("limit:{since}"), body)
         }
         AgentState::Stalled => (
-            format!("stalled:{since}"),
+            format!("stalled:{}", tracked.turn),
             format!(
                 "⚠️ **the-loop**: the agent has shown no sign of life since {} while working. \
                  Look at it in its tmux session, or comment to nudge it.",
                 tracked.alive_at.strftime("%H:%M UTC")
             ),
         ),
-        AgentState::Exited => (
+        AgentState::Exited if *before != AgentState::Starting => (
             format!("exited:{since}"),
-            "⚠️ **the-loop**: the agent exited. The next event resumes it with its conversation."
-                .to_owned(),
+            format!(
+                "⚠️ **the-loop**: the agent exited at {}. The next comment brings it back with \
+                 its conversation and is delivered.",
+                since.strftime("%H:%M UTC")
+            ),
         ),
+        AgentState::Exited => return None,
         AgentState::Starting | AgentState::Working | AgentState::Idle => return None,
     })
 }
@@ -179,6 +191,10 @@ pub struct PaneSigns {
     pub dialog: Vec<String>,
     /// A line holding one of these is a usage-limit notice.
     pub limit: Vec<String>,
+    /// The glyphs of the harness's busy animation: a line that starts with one, then a
+    /// space, and holds `…` is the spinner (`✽ Swirling…`), which moves while the agent
+    /// waits on nothing at all — it is no sign of life.
+    pub spinner: Vec<char>,
 }
 
 impl PaneSigns {
@@ -190,7 +206,30 @@ impl PaneSigns {
                 "Do you want to make this edit".to_owned(),
             ],
             limit: vec!["You've hit your".to_owned(), "limit reached".to_owned()],
+            spinner: vec!['·', '✢', '✳', '✶', '✻', '✽', '*'],
         }
+    }
+
+    /// What of `screen` is the agent's output, for telling whether it moved: the lines
+    /// above its input box (`input_box`'s rules; the box and the hints below it change
+    /// on their own), without the spinner.
+    pub fn output(&self, screen: &str, input_box: Option<&crate::pane::InputBoxSigns>) -> String {
+        let lines: Vec<&str> = screen.lines().collect();
+        let end = input_box
+            .and_then(|signs| {
+                let below = lines.iter().rposition(|line| signs.is_rule(line))?;
+                lines[..below].iter().rposition(|line| signs.is_rule(line))
+            })
+            .unwrap_or(lines.len());
+        let output = lines[..end].iter().filter(|line| !self.is_spinner(line));
+        output.copied().collect::<Vec<_>>().join("\n")
+    }
+
+    fn is_spinner(&self, line: &str) -> bool {
+        let mut chars = line.trim_start().chars();
+        chars.next().is_some_and(|c| self.spinner.contains(&c))
+            && chars.next() == Some(' ')
+            && line.contains('…')
     }
 
     /// The dialog question on `screen`, if one is drawn.
@@ -226,6 +265,9 @@ pub struct Tracked {
     pub since: Timestamp,
     /// The last sign of life (a hook report, changed output).
     pub alive_at: Timestamp,
+    /// When the current turn began: entering `working` from anything but `stalled` (a
+    /// stall that ends is the same turn going on). A stall is told once per turn.
+    pub turn: Timestamp,
     /// Whether its hooks have reported: the pane then only adds what hooks cannot say.
     pub hooked: bool,
 }
@@ -233,7 +275,7 @@ pub struct Tracked {
 impl Tracked {
     /// A session just launched (or first seen) at `now`.
     pub fn starting(now: Timestamp) -> Self {
-        Self { state: AgentState::Starting, since: now, alive_at: now, hooked: false }
+        Self { state: AgentState::Starting, since: now, alive_at: now, turn: now, hooked: false }
     }
 
     /// Takes `sign`, seen at `now`; whether the state changed.
@@ -253,6 +295,9 @@ impl Tracked {
         };
         match next {
             Some(next) if next != self.state => {
+                if next == AgentState::Working && self.state != AgentState::Stalled {
+                    self.turn = now;
+                }
                 self.state = next;
                 self.since = now;
                 true
@@ -457,16 +502,60 @@ mod tests {
         };
         let tracked =
             Tracked { state: AgentState::NeedsPermission(asked), ..Tracked::starting(at(0)) };
-        let (key, body) = notice(&tracked, "the-loop approve", "the-loop deny").unwrap();
+        let (key, body) =
+            notice(&AgentState::Working, &tracked, "the-loop approve", "the-loop deny").unwrap();
         assert_eq!(key, "permission:r1");
         assert!(body.contains("`Bash`") && body.contains("rm -rf ''' x"), "{body}");
         assert!(body.contains("`the-loop approve`"), "{body}");
-        assert_eq!(notice(&Tracked::starting(at(0)), "a", "d"), None);
+        assert_eq!(notice(&AgentState::Idle, &Tracked::starting(at(0)), "a", "d"), None);
         let until = Some(Timestamp::from_second(1_800_003_600).unwrap());
         let state = AgentState::Limited { until, notice: "You've hit your limit".into() };
         let limited = Tracked { state, ..Tracked::starting(at(0)) };
-        let (_, body) = notice(&limited, "a", "d").unwrap();
+        let (_, body) = notice(&AgentState::Working, &limited, "a", "d").unwrap();
         assert!(body.contains("until 09:00 UTC"), "{body}");
+    }
+
+    #[test]
+    fn an_exit_is_told_only_when_the_agent_was_seen_alive_before() {
+        let exited = Tracked { state: AgentState::Exited, ..Tracked::starting(at(0)) };
+        let (key, body) = notice(&AgentState::Working, &exited, "a", "d").unwrap();
+        assert!(key.starts_with("exited:") && body.contains("exited at"), "{key} {body}");
+        assert_eq!(notice(&AgentState::Starting, &exited, "a", "d"), None, "found dead at start");
+    }
+
+    #[test]
+    fn a_stall_is_told_once_per_turn_however_often_it_ends_and_returns() {
+        let stall = SignedDuration::from_secs(60);
+        let mut agent = Tracked::starting(at(0));
+        agent.observe(&report(Event::UserPromptSubmit), at(1));
+        let key = |agent: &Tracked| notice(&AgentState::Working, agent, "a", "d").map(|n| n.0);
+        assert!(agent.tick(at(61), stall));
+        let first = key(&agent).unwrap();
+        let output = PaneLook { changed: true, ..PaneLook::default() };
+        assert!(agent.observe(&Sign::Pane(output), at(70)), "output: working again");
+        assert!(agent.tick(at(130), stall));
+        assert_eq!(key(&agent).unwrap(), first, "the same turn");
+        agent.observe(&report(Event::Stop), at(140));
+        agent.observe(&report(Event::UserPromptSubmit), at(150));
+        assert!(agent.tick(at(210), stall));
+        assert_ne!(key(&agent).unwrap(), first, "a new turn");
+    }
+
+    #[test]
+    fn the_spinner_and_what_is_below_the_input_box_are_not_output() {
+        let signs = PaneSigns::claude_code();
+        let boxed = crate::pane::InputBoxSigns::claude_code();
+        let rule = "─".repeat(40);
+        let screen = |spinner: &str, hint: &str| {
+            format!("⏺ Reading the parser\n\n{spinner} Swirling…\n\n{rule}\n❯ \n{rule}\n  {hint}\n")
+        };
+        let one = signs.output(&screen("✽", "paste again to expand"), Some(&boxed));
+        let two = signs.output(&screen("·", "esc to interrupt"), Some(&boxed));
+        assert_eq!(one, two);
+        assert!(one.contains("Reading the parser") && !one.contains("Swirling"), "{one}");
+        let more = signs.output(&screen("✽", "").replace("parser", "lexer"), Some(&boxed));
+        assert_ne!(one, more, "new output is a change");
+        assert!(signs.output("* a list item\n", None).contains("a list item"));
     }
 
     #[test]

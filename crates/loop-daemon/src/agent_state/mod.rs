@@ -25,6 +25,8 @@ pub struct Change {
     pub item: loop_core::WorkItemRef,
     /// Its tmux session.
     pub target: String,
+    /// The state it left.
+    pub before: AgentState,
     pub tracked: Tracked,
 }
 
@@ -137,9 +139,8 @@ mod tests {
         let asked = Permission { tool: "Bash".into(), input: "touch x".into(), request: None };
         Tracked {
             state: AgentState::NeedsPermission(asked),
-            since: now,
-            alive_at: now,
             hooked: true,
+            ..Tracked::starting(now)
         }
     }
 

@@ -181,8 +181,13 @@ impl Watcher {
         if changed {
             let (item, target) = (seen.item.clone(), session.target.clone());
             // The receiving side ends only with the service.
-            let _ =
-                self.changes.send(super::Change { item, target, tracked: seen.tracked.clone() });
+            let change = super::Change {
+                item,
+                target,
+                before: before.clone(),
+                tracked: seen.tracked.clone(),
+            };
+            let _ = self.changes.send(change);
         }
         changed.then(|| {
             state_line(&seen.item, &session.target, &seen.tracked.state, by.unwrap_or("pane"))
@@ -197,16 +202,16 @@ impl Watcher {
         now: Timestamp,
     ) -> PaneLook {
         let Some(view) = view else { return PaneLook { gone: true, ..PaneLook::default() } };
+        let signs = session.ours.then(|| self.harness.pane_signs()).flatten();
+        let input_box = session.ours.then(|| self.harness.input_box()).flatten();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        view.screen.hash(&mut hasher);
+        match signs {
+            Some(signs) => signs.output(&view.screen, input_box).hash(&mut hasher),
+            None => view.screen.hash(&mut hasher),
+        }
         let screen = hasher.finish();
         let changed = std::mem::replace(&mut seen.screen, screen) != screen;
-        let signs = session.ours.then(|| self.harness.pane_signs()).flatten();
-        let at_input = session
-            .ours
-            .then(|| self.harness.input_box())
-            .flatten()
-            .is_some_and(|signs| signs.input_box(&view.screen).is_some());
+        let at_input = input_box.is_some_and(|signs| signs.input_box(&view.screen).is_some());
         PaneLook {
             gone: view.dead,
             shell: view.at_shell(),

@@ -245,23 +245,22 @@ impl Dispatcher {
 
     /// Tells each work item, once per episode, what its agent waits on
     /// ([`loop_core::agent_state::notice`]): a permission prompt (with its command and
-    /// how to answer) or a usage limit. Runs until `changes` ends. A restart may tell an
+    /// how to answer), a usage limit, a stall or an exit. Runs until `changes` ends. A restart may tell an
     /// episode open across it once more.
     pub async fn tell_agent_states(
         &self,
         mut changes: tokio::sync::mpsc::UnboundedReceiver<crate::agent_state::Change>,
     ) {
-        use loop_core::agent_state::AgentState;
         let mut told = std::collections::HashSet::new();
         while let Some(change) = changes.recv().await {
-            let tells = matches!(
-                change.tracked.state,
-                AgentState::NeedsPermission(_) | AgentState::Limited { .. }
-            );
             let keywords = self.config().routing.control.keywords.clone();
-            let notice =
-                loop_core::agent_state::notice(&change.tracked, &keywords.approve, &keywords.deny);
-            let Some((key, body)) = notice.filter(|_| tells) else { continue };
+            let notice = loop_core::agent_state::notice(
+                &change.before,
+                &change.tracked,
+                &keywords.approve,
+                &keywords.deny,
+            );
+            let Some((key, body)) = notice else { continue };
             if !told.insert(format!("{}/{key}", change.target)) {
                 continue;
             }

@@ -147,9 +147,24 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
     let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
     assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
+    let killed_at = jiff::Timestamp::now();
     wait_for("the pane to die", || {
         (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
     });
+
+    // Seen within seconds, in Needs you, and told once on the item.
+    let exited = wait_for_state(&machine, "exited");
+    let seen_at: jiff::Timestamp = exited["ts"].as_str().unwrap_or_default().parse().unwrap();
+    assert!(seen_at.duration_since(killed_at).as_secs() <= 5, "{exited}");
+    assert_eq!(session_row(&machine, "github:octo/app#1")["agentState"], "exited");
+    let (_, attention) = machine.api("GET", "/api/v1/attention", None);
+    let listed = attention.as_array().into_iter().flatten().any(|r| r["kind"] == "agent-waiting");
+    assert!(listed, "{attention:#}");
+    let told = || -> usize {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted.iter().filter(|c| c.contains("the agent exited")).count()
+    };
+    wait_for("the exit told", || (told() == 1).then_some(()).ok_or_else(|| machine.trail()));
 
     world.sim.comment(REPO, 1, "octocat", "And keep the old behaviour behind a flag.").unwrap();
     let resumed = wait_for_turn(&model, "And keep the old behaviour behind a flag.");
@@ -163,6 +178,8 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     });
     assert_eq!(respawned["resumed"], true, "{respawned}");
     assert_eq!(machine.events("session.respawned").len(), 1);
+    wait_for_state_after(&machine, "idle", "exited");
+    assert_eq!(told(), 1, "one comment per exit");
     for needle in
         ["Please also cover the empty input.", "And keep the old behaviour behind a flag."]
     {
@@ -216,6 +233,16 @@ fn wait_for_state(machine: &Machine, state: &str) -> Value {
     wait_for(&format!("agent.state {state}"), || {
         let lines = machine.events("agent.state");
         lines.iter().find(|l| l["state"] == state).cloned().ok_or_else(|| machine.trail())
+    })
+}
+
+/// Waits until an `agent.state` line says `state` after one that said `after`.
+fn wait_for_state_after(machine: &Machine, state: &str, after: &str) {
+    wait_for(&format!("agent.state {state} after {after}"), || {
+        let lines = machine.events("agent.state");
+        let from = lines.iter().position(|l| l["state"] == after).ok_or_else(|| machine.trail())?;
+        let found = lines[from..].iter().any(|l| l["state"] == state);
+        found.then_some(()).ok_or_else(|| machine.trail())
     })
 }
 
@@ -378,4 +405,32 @@ fn a_permission_prompt_is_approved_and_denied_from_the_work_item() {
         found.then_some(()).ok_or_else(|| format!("{answered:?}"))
     });
     assert_eq!(model.turns().len(), turns, "nothing was typed: {}", summary(&model));
+}
+
+#[test]
+fn an_agent_busy_with_no_sign_of_life_is_stalled_in_needs_you_and_told_once() {
+    let Some((world, model, machine)) = site("  stallAfterSeconds: 3\n") else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    // The model takes its time: Claude Code shows only its spinner meanwhile.
+    let slow = Reply::text("Done at last.").delayed(std::time::Duration::from_secs(15));
+    model.script(Rule::when_contains(spawn_heading(1), slow)).unwrap();
+    machine.start();
+    start_item(&world, 1);
+    let item = "github:octo/app#1";
+
+    let stalled = wait_for_state(&machine, "stalled");
+    assert_eq!(stalled["seen_by"], "clock", "{stalled}");
+    assert_eq!(session_row(&machine, item)["agentState"], "stalled");
+    let (_, attention) = machine.api("GET", "/api/v1/attention", None);
+    let waiting = attention.as_array().into_iter().flatten().find(|r| r["kind"] == "agent-waiting");
+    assert!(waiting.is_some_and(|r| r["workItem"] == item), "{attention:#}");
+    let told = || -> usize {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted.iter().filter(|c| c.contains("no sign of life")).count()
+    };
+    wait_for("the stall told", || (told() == 1).then_some(()).ok_or_else(|| machine.trail()));
+
+    // The reply comes: the agent is itself again, and the stall was told once.
+    wait_for_state_after(&machine, "idle", "stalled");
+    assert_eq!(told(), 1, "one comment per stall: {:?}", machine.events("agent.state"));
 }

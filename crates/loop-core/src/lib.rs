@@ -37,6 +37,7 @@
 //!   as ordered steps for the dispatcher, routed again when its job is dequeued.
 //! - [`poll`]: the poller's ledger rules and the closure-reconciliation schedule.
 //! - [`slash`]: the slash commands the-loop ships, and the instructions each carries.
+//! - [`usage`]: tokens per model summed from a harness's transcript, and their cost.
 //! - [`graph`]: the process graph — the shipped loops, the work item's state in them,
 //!   and the runtime that moves it.
 
@@ -66,6 +67,7 @@ pub mod record;
 pub mod refs;
 pub mod route;
 pub mod slash;
+pub mod usage;
 
 pub use hint::Hint;
 pub use login::Login;

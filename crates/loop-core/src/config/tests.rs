@@ -449,8 +449,15 @@ fn yaml_output_quotes_strings_that_would_read_back_as_something_else() {
     assert_eq!(parse_document(&text).unwrap(), doc, "{text}");
 }
 
+/// Keys whose mapping is the operator's own names (model ids), documented as one key.
+const NAMED_BY_OPERATOR: &[&str] = &["pricing.models"];
+
 /// Every dotted key path under `value`, blocks and leaves alike.
 fn key_paths(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+    if NAMED_BY_OPERATOR.contains(&prefix) {
+        out.push(prefix.to_owned());
+        return;
+    }
     if let serde_json::Value::Object(map) = value {
         for (key, child) in map {
             let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
@@ -609,4 +616,55 @@ fn harness_choices_offer_flag_values_per_harness_and_refuse_anything_else() {
     let efforts: Vec<&String> = found.iter().filter(|w| w.contains("efforts")).collect();
     assert_eq!(efforts.len(), 1, "{found:#?}");
     assert!(efforts[0].starts_with("routing.harnessChoices.claude.efforts[1]: `hihg` is not"));
+}
+
+#[test]
+fn pricing_models_merge_over_the_shipped_table_and_null_removes_a_price() {
+    let shipped = Config::default().pricing;
+    let opus = shipped.price_of("claude-opus-4-20250514").expect("a shipped price");
+    assert_eq!((opus.input_per_mtok, opus.output_per_mtok), (15.0, 75.0));
+    let newer = shipped.price_of("claude-opus-4-5-20251101").expect("a shipped price");
+    assert_eq!((newer.cache_write_per_mtok, newer.cache_read_per_mtok), (6.25, 0.5));
+    let text = "\
+pricing:
+  models:
+    claude-opus-4:
+      inputPerMTok: 1
+      outputPerMTok: 2
+      cacheWritePerMTok: 3
+      cacheReadPerMTok: 0.5
+    my-model: {inputPerMTok: 0, outputPerMTok: 0, cacheWritePerMTok: 0, cacheReadPerMTok: 0}
+    claude-haiku-4-5: null
+";
+    let pricing = parse(text).unwrap().config.pricing;
+    assert_eq!(pricing.price_of("claude-opus-4-1").map(|p| p.input_per_mtok), Some(1.0));
+    assert_eq!(pricing.price_of("claude-opus-4-5").map(|p| p.input_per_mtok), Some(5.0));
+    assert!(pricing.price_of("my-model-2").is_some());
+    assert_eq!(pricing.price_of("claude-haiku-4-5-20251001"), None, "removed: cost unknown");
+    assert_eq!(pricing.price_of("gpt-5"), None);
+}
+
+#[test]
+fn a_price_missing_a_rate_or_with_a_bad_one_is_refused_with_its_key_path() {
+    let text = "\
+pricing:
+  models:
+    claude-opus-4:
+      inputPerMTok: -1
+      outputPerMTok: 2
+      cacheWritePerMTok: 3
+      cachedPerMTok: 1
+    '': {inputPerMTok: 1}
+";
+    let found = problems(text);
+    let expected = [
+        "pricing.models.claude-opus-4.inputPerMTok",
+        "pricing.models.claude-opus-4.cacheReadPerMTok: required key is missing",
+        "pricing.models.claude-opus-4.cachedPerMTok",
+        "pricing.models: a model id or prefix may not be empty (line 8)",
+    ];
+    for needle in expected {
+        assert!(found.iter().any(|p| p.contains(needle)), "{needle}: {found:#?}");
+    }
+    assert!(problems("pricing:\n  models: [a]\n")[0].starts_with("pricing.models"));
 }

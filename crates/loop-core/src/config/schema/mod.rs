@@ -12,7 +12,7 @@
 //! store derives it from `state.root`.
 //!
 //! A file per top-level section (`instance`, `webhooks`, `polling`, `routing`, `eventLog`
-//! and `state`, `integrations`, `service`); `routing`'s harness and session keys have
+//! and `state`, `integrations`, `service`, `pricing`); `routing`'s harness and session keys have
 //! their own (`harness`, `session`). This module holds the whole [`Config`] and what the
 //! sections share.
 
@@ -41,6 +41,7 @@ mod harness;
 mod instance;
 mod integrations;
 mod polling;
+mod pricing;
 mod routing;
 mod service;
 mod session;
@@ -51,6 +52,7 @@ pub use harness::*;
 pub use instance::*;
 pub use integrations::*;
 pub use polling::*;
+pub use pricing::*;
 pub use routing::*;
 pub use service::*;
 pub use session::*;
@@ -83,6 +85,7 @@ pub struct Config {
     pub integrations: IntegrationsConfig,
     pub state: StateConfig,
     pub service: ServiceConfig,
+    pub pricing: PricingConfig,
 }
 
 impl Section for Config {
@@ -98,6 +101,7 @@ impl Section for Config {
             integrations: b.section("integrations"),
             state: b.section("state"),
             service: b.section("service"),
+            pricing: b.section("pricing"),
         }
     }
 }

@@ -158,6 +158,23 @@ impl Usage {
     }
 }
 
+impl std::fmt::Display for Usage {
+    /// `1200 input, 80 output, 5000 cache write, 90000 cache read tokens; $0.0421` (or
+    /// `; cost unknown`), as the CLI and comments say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.tokens;
+        write!(
+            f,
+            "{} input, {} output, {} cache write, {} cache read tokens; ",
+            t.input_tokens, t.output_tokens, t.cache_write_tokens, t.cache_read_tokens
+        )?;
+        match self.cost_usd {
+            Some(usd) => write!(f, "${usd:.4}"),
+            None => f.write_str("cost unknown"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +278,11 @@ mod tests {
         assert_eq!(unknown.cost_usd, None, "one model without a price: cost unknown");
         assert_eq!(unknown.tokens, tokens(2_000_000, 200_000, 400_000, 4_000_000));
         assert_eq!(Usage::priced(&ByModel::new(), &table).cost_usd, Some(0.0));
+        assert_eq!(
+            unknown.to_string(),
+            "2000000 input, 200000 output, 400000 cache write, 4000000 cache read tokens; cost unknown"
+        );
+        assert!(old.to_string().ends_with("tokens; $25.2500"), "{old}");
         let shown = serde_json::to_value(unknown).unwrap();
         assert_eq!(
             shown,

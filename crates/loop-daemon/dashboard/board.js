@@ -4,7 +4,7 @@
 // of items paints as fast as one of a few.
 
 import { ago, fill, h, itemHref, shortRef, when } from './dom.js';
-import { STATES, board, needsYou } from './model.js';
+import { STATES, board, needsYou, usageText } from './model.js';
 
 const SHOWN = 50;
 /** The columns whose every card was asked for. */
@@ -89,9 +89,15 @@ function card(row) {
       session?.agentState &&
         h('span', { class: `agent agent-${session.agentState}`, title: agentTitle(session) }, session.agentState),
       prs.length > 0 && h('span', prs.map((pr) => shortRef(pr.ref)).join(', ')),
+      row.usage && h('span', { class: 'usage', title: usageTitle(row.usage) }, usageText(row.usage)),
       row.activity && when(row.activity),
     ),
   );
+}
+
+/** The tokens by kind, on hover over the card's cost. */
+function usageTitle(usage) {
+  return `input ${usage.inputTokens}, output ${usage.outputTokens}, cache write ${usage.cacheWriteTokens}, cache read ${usage.cacheReadTokens}`;
 }
 
 /** What the agent's state badge says on hover: the dialog's tool and input, a limit's reset. */

@@ -7,7 +7,7 @@
 
 import { find, get, post } from './api.js';
 import { fill, h, shortRef, when } from './dom.js';
-import { STATES, board, statuses } from './model.js';
+import { STATES, board, statuses, usageText } from './model.js';
 
 /** The verbs offered for a session in each status (none: no session, or closed). */
 const VERBS = {
@@ -245,6 +245,7 @@ function sessions(row) {
         ' · started ',
         when(e.createdAt),
         e.lastEventAt && [' · last event ', when(e.lastEventAt)],
+        e.usage && [' · ', h('span', { class: 'usage' }, usageText(e.usage))],
         e.agentState && [' · agent ', h('span', { class: `agent agent-${e.agentState}` }, e.agentState), ' since ', when(e.agentStateSince)],
         e.permission && h('p', { class: 'permission' }, 'asks to run ', h('code', `${e.permission.tool} ${e.permission.input}`), ' — answer on the item with `the-loop approve` or `the-loop deny <reason>`'),
         e.limit && h('p', { class: 'limit' }, e.limit.until ? `cut off by a usage limit until ${e.limit.until}` : e.limit.notice),

@@ -24,7 +24,7 @@ export const STATES = [
 const ARMING = new Set(['start', 'resume']);
 
 /**
- * One row per work item: `{ref, url, title, record, session, state, question, activity}`,
+ * One row per work item: `{ref, url, title, record, session, state, question, usage, activity}`,
  * newest first (the title is the poller's, from GitHub: text to show, never markup).
  */
 export function board({ records, sessions, attention, graphs }) {
@@ -59,6 +59,8 @@ export function board({ records, sessions, attention, graphs }) {
     r.position = positionOf(r);
     r.feedback = Array.isArray(r.record?.graph?.feedback) ? r.record.graph.feedback : [];
     r.state = stateOf(r);
+    // What its sessions spent: the listing's sum over them, else the own session's.
+    r.usage = r.record?.usage || r.session?.usage || null;
     r.activity = r.session?.lastEventAt || r.record?.poll?.lastPolledAt || r.session?.createdAt || '';
   }
   return [...rows.values()].sort(
@@ -149,4 +151,18 @@ export function needsYou({ attention, graphs }) {
       detail: String(entry.detail ?? ''),
     }))
     .sort((a, b) => rank(a.kind) - rank(b.kind));
+}
+
+/**
+ * A work item's usage in a few words: `$0.0421 · 95.2k tokens`, or `cost unknown · …` when
+ * a model it used has no price (the API's `costUsd: null`); `''` without usage.
+ */
+export function usageText(usage) {
+  if (!usage) return '';
+  const tokens = ['inputTokens', 'outputTokens', 'cacheWriteTokens', 'cacheReadTokens']
+    .map((key) => Number(usage[key]) || 0)
+    .reduce((a, b) => a + b, 0);
+  const count = tokens >= 1e6 ? `${(tokens / 1e6).toFixed(1)}M` : tokens >= 1e3 ? `${(tokens / 1e3).toFixed(1)}k` : `${tokens}`;
+  const cost = typeof usage.costUsd === 'number' ? `$${usage.costUsd.toFixed(4)}` : 'cost unknown';
+  return `${cost} · ${count} tokens`;
 }

@@ -18,6 +18,8 @@
 //! - [`metrics`]: `GET /metrics`.
 //! - [`api`]: the control plane — `/api/v1` on `service.port`.
 //! - [`shutdown`]: the shutdown signal and completion guards every task holds.
+//! - [`transcript`]: where a session's Claude Code transcript is, safely.
+//! - [`usage`]: tokens and cost per session and work item, read from transcripts.
 //!
 //! It prints nothing and reads no environment variable: the binary passes values in and
 //! prints what it is told. The dispatcher's code on the runtime never blocks: its file
@@ -38,3 +40,5 @@ pub mod poller;
 pub mod receiver;
 pub mod service;
 pub mod shutdown;
+pub mod transcript;
+pub mod usage;

@@ -70,6 +70,11 @@ struct Inner {
     dispatch: Histogram,
     poll: Histogram,
     live_sessions: Gauge<u64, AtomicU64>,
+    /// Tokens and cost read from transcripts, label-free totals.
+    usage: UsageCounters,
+    /// The same by harness: tokens by (harness, kind), cost by harness.
+    harness_tokens: Family<TokenLabels, Counter>,
+    harness_cost: Family<HarnessLabels, Counter<f64, AtomicU64>>,
     /// Read by the registry's collector at each scrape.
     sampled: Arc<Sampled>,
 }
@@ -79,6 +84,41 @@ struct Inner {
 struct DeliveryLabels {
     outcome: &'static str,
     reason: String,
+}
+
+/// The labels of `the_loop_harness_tokens_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TokenLabels {
+    harness: String,
+    kind: &'static str,
+}
+
+/// The labels of `the_loop_harness_cost_usd_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HarnessLabels {
+    harness: String,
+}
+
+/// The label-free usage counters.
+#[derive(Debug, Default)]
+struct UsageCounters {
+    input: Counter,
+    output: Counter,
+    cache_write: Counter,
+    cache_read: Counter,
+    cost: Counter<f64, AtomicU64>,
+}
+
+impl UsageCounters {
+    /// Each token counter beside its `kind` label value and its name's middle.
+    fn by_kind(&self) -> [(&'static str, &Counter); 4] {
+        [
+            ("input", &self.input),
+            ("output", &self.output),
+            ("cache_write", &self.cache_write),
+            ("cache_read", &self.cache_read),
+        ]
+    }
 }
 
 impl Default for Metrics {
@@ -117,8 +157,43 @@ impl Metrics {
             "Work items with a live (active or paused) agent session",
             live_sessions.clone(),
         );
+        let usage = UsageCounters::default();
+        for (kind, counter) in usage.by_kind() {
+            registry.register(
+                format!("the_loop_usage_{kind}_tokens"),
+                format!("{kind} tokens of every agent session, read from their transcripts"),
+                counter.clone(),
+            );
+        }
+        registry.register(
+            "the_loop_usage_cost_usd",
+            "Cost in USD of those tokens that pricing.models prices (a model without a price adds tokens, not cost)",
+            usage.cost.clone(),
+        );
+        let harness_tokens = Family::<TokenLabels, Counter>::default();
+        let harness_cost = Family::<HarnessLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "the_loop_harness_tokens",
+            "Tokens of the agent sessions by harness and kind (input, output, cache_write, cache_read)",
+            harness_tokens.clone(),
+        );
+        registry.register(
+            "the_loop_harness_cost_usd",
+            "Cost in USD of the priced tokens of the agent sessions, by harness",
+            harness_cost.clone(),
+        );
         registry.register_collector(Box::new(Arc::clone(&sampled)));
-        let inner = Inner { registry, deliveries, dispatch, poll, live_sessions, sampled };
+        let inner = Inner {
+            registry,
+            deliveries,
+            dispatch,
+            poll,
+            live_sessions,
+            usage,
+            harness_tokens,
+            harness_cost,
+            sampled,
+        };
         Self { inner: Arc::new(inner) }
     }
 
@@ -155,6 +230,26 @@ impl Metrics {
     /// How long one poll cycle took.
     pub fn poll_cycle(&self, took: Duration) {
         self.inner.poll.observe(took.as_secs_f64());
+    }
+
+    /// Counts `tokens` newly read from a transcript of a `harness` session, and `cost_usd`,
+    /// what those of them with a price cost.
+    pub fn usage(&self, harness: &str, tokens: loop_core::usage::Tokens, cost_usd: f64) {
+        let usage = &self.inner.usage;
+        let counts = [
+            tokens.input_tokens,
+            tokens.output_tokens,
+            tokens.cache_write_tokens,
+            tokens.cache_read_tokens,
+        ];
+        for ((kind, total), count) in usage.by_kind().into_iter().zip(counts) {
+            total.inc_by(count);
+            let labels = TokenLabels { harness: harness.to_owned(), kind };
+            self.inner.harness_tokens.get_or_create(&labels).inc_by(count);
+        }
+        usage.cost.inc_by(cost_usd);
+        let labels = HarnessLabels { harness: harness.to_owned() };
+        self.inner.harness_cost.get_or_create(&labels).inc_by(cost_usd);
     }
 
     /// Samples `client`'s answers by status and rate limits at every scrape.
@@ -547,6 +642,32 @@ mod tests {
         assert!(!text.contains("the_loop_github_"), "{text}");
         assert!(!text.contains("the_loop_inbox_"), "no receiver, no made-up 0: {text}");
         assert!(text.contains("# TYPE the_loop_live_sessions gauge\nthe_loop_live_sessions 0\n"));
+    }
+
+    #[test]
+    fn usage_is_counted_label_free_and_by_harness() {
+        let metrics = Metrics::new();
+        let text = metrics.render();
+        assert!(text.contains("the_loop_usage_input_tokens_total 0\n"), "{text}");
+        assert!(!text.contains("the_loop_harness_tokens_total"), "no series yet: {text}");
+        let tokens = loop_core::usage::Tokens {
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_write_tokens: 100,
+            cache_read_tokens: 1000,
+        };
+        metrics.usage("claude", tokens, 0.25);
+        metrics.usage("claude", tokens, 0.5);
+        let text = metrics.render();
+        for line in [
+            "the_loop_usage_input_tokens_total 20\n",
+            "the_loop_usage_cache_read_tokens_total 2000\n",
+            "the_loop_usage_cost_usd_total 0.75\n",
+            "the_loop_harness_tokens_total{harness=\"claude\",kind=\"cache_write\"} 200\n",
+            "the_loop_harness_cost_usd_total{harness=\"claude\"} 0.75\n",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
     }
 
     #[test]

@@ -60,6 +60,8 @@ struct Known {
     graphs: HashMap<WorkItemRef, Graph>,
     /// Why the graph cannot run, per work item whose live session recorded it.
     warnings: HashMap<WorkItemRef, String>,
+    /// Each work item's `usage`, as the caller last derived it.
+    usage: HashMap<WorkItemRef, Value>,
     last: Option<Arc<Listing>>,
 }
 
@@ -96,8 +98,14 @@ impl StateStore {
     /// JSON array with their `control` sections: only files changed since the last
     /// listing are read. With `spec_dir` (`routing.graph.specDir`, when the graph is
     /// driven), a work item with a session here carries the `graph` section its state
-    /// file in that session's checkout says.
-    pub fn list_portable(&self, spec_dir: Option<&Path>) -> Result<Arc<Listing>, StoreError> {
+    /// file in that session's checkout says. A work item in `usage` carries that value as
+    /// its `usage` (its sessions' tokens and cost, derived by the caller from their
+    /// transcripts); the answer is rendered again only when it differs from the last.
+    pub fn list_portable(
+        &self,
+        spec_dir: Option<&Path>,
+        usage: HashMap<WorkItemRef, Value>,
+    ) -> Result<Arc<Listing>, StoreError> {
         let (sources, warnings) = match spec_dir {
             Some(spec_dir) => self.graph_sources(spec_dir)?,
             None => (Vec::new(), HashMap::new()),
@@ -139,6 +147,8 @@ impl StateStore {
         changed |= graphs_changed(&mut known, spec_dir, sources);
         changed |= known.warnings != warnings;
         known.warnings = warnings;
+        changed |= known.usage != usage;
+        known.usage = usage;
         if let Some(last) = known.last.as_ref().filter(|_| !changed) {
             return Ok(Arc::clone(last));
         }
@@ -152,11 +162,16 @@ impl StateStore {
             if n > 0 {
                 json.push(b',');
             }
-            let section = known.graphs.get(&record.item).and_then(|g| g.section.as_ref());
-            let warning = known.warnings.get(&record.item);
-            match (section, warning) {
-                (None, None) => json.extend_from_slice(&record.json),
-                _ => json.extend(with_derived(&record.json, section, warning)),
+            let derived = Derived {
+                graph: known.graphs.get(&record.item).and_then(|g| g.section.as_ref()),
+                graph_warning: known.warnings.get(&record.item),
+                usage: known.usage.get(&record.item),
+            };
+            match derived {
+                Derived { graph: None, graph_warning: None, usage: None } => {
+                    json.extend_from_slice(&record.json);
+                }
+                _ => json.extend(with_derived(&record.json, &derived)),
             }
         }
         json.push(b']');
@@ -275,16 +290,26 @@ fn graph_section(
     Some(loop_core::graph::context::listing(graph.graph(), &state, &spec_id(item.number())))
 }
 
-/// `record` (one JSON object) with its `graph` key set to `section` and its
-/// `graphWarning` to `warning`, each when given.
-fn with_derived(record: &[u8], section: Option<&Value>, warning: Option<&String>) -> Vec<u8> {
+/// What a listing adds to a record, each when there is one.
+struct Derived<'k> {
+    graph: Option<&'k Value>,
+    graph_warning: Option<&'k String>,
+    usage: Option<&'k Value>,
+}
+
+/// `record` (one JSON object) with its `graph`, `graphWarning` and `usage` keys set to
+/// what `derived` holds.
+fn with_derived(record: &[u8], derived: &Derived<'_>) -> Vec<u8> {
     match serde_json::from_slice::<Map<String, Value>>(record) {
         Ok(mut map) => {
-            if let Some(section) = section {
+            if let Some(section) = derived.graph {
                 map.insert("graph".to_owned(), section.clone());
             }
-            if let Some(warning) = warning {
+            if let Some(warning) = derived.graph_warning {
                 map.insert("graphWarning".to_owned(), Value::from(warning.as_str()));
+            }
+            if let Some(usage) = derived.usage {
+                map.insert("usage".to_owned(), usage.clone());
             }
             serde_json::to_vec(&map).unwrap_or_else(|_| record.to_vec())
         }
@@ -315,19 +340,19 @@ mod tests {
         let store = StateStore::new(StateLayout::new(dir.path()), EventLog::disabled());
         let (a, b): (WorkItemRef, WorkItemRef) =
             ("github:octo/app#2".parse().unwrap(), "github:octo/app#10".parse().unwrap());
-        assert_eq!(&store.list_portable(None).unwrap().json[..], b"[]");
+        assert_eq!(&store.list_portable(None, HashMap::new()).unwrap().json[..], b"[]");
         store.write_section(&b, Some(&control())).unwrap();
         store.write_section(&a, Some(&control())).unwrap();
-        let first = store.list_portable(None).unwrap();
+        let first = store.list_portable(None, HashMap::new()).unwrap();
         let listed: Vec<Value> = serde_json::from_slice(&first.json).unwrap();
         let refs: Vec<&str> = listed.iter().filter_map(|r| r["ref"].as_str()).collect();
         assert_eq!(refs, [a.to_string(), b.to_string()], "sorted by ref");
         assert_eq!(first.controls.len(), 2);
-        let again = store.list_portable(None).unwrap();
+        let again = store.list_portable(None, HashMap::new()).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "nothing changed: the same answer");
 
         store.write_section::<Control>(&a, None).unwrap();
-        let after = store.list_portable(None).unwrap();
+        let after = store.list_portable(None, HashMap::new()).unwrap();
         let listed: Vec<Value> = serde_json::from_slice(&after.json).unwrap();
         assert_eq!(listed.len(), 1, "a record with no section left is gone: {listed:?}");
 
@@ -335,10 +360,29 @@ mod tests {
         let path = store.layout.portable_record(&b);
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("\"start\"", "\"resume\"")).unwrap();
-        let edited = store.list_portable(None).unwrap();
+        let edited = store.list_portable(None, HashMap::new()).unwrap();
         assert_eq!(edited.controls[0].1.command, loop_core::control::Command::Resume);
         let listed: Vec<Value> = serde_json::from_slice(&edited.json).unwrap();
         assert_eq!(listed[0]["control"]["command"], "resume");
+    }
+
+    #[test]
+    fn a_records_usage_is_the_callers_and_a_change_of_it_renders_the_answer_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(StateLayout::new(dir.path()), EventLog::disabled());
+        let (a, b): (WorkItemRef, WorkItemRef) =
+            ("github:octo/app#1".parse().unwrap(), "github:octo/app#2".parse().unwrap());
+        store.write_section(&a, Some(&control())).unwrap();
+        store.write_section(&b, Some(&control())).unwrap();
+        let usage = |cost: f64| HashMap::from([(a.clone(), serde_json::json!({"costUsd": cost}))]);
+        let first = store.list_portable(None, usage(0.5)).unwrap();
+        let listed: Vec<Value> = serde_json::from_slice(&first.json).unwrap();
+        assert_eq!(listed[0]["usage"]["costUsd"], 0.5);
+        assert!(listed[1].get("usage").is_none(), "no usage given: none listed");
+        assert!(Arc::ptr_eq(&first, &store.list_portable(None, usage(0.5)).unwrap()));
+        let grown = store.list_portable(None, usage(0.75)).unwrap();
+        let listed: Vec<Value> = serde_json::from_slice(&grown.json).unwrap();
+        assert_eq!(listed[0]["usage"]["costUsd"], 0.75);
     }
 
     #[test]
@@ -366,14 +410,14 @@ mod tests {
         };
 
         // No state file yet: the record as stored.
-        assert_eq!(graph_of(&store.list_portable(Some(spec)).unwrap()), None);
+        assert_eq!(graph_of(&store.list_portable(Some(spec), HashMap::new()).unwrap()), None);
         let save = |node: &str| {
             let mut state = WorkItemState::new(&item.to_string(), "pdlc-adhoc-loop");
             state.current_node = node.to_owned();
             folder.update(&EventLog::disabled(), |_| (Some(state), ())).unwrap();
         };
         save("work");
-        let first = store.list_portable(Some(spec)).unwrap();
+        let first = store.list_portable(Some(spec), HashMap::new()).unwrap();
         let graph = graph_of(&first).expect("a graph section");
         assert_eq!(
             (&graph["loop"], &graph["workItem"]),
@@ -384,20 +428,20 @@ mod tests {
             (&"work".into(), &"implementation".into())
         );
         assert_eq!(graph["nodes"][0]["id"], "work");
-        let again = store.list_portable(Some(spec)).unwrap();
+        let again = store.list_portable(Some(spec), HashMap::new()).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "nothing changed: the same answer");
 
         save("review");
-        let moved = store.list_portable(Some(spec)).unwrap();
+        let moved = store.list_portable(Some(spec), HashMap::new()).unwrap();
         assert_eq!(graph_of(&moved).unwrap()["currentNode"], "review", "the next answer follows");
 
         // Another item's file, or the graph not driven: no section.
         let mut other = WorkItemState::new("github:octo/app#8", "pdlc-adhoc-loop");
         other.current_node = "work".into();
         folder.update(&EventLog::disabled(), |_| (Some(other), ())).unwrap();
-        assert_eq!(graph_of(&store.list_portable(Some(spec)).unwrap()), None);
+        assert_eq!(graph_of(&store.list_portable(Some(spec), HashMap::new()).unwrap()), None);
         save("work");
-        assert!(graph_of(&store.list_portable(Some(spec)).unwrap()).is_some());
-        assert_eq!(graph_of(&store.list_portable(None).unwrap()), None);
+        assert!(graph_of(&store.list_portable(Some(spec), HashMap::new()).unwrap()).is_some());
+        assert_eq!(graph_of(&store.list_portable(None, HashMap::new()).unwrap()), None);
     }
 }

@@ -89,6 +89,8 @@ pub struct ApiState {
     pub dispatcher: Dispatcher,
     /// Claude Code's `projects/` directory, where session transcripts are.
     pub claude_projects: PathBuf,
+    /// The sessions' tokens and cost, read on from their transcripts.
+    pub usage: crate::usage::UsageBook,
     /// The one tail of the event log `GET /api/v1/stream`'s subscribers share.
     pub stream: StreamHub,
 }

@@ -9,7 +9,8 @@
 //! `recentDeliveries`), `ref`, `workItem {ref, provider, owner, repo, number}`, `url`,
 //! `pullRequests[]` (each PR endpoint, same shape), `control` (the portable record's, or
 //! null) and `attach`, the command that attaches a terminal to it — with the tmux server
-//! the service runs sessions on (`-S <socket>`, `-f <config>`), ready to paste.
+//! the service runs sessions on (`-S <socket>`, `-f <config>`), ready to paste. Each
+//! endpoint also carries `usage`, its tokens and cost (`null` without a transcript).
 //!
 //! A transcript is read only for Claude Code, and only from a regular file
 //! `<projects root>/<escaped cwd>/<session id>.jsonl` whose resolved path is inside the
@@ -22,10 +23,11 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use loop_core::WorkItemRef;
+use loop_core::config::PricingConfig;
 use loop_core::control::Command;
 use loop_core::login::Login;
 use loop_core::record::{Control, Endpoint, EndpointStatus, LocalRecord};
-use loop_sessions::harness::claude_project_dir_name;
+use loop_core::usage::Usage;
 use loop_sessions::tmux::Tmux;
 use loop_store::StoreError;
 use serde::Deserialize;
@@ -37,6 +39,8 @@ use super::error::Detail;
 use super::work_items::RefQuery;
 use super::{ApiError, ApiState, Body, Params, read, work_item};
 use crate::operator::Surface;
+use crate::transcript::TranscriptFile;
+use crate::usage::UsageBook;
 
 pub(super) fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::new()
@@ -57,7 +61,7 @@ struct ListQuery {
 
 /// The session rows (the reference's registry rows).
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "sessions", params(ListQuery), responses(
-    (status = 200, description = "The rows", body = Vec<Value>),
+    (status = 200, description = "The rows, each with its `usage` (`{inputTokens, outputTokens, cacheWriteTokens, cacheReadTokens, costUsd}`, `null` without a transcript)", body = Vec<Value>),
     (status = 500, description = "The state could not be read", body = Detail)))]
 
 async fn list(
@@ -65,15 +69,14 @@ async fn list(
     Params(query): Params<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.clone();
-    let tmux = Arc::clone(state.dispatcher.tmux());
-    let agents = state.dispatcher.agents().all();
+    let looks = Looks::of(&state);
     let rows = read(move || {
         let mut rows = Vec::new();
         for record in store.list_local_records()? {
             let own = record.own_endpoint().map(|e| e.status);
             if query.status.is_none_or(|wanted| own == Some(wanted)) {
                 let control = store.read_section::<Control>(&record.work_item)?.into_value();
-                rows.push(row(&record, control.as_ref(), &tmux, &agents));
+                rows.push(row(&record, control.as_ref(), &looks));
             }
         }
         Ok::<_, StoreError>(rows)
@@ -84,7 +87,7 @@ async fn list(
 
 /// One session row.
 #[utoipa::path(get, path = "/api/v1/sessions/one", tag = "sessions", params(RefQuery), responses(
-    (status = 200, description = "The row", body = Value),
+    (status = 200, description = "The row, with its `usage`", body = Value),
     (status = 400, description = "A malformed ref", body = Detail),
     (status = 404, description = "No session on this machine", body = Detail),
     (status = 500, description = "The state could not be read", body = Detail)))]
@@ -94,14 +97,13 @@ async fn one(
 ) -> Result<Json<Value>, ApiError> {
     let item = work_item(&query.work_item)?;
     let store = state.store.clone();
-    let tmux = Arc::clone(state.dispatcher.tmux());
-    let agents = state.dispatcher.agents().all();
+    let looks = Looks::of(&state);
     let found = read({
         let item = item.clone();
         move || {
             let Some(record) = store.load_local_record(&item)? else { return Ok(None) };
             let control = store.read_section::<Control>(&item)?.into_value();
-            Ok::<_, StoreError>(Some(row(&record, control.as_ref(), &tmux, &agents)))
+            Ok::<_, StoreError>(Some(row(&record, control.as_ref(), &looks)))
         }
     })
     .await?;
@@ -112,17 +114,34 @@ fn no_session(item: &WorkItemRef) -> ApiError {
     ApiError::not_found(format!("{item} has no session on this machine"))
 }
 
-/// Every watched agent's state, by tmux session.
-type Agents = std::collections::HashMap<String, loop_core::agent_state::Tracked>;
+/// What a row shows beside the record: the tmux server sessions run on, every watched
+/// agent's state (by tmux session) and the sessions' usage.
+struct Looks {
+    tmux: Arc<Tmux>,
+    agents: std::collections::HashMap<String, loop_core::agent_state::Tracked>,
+    usage: UsageBook,
+    pricing: PricingConfig,
+}
+
+impl Looks {
+    fn of(state: &ApiState) -> Self {
+        Self {
+            tmux: Arc::clone(state.dispatcher.tmux()),
+            agents: state.dispatcher.agents().all(),
+            usage: state.usage.clone(),
+            pricing: state.config.current().pricing.clone(),
+        }
+    }
+}
 
 /// A session record as the reference's registry row.
-fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux, agents: &Agents) -> Value {
-    let mut row = endpoint_row(&record.work_item, record.own_endpoint(), tmux, agents);
+fn row(record: &LocalRecord, control: Option<&Control>, looks: &Looks) -> Value {
+    let mut row = endpoint_row(&record.work_item, record.own_endpoint(), looks);
     let pull_requests: Vec<Value> = record
         .endpoints
         .iter()
         .filter(|(served, _)| **served != record.work_item)
-        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint), tmux, agents))
+        .map(|(pr, endpoint)| endpoint_row(pr, Some(endpoint), looks))
         .collect();
     if let Value::Object(map) = &mut row {
         map.insert("pullRequests".to_owned(), Value::Array(pull_requests));
@@ -131,16 +150,16 @@ fn row(record: &LocalRecord, control: Option<&Control>, tmux: &Tmux, agents: &Ag
     row
 }
 
-/// The handles of the session serving `served` (none: `null` handles), and its agent's
-/// state while it is live and watched (docs/agent-states.md).
-fn endpoint_row(
-    served: &WorkItemRef,
-    endpoint: Option<&Endpoint>,
-    tmux: &Tmux,
-    agents: &Agents,
-) -> Value {
+/// The handles of the session serving `served` (none: `null` handles), its agent's
+/// state while it is live and watched (docs/agent-states.md), and its usage (`null`
+/// without a transcript here).
+fn endpoint_row(served: &WorkItemRef, endpoint: Option<&Endpoint>, looks: &Looks) -> Value {
     use loop_core::agent_state::AgentState;
+    let Looks { tmux, agents, usage, pricing } = looks;
     let agent = endpoint.filter(|e| e.is_live()).and_then(|e| agents.get(&e.tmux_target));
+    let usage = endpoint
+        .and_then(|e| usage.endpoint(e, served, pricing))
+        .map(|tokens| Usage::priced(&tokens, pricing));
     let permission = agent.and_then(|a| match &a.state {
         AgentState::NeedsPermission(asked) => {
             Some(json!({"tool": asked.tool, "input": asked.input}))
@@ -179,6 +198,7 @@ fn endpoint_row(
         "agentStateSince": agent.map(|a| a.since),
         "permission": permission,
         "limit": limit,
+        "usage": usage,
     })
 }
 
@@ -237,53 +257,15 @@ async fn transcript(
     })))
 }
 
-/// The session serving `item` in `record` (the pull request's own, else the item's) and
-/// where its Claude Code transcript would be, `<projects>/<escaped cwd>/<id>.jsonl`: 404
-/// when it runs another harness or has no conversation id, or the id is not one a
-/// transcript is named by (letters, digits, `-`, `_`). Not read: see [`read_transcript`].
+/// The session serving `item` and where its transcript is ([`crate::transcript`]); 404
+/// when it has none.
 pub(super) fn transcript_file<'r>(
     projects: &Path,
     record: &'r LocalRecord,
     item: &WorkItemRef,
 ) -> Result<(&'r Endpoint, TranscriptFile), ApiError> {
-    let endpoint =
-        record.endpoints.get(item).or(record.own_endpoint()).ok_or_else(|| no_session(item))?;
-    if endpoint.harness != "claude" {
-        return Err(ApiError::not_found(format!(
-            "{item}'s session runs `{}`: only Claude Code's transcripts can be read",
-            endpoint.harness
-        )));
-    }
-    let id = endpoint.harness_session_id.as_deref().ok_or_else(|| {
-        ApiError::not_found(format!("{item}'s session has not reported its conversation id yet"))
-    })?;
-    let safe_id =
-        !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !safe_id {
-        return Err(ApiError::not_found(format!(
-            "`{id}` is not a conversation id a transcript is named by"
-        )));
-    }
-    let path = projects.join(claude_project_dir_name(&endpoint.cwd)).join(format!("{id}.jsonl"));
-    Ok((endpoint, TranscriptFile { projects: projects.to_owned(), path }))
-}
-
-/// A transcript's path, not yet proven to be inside the projects root.
-#[derive(Debug, Clone)]
-pub(super) struct TranscriptFile {
-    projects: PathBuf,
-    path: PathBuf,
-}
-
-impl TranscriptFile {
-    /// The file, resolved, if it is a regular file inside the projects root (a link out
-    /// of it, or a directory, is not).
-    pub(super) fn resolve(&self) -> Option<PathBuf> {
-        let root = self.projects.canonicalize().ok()?;
-        let resolved = self.path.canonicalize().ok()?;
-        let regular = std::fs::metadata(&resolved).is_ok_and(|m| m.is_file());
-        (resolved.starts_with(&root) && regular).then_some(resolved)
-    }
+    crate::transcript::transcript_file(projects, record, item)
+        .map_err(|err| ApiError::not_found(err.to_string()))
 }
 
 /// The non-blank lines of `file`, if it resolves (see the module docs).
@@ -291,8 +273,8 @@ fn read_transcript(file: &TranscriptFile) -> Result<(PathBuf, Vec<String>), ApiE
     let gone = || {
         ApiError::not_found(format!(
             "no transcript `{}` under `{}`",
-            file.path.display(),
-            file.projects.display()
+            file.path().display(),
+            file.projects().display()
         ))
     };
     let resolved = file.resolve().ok_or_else(gone)?;

@@ -7,7 +7,7 @@
 //! Each subscriber looks at its own files every [`TICK`]: one `stat` per file, and a
 //! read of only what was appended since, counted as the route counts (non-blank lines).
 //! Which file a ref's transcript is — its session, its conversation id, the path safety
-//! of the route ([`super::sessions::transcript_file`]) — is worked out again every
+//! of the route ([`crate::transcript::transcript_file`]) — is worked out again every
 //! [`RESOLVE_EVERY`] looks, so a session started, respawned or gone since is followed.
 
 use std::fs::File;
@@ -20,7 +20,7 @@ use loop_core::WorkItemRef;
 use loop_store::StateStore;
 use serde_json::json;
 
-use super::sessions::{TranscriptFile, transcript_file};
+use crate::transcript::{TranscriptFile, transcript_file};
 
 /// How often a subscriber looks at the transcripts it watches.
 pub const TICK: Duration = Duration::from_millis(500);

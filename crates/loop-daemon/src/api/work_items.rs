@@ -8,6 +8,10 @@
 //! 3. `awaiting-input`: every live session (the item's or a pull request's) holding an
 //!    open question of the agent's (`the-loop ask`) no answer has reached yet;
 //! 4. `recent-error`: the last [`RECENT_ERRORS`] error-level lines.
+//!
+//! A work item with a session here carries `usage` (docs/control-plane.md "Usage and
+//! cost"): its sessions' tokens summed from their transcripts, priced by
+//! `pricing.models`.
 
 use std::sync::Arc;
 
@@ -16,8 +20,10 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use loop_core::control::Command;
 use loop_core::record::{Control, EndpointStatus, LocalRecord};
+use loop_core::usage::Usage;
 use loop_store::StoreError;
 use loop_store::event_log::read::{EventRecord, read_all};
+use loop_store::listing::Listing;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
@@ -46,12 +52,30 @@ pub(super) struct RefQuery {
 /// changed since the last request are read again), each with a session here carrying the
 /// `graph` section its state file gives.
 #[utoipa::path(get, path = "/api/v1/work-items", tag = "work items", responses(
-    (status = 200, description = "The records", body = Vec<Value>),
+    (status = 200, description = "The records; one with a session transcript here carries its sessions' `usage` (`{inputTokens, outputTokens, cacheWriteTokens, cacheReadTokens, costUsd}`)", body = Vec<Value>),
     (status = 500, description = "The state could not be read", body = Detail)))]
 async fn list(state: axum::extract::State<ApiState>) -> Result<Response, ApiError> {
-    let (store, spec_dir) = (state.store.clone(), graphs(&state));
-    let listing = read(move || store.list_portable(spec_dir.as_deref())).await?;
+    let listing = read(listing(&state)).await?;
     Ok(([(CONTENT_TYPE, "application/json")], listing.json.clone()).into_response())
+}
+
+/// The store's listing of the portable records, as both routes that list them ask for
+/// it (the same arguments, so they share one cached answer): graphs where the graph is
+/// driven, and each work item with a session here carrying its sessions' `usage`.
+fn listing(state: &ApiState) -> impl FnOnce() -> Result<Arc<Listing>, StoreError> + use<> {
+    let (store, spec_dir, book) = (state.store.clone(), graphs(state), state.usage.clone());
+    let pricing = state.config.current().pricing.clone();
+    move || {
+        let usage = store
+            .list_local_records()?
+            .iter()
+            .filter_map(|record| {
+                let usage = Usage::priced(&book.record(record, &pricing)?, &pricing);
+                Some((record.work_item.clone(), serde_json::to_value(usage).ok()?))
+            })
+            .collect();
+        store.list_portable(spec_dir.as_deref(), usage)
+    }
 }
 
 /// Where the listing finds each item's graph: `routing.graph.specDir` when the graph is
@@ -64,7 +88,7 @@ fn graphs(state: &ApiState) -> Option<std::path::PathBuf> {
 
 /// One portable record.
 #[utoipa::path(get, path = "/api/v1/work-items/one", tag = "work items", params(RefQuery), responses(
-    (status = 200, description = "The record", body = Value),
+    (status = 200, description = "The record, with its sessions' `usage` when one has a transcript here", body = Value),
     (status = 400, description = "A malformed ref", body = Detail),
     (status = 404, description = "No record", body = Detail),
     (status = 500, description = "The state could not be read", body = Detail)))]
@@ -73,10 +97,19 @@ async fn one(
     Params(query): Params<RefQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let item = work_item(&query.work_item)?;
-    let store = state.store.clone();
+    let (store, book) = (state.store.clone(), state.usage.clone());
+    let pricing = state.config.current().pricing.clone();
     let found = read({
         let item = item.clone();
-        move || store.load_portable_record(&item)
+        move || {
+            let Some(mut record) = store.load_portable_record(&item)? else { return Ok(None) };
+            let session = store.load_local_record(&item)?;
+            let tokens = session.and_then(|session| book.record(&session, &pricing));
+            if let Some(usage) = tokens.map(|tokens| Usage::priced(&tokens, &pricing)) {
+                record.insert("usage".to_owned(), serde_json::json!(usage));
+            }
+            Ok(Some(record))
+        }
     })
     .await?;
     found
@@ -91,10 +124,10 @@ async fn one(
 async fn attention(
     state: axum::extract::State<ApiState>,
 ) -> Result<Json<Vec<Attention>>, ApiError> {
-    let (store, spec_dir) = (state.store.clone(), graphs(&state));
+    let (store, listed) = (state.store.clone(), listing(&state));
     let (sessions, listing, events) = read(move || {
         let sessions = store.list_local_records()?;
-        let listing = store.list_portable(spec_dir.as_deref())?;
+        let listing = listed()?;
         let events = match store.events().path() {
             Some(path) => read_all(path)?,
             None => Vec::new(),

@@ -37,6 +37,7 @@ use crate::live_config::{Hosted, LiveConfig};
 use crate::metrics::Metrics;
 use crate::poller::{GithubClients, Poller, PollerError};
 use crate::receiver::{self, Receiver, ReceiverError, Secret};
+use crate::usage::UsageBook;
 
 /// Everything a service is built from besides its config: the machine's facts, the
 /// values the environment holds, and — for the demo — stand-ins for GitHub and the agent.
@@ -183,6 +184,8 @@ pub struct Service {
     pub(super) dispatcher: Dispatcher,
     /// What `GET /metrics` on the receiver's port answers.
     pub(super) metrics: Metrics,
+    /// The sessions' tokens and cost, shared by the control plane and the gauges' sampler.
+    pub(super) usage: UsageBook,
     pub(super) receiver: Option<Receiving>,
     pub(super) poller: Option<Polling>,
     pub(super) api: Option<Serving>,
@@ -332,6 +335,7 @@ impl Service {
         if let Some(client) = github {
             metrics.watch_github(client);
         }
+        let usage = UsageBook::counted_in(claude_projects.clone(), metrics.clone());
 
         let poller = match clients {
             Some(clients) => {
@@ -391,6 +395,7 @@ impl Service {
             events,
             dispatcher,
             metrics,
+            usage,
             receiver,
             poller,
             api,

@@ -30,6 +30,7 @@ use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
 use crate::poller::{self, CycleObserver, CycleReport};
 use crate::shutdown::Shutdown;
+use crate::usage::UsageBook;
 
 /// How often the config file is looked at for a change, and the live sessions counted.
 const RELOAD_EVERY: Duration = Duration::from_secs(2);
@@ -61,7 +62,9 @@ impl Service {
         shutdown: impl Future<Output = ()>,
         on_event: impl Fn(Notice) + Send + Sync,
     ) -> Result<Stopped, ServiceError> {
-        let Self { mode, config, events, dispatcher, metrics, receiver, poller, api, .. } = self;
+        let Self {
+            mode, config, events, dispatcher, metrics, usage, receiver, poller, api, ..
+        } = self;
         let (stop, _) = broadcast::channel::<()>(1);
         dispatcher.count_in(metrics.clone());
         // What a predecessor killed mid-write left beside its records: never read, so gone.
@@ -102,6 +105,7 @@ impl Service {
                 events: events.for_source("api"),
                 dispatcher: dispatcher.clone(),
                 claude_projects,
+                usage: usage.clone(),
                 stream: api::StreamHub::new(
                     events.for_source("api"),
                     config.current().service.stream.clone(),
@@ -116,8 +120,9 @@ impl Service {
 
         let polled = config.subscribe();
         let agents_config = config.subscribe();
+        let sampled = Sampled { store: dispatcher.store().clone(), metrics, usage };
+        let gauges = sample_gauges(sampled, config.clone(), stop.subscribe());
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
-        let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
         let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
         let mut told = stop.subscribe();
         let tell_agent_states = async {
@@ -285,18 +290,32 @@ async fn follow_config(
     }
 }
 
-/// Counts the live sessions for `GET /metrics` every [`RELOAD_EVERY`] until the service
-/// stops (a file listing, off the runtime's threads).
-async fn sample_gauges(store: StateStore, metrics: Metrics, mut stop: broadcast::Receiver<()>) {
+/// What the gauges' sampler reads and counts into.
+struct Sampled {
+    store: StateStore,
+    metrics: Metrics,
+    /// Read on for every session, so `GET /metrics` counts tokens no request asked for.
+    usage: UsageBook,
+}
+
+/// Counts the live sessions and reads the sessions' transcripts on for `GET /metrics`
+/// every [`RELOAD_EVERY`] until the service stops (a file listing and the transcripts'
+/// new bytes, off the runtime's threads).
+async fn sample_gauges(sampled: Sampled, config: LiveConfig, mut stop: broadcast::Receiver<()>) {
+    let Sampled { store, metrics, usage } = sampled;
     loop {
-        let listing = store.clone();
-        let live = tokio::task::spawn_blocking(move || listing.list_local_records())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|records| {
-                records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count()
-            });
+        let (listing, book, pricing) =
+            (store.clone(), usage.clone(), config.current().pricing.clone());
+        let live = tokio::task::spawn_blocking(move || {
+            let records = listing.list_local_records().ok()?;
+            for record in &records {
+                book.record(record, &pricing);
+            }
+            Some(records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count())
+        })
+        .await
+        .ok()
+        .flatten();
         if let Some(live) = live {
             metrics.set_live_sessions(live as u64);
         }

@@ -1,11 +1,16 @@
 //! `the-loop status`: per ingress, running / stopped / misconfigured / disabled, from
-//! its pidfile lock alone, and the poller's last cycle and scope health from its heartbeat.
+//! its pidfile lock alone, and the poller's last cycle and scope health from its heartbeat;
+//! then each work item's tokens and cost, from its sessions' transcripts.
 //!
 //! Read-only: it never removes a stale pidfile and never signals anything. Exit 0 only
 //! if every enabled ingress is running (the keepalive primitive: `status || start`).
 
 use jiff::{SignedDuration, Timestamp};
+use loop_core::config::PricingConfig;
+use loop_core::usage::Usage;
 use loop_daemon::service::{Environment, Ingress, Liveness, Misconfiguration, preflight};
+use loop_daemon::usage::UsageBook;
+use loop_sessions::trust::ClaudeFiles;
 use loop_store::heartbeat::Heartbeat;
 use loop_store::{EventLog, StateLayout, StateStore};
 use serde_json::{Value, json};
@@ -86,7 +91,8 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
     let loaded = CliConfig::load(global, printer)?;
     let config = &loaded.config;
     let layout = state_root::layout(config);
-    let rows = rows(config, &layout, &service::environment(config))?;
+    let env = service::environment(config);
+    let rows = rows(config, &layout, &env)?;
     let store = StateStore::new(layout.clone(), EventLog::disabled());
     let heartbeat = store.read_heartbeat().unwrap_or_else(|err| {
         printer.warning(format!("cannot read the poller's heartbeat: {err}"));
@@ -98,6 +104,10 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
         printer.warning(format!("cannot read the session records: {err}"));
         Vec::new()
     });
+    let usage = item_usage(&store, &env, &config.pricing).unwrap_or_else(|err| {
+        printer.warning(format!("cannot read the session records: {err}"));
+        Vec::new()
+    });
     if global.json {
         let services: Vec<Value> =
             rows.iter().map(|row| row_json(row, &layout, heartbeat.as_ref())).collect();
@@ -105,7 +115,16 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
             .iter()
             .map(|(item, warning)| json!({"workItem": item.to_string(), "graphWarning": warning}))
             .collect();
-        printer.data(json!({ "services": services, "graphWarnings": graphs, "ok": ok }));
+        let usage: Vec<Value> = usage
+            .iter()
+            .map(|(item, usage)| json!({"workItem": item.to_string(), "usage": usage}))
+            .collect();
+        printer.data(json!({
+            "services": services,
+            "graphWarnings": graphs,
+            "usage": usage,
+            "ok": ok,
+        }));
     } else {
         for row in &rows {
             printer.data(row_text(row));
@@ -114,6 +133,9 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
                     printer.data(format!("    {line}"));
                 }
             }
+        }
+        for (item, usage) in &usage {
+            printer.data(format!("{item}: {usage}"));
         }
         for (item, warning) in &warnings {
             printer.warning(format!("{item}: {warning}"));
@@ -132,6 +154,25 @@ fn graph_warnings(store: &StateStore) -> anyhow::Result<Vec<(loop_core::WorkItem
             let own = record.own_endpoint().filter(|own| own.is_live())?;
             let warning = own.graph_warning.clone()?;
             Some((record.work_item.clone(), warning))
+        })
+        .collect())
+}
+
+/// Each work item with a session transcript here, and what its sessions spent
+/// (`loop_daemon::usage`, read once from each transcript's start).
+fn item_usage(
+    store: &StateStore,
+    env: &Environment,
+    pricing: &PricingConfig,
+) -> anyhow::Result<Vec<(loop_core::WorkItemRef, Usage)>> {
+    let claude = ClaudeFiles::locate(&env.home, env.claude_config_dir.as_deref());
+    let book = UsageBook::new(claude.config_dir.join("projects"));
+    Ok(store
+        .list_local_records()?
+        .iter()
+        .filter_map(|record| {
+            let tokens = book.record(record, pricing)?;
+            Some((record.work_item.clone(), Usage::priced(&tokens, pricing)))
         })
         .collect())
 }

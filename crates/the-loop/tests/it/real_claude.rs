@@ -434,3 +434,65 @@ fn an_agent_busy_with_no_sign_of_life_is_stalled_in_needs_you_and_told_once() {
     wait_for_state_after(&machine, "idle", "stalled");
     assert_eq!(told(), 1, "one comment per stall: {:?}", machine.events("agent.state"));
 }
+
+#[test]
+fn an_items_usage_is_the_sum_of_its_turns_usage_and_its_cost_the_tables_price() {
+    let Some((world, model, machine)) = site("") else { return };
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    // Text and a tool call in one reply: one message written as two transcript lines.
+    let look = Reply::tool_use("Bash", json!({"command": "echo checked", "description": "Check"}))
+        .preceded_by("Let me check first.");
+    model
+        .script(Rule::when_contains(spawn_heading(1), look).then(Reply::text("All checked.")))
+        .unwrap();
+    machine.start();
+    start_item(&world, 1);
+    let item = "github:octo/app#1";
+    let conversation = conversation_of(&machine, item);
+    let transcript = transcript_of(&machine, item, &conversation);
+    wait_for("the last answer in the transcript", || {
+        let written = std::fs::read_to_string(&transcript).unwrap_or_default();
+        written.contains("All checked.").then_some(()).ok_or_else(|| summary(&model))
+    });
+
+    // The reply with text and a tool call is written as two lines of one message id.
+    let written = std::fs::read_to_string(&transcript).unwrap_or_default();
+    let ids: Vec<String> = written
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l.pointer("/message/id").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    assert!(ids.iter().any(|id| ids.iter().filter(|i| *i == id).count() > 1), "{ids:?}");
+
+    let turns: Vec<ModelRequest> = model
+        .turns()
+        .into_iter()
+        .filter(|t| t.conversation.as_deref() == Some(conversation.as_str()))
+        .collect();
+    assert!(turns.len() >= 2, "the prompt and the tool's result: {}", summary(&model));
+    let sum = loop_sim::model_api::total_usage(&turns);
+    let tokens = loop_core::usage::Tokens {
+        input_tokens: sum.input_tokens,
+        output_tokens: sum.output_tokens,
+        cache_write_tokens: sum.cache_creation_input_tokens,
+        cache_read_tokens: sum.cache_read_input_tokens,
+    };
+    assert!(tokens.input_tokens + tokens.cache_write_tokens > 0 && tokens.output_tokens > 0);
+    let models: Vec<&str> = turns.iter().filter_map(|t| t.model.as_deref()).collect();
+    let by_model = [(models[0].to_owned(), tokens)].into();
+    assert!(models.iter().all(|m| *m == models[0]), "one model: {models:?}");
+    let pricing = loop_core::config::Config::default().pricing;
+    assert!(pricing.price_of(models[0]).is_some(), "{} has a shipped price", models[0]);
+    let expected = serde_json::to_value(loop_core::usage::Usage::priced(&by_model, &pricing))
+        .expect("usage renders");
+
+    let path = format!("/api/v1/work-items/one?ref={}", item.replace('#', "%23"));
+    wait_for("the item's usage to be its turns'", || {
+        let (_, record) = machine.api("GET", &path, None);
+        (record["usage"] == expected).then_some(()).ok_or(record["usage"].clone())
+    });
+    assert_eq!(session_row(&machine, item)["usage"], expected);
+    let (_, listed) = machine.api("GET", "/api/v1/work-items", None);
+    let listed = listed.as_array().into_iter().flatten().find(|r| r["ref"] == item).cloned();
+    assert_eq!(listed.unwrap_or_default()["usage"], expected);
+}

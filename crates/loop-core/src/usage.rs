@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::PricingConfig;
+use crate::config::{ModelPrice, PricingConfig};
 
 /// Token counts of one kind of use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -136,6 +136,21 @@ pub fn add(into: &mut ByModel, more: &ByModel) {
     }
 }
 
+/// `by_model`'s tokens over every model.
+pub fn total(by_model: &ByModel) -> Tokens {
+    by_model.values().fold(Tokens::default(), |sum, t| sum.plus(*t))
+}
+
+/// What `tokens` cost at `price`, USD.
+#[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+pub fn cost(price: &ModelPrice, tokens: Tokens) -> f64 {
+    let per = |count: u64, usd: f64| count as f64 * usd / 1e6;
+    per(tokens.input_tokens, price.input_per_mtok)
+        + per(tokens.output_tokens, price.output_per_mtok)
+        + per(tokens.cache_write_tokens, price.cache_write_per_mtok)
+        + per(tokens.cache_read_tokens, price.cache_read_per_mtok)
+}
+
 /// Tokens summed over every model, and what they cost: the API's `usage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -150,9 +165,9 @@ impl Usage {
     /// `by_model` summed and priced by `pricing` (see the module docs); the cost is
     /// rounded to a millionth of a dollar.
     pub fn priced(by_model: &ByModel, pricing: &PricingConfig) -> Self {
-        let tokens = by_model.values().fold(Tokens::default(), |sum, t| sum.plus(*t));
+        let tokens = total(by_model);
         let cost = by_model.iter().try_fold(0.0, |sum, (model, tokens)| {
-            pricing.price_of(model).map(|price| sum + price.cost(*tokens))
+            pricing.price_of(model).map(|price| sum + cost(price, *tokens))
         });
         Self { tokens, cost_usd: cost.map(|usd| (usd * 1e6).round() / 1e6) }
     }
@@ -282,7 +297,7 @@ mod tests {
             unknown.to_string(),
             "2000000 input, 200000 output, 400000 cache write, 4000000 cache read tokens; cost unknown"
         );
-        assert!(old.to_string().ends_with("tokens; $25.2500"), "{old}");
+        assert!(old.to_string().ends_with("tokens; $29.2500"), "{old}");
         let shown = serde_json::to_value(unknown).unwrap();
         assert_eq!(
             shown,

@@ -90,3 +90,69 @@ impl TranscriptFile {
         &self.projects
     }
 }
+
+/// How far a reader has read a transcript: which file (a file replaced under the same
+/// name is another) and up to which byte. Both the stream's line counts and the usage
+/// book read on from here, so a long transcript is read once, then only what is appended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadSoFar {
+    path: PathBuf,
+    /// `st_dev`, `st_ino`.
+    id: (u64, u64),
+    offset: u64,
+}
+
+/// What a look at a transcript found since the last one.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// Nothing new.
+    Same,
+    /// These bytes were appended.
+    Grown(Vec<u8>),
+    /// Another file, or the same cut short: all of it, to be counted from its start.
+    Anew(Vec<u8>),
+}
+
+impl ReadSoFar {
+    /// Reads the file at `path` (resolved, see [`TranscriptFile::resolve`]) on from where
+    /// the last look left off; `None`, and nothing moved, when it cannot be read.
+    /// Blocking: file IO.
+    pub fn read_on(&mut self, path: &Path) -> Option<Appended> {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let file = std::fs::File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        let (id, len) = ((meta.dev(), meta.ino()), meta.len());
+        let same = self.path == path && self.id == id && self.offset <= len;
+        let from = if same { self.offset } else { 0 };
+        if same && from == len {
+            return Some(Appended::Same);
+        }
+        let mut bytes = vec![0; usize::try_from(len - from).ok()?];
+        file.read_exact_at(&mut bytes, from).ok()?;
+        *self = Self { path: path.to_owned(), id, offset: len };
+        Some(if same { Appended::Grown(bytes) } else { Appended::Anew(bytes) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_is_read_on_from_the_last_look_and_anew_when_replaced_or_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conv.jsonl");
+        std::fs::write(&path, "one\n").unwrap();
+        let mut so_far = ReadSoFar::default();
+        assert_eq!(so_far.read_on(&path), Some(Appended::Anew(b"one\n".to_vec())));
+        assert_eq!(so_far.read_on(&path), Some(Appended::Same));
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, b"two\n").unwrap();
+        assert_eq!(so_far.read_on(&path), Some(Appended::Grown(b"two\n".to_vec())));
+        std::fs::write(&path, "x\n").unwrap();
+        assert_eq!(so_far.read_on(&path), Some(Appended::Anew(b"x\n".to_vec())));
+        let before = so_far.clone();
+        assert_eq!(so_far.read_on(&dir.path().join("gone.jsonl")), None);
+        assert_eq!(so_far, before, "an unreadable file moves nothing");
+    }
+}

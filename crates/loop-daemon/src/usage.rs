@@ -2,9 +2,10 @@
 //! cost"), summed from each session's Claude Code transcript by `loop_core::usage` and
 //! priced by `pricing.models`.
 //!
-//! A [`UsageBook`] remembers, per transcript file, how far it has read and what that
-//! counted, so a look reads only what was appended since the last one (one `stat`, one
-//! read of the new bytes); a file replaced or cut short is counted again from its start.
+//! A [`UsageBook`] remembers, per transcript file, how far it has read
+//! ([`ReadSoFar`]) and what that counted, so a look reads only what was appended since
+//! the last one (one `stat`, one read of the new bytes); a file replaced or cut short is
+//! counted again from its start.
 //! What each look adds is counted into `GET /metrics` (`Metrics::usage`), by harness.
 //! The file is found, safely, where the transcript route finds it ([`crate::transcript`]).
 //! A session with no transcript here (another harness, no conversation id yet, no file)
@@ -14,18 +15,16 @@
 //! std mutex held while a file's new bytes are read, never across an `.await`.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use loop_core::WorkItemRef;
 use loop_core::config::PricingConfig;
 use loop_core::record::{Endpoint, LocalRecord};
-use loop_core::usage::{ByModel, Tally, Tokens, Usage, add};
+use loop_core::usage::{ByModel, Tally, Tokens, add, cost, total};
 
 use crate::metrics::Metrics;
-use crate::transcript::endpoint_transcript;
+use crate::transcript::{Appended, ReadSoFar, endpoint_transcript};
 
 /// What every transcript read so far counted. Cheap to clone (shared).
 #[derive(Debug, Clone)]
@@ -42,13 +41,10 @@ struct Inner {
     files: Mutex<HashMap<PathBuf, Read>>,
 }
 
-/// One transcript as far as it was read.
+/// One transcript as far as it was read, and what that counted.
 #[derive(Debug, Default)]
 struct Read {
-    /// `st_dev`, `st_ino`: a file replaced under the same name is another.
-    id: (u64, u64),
-    /// Bytes fed to the tally.
-    offset: u64,
+    so_far: ReadSoFar,
     tally: Tally,
 }
 
@@ -82,12 +78,12 @@ impl UsageBook {
         if let Some(metrics) = &self.inner.metrics
             && !added.is_empty()
         {
-            let priced = Usage::priced(&added, pricing);
-            let cost = added
+            // Counted as far as it is priced: a model without a price adds no cost.
+            let usd = added
                 .iter()
-                .filter_map(|(model, tokens)| Some(pricing.price_of(model)?.cost(*tokens)))
+                .filter_map(|(model, tokens)| Some(cost(pricing.price_of(model)?, *tokens)))
                 .sum();
-            metrics.usage(&endpoint.harness, priced.tokens, cost);
+            metrics.usage(&endpoint.harness, total(&added), usd);
         }
         Some(now)
     }
@@ -107,20 +103,16 @@ impl UsageBook {
     /// The file at `path` read on from where the last look left off: its tokens per
     /// model, and what this look added.
     fn read(&self, path: &Path) -> Option<(ByModel, ByModel)> {
-        let file = File::open(path).ok()?;
-        let meta = file.metadata().ok()?;
-        let (id, len) = ((meta.dev(), meta.ino()), meta.len());
         let mut files = self.inner.files.lock().unwrap_or_else(PoisonError::into_inner);
         let read = files.entry(path.to_owned()).or_default();
         let before = read.tally.by_model();
-        if read.id != id || len < read.offset {
-            *read = Read { id, ..Read::default() };
-        }
-        if len > read.offset {
-            let mut bytes = vec![0; usize::try_from(len - read.offset).ok()?];
-            file.read_exact_at(&mut bytes, read.offset).ok()?;
-            read.tally.feed(&bytes);
-            read.offset = len;
+        match read.so_far.read_on(path)? {
+            Appended::Same => {}
+            Appended::Grown(bytes) => read.tally.feed(&bytes),
+            Appended::Anew(bytes) => {
+                read.tally = Tally::default();
+                read.tally.feed(&bytes);
+            }
         }
         let now = read.tally.by_model();
         let added = now

@@ -10,8 +10,6 @@
 //! of the route ([`crate::transcript::transcript_file`]) — is worked out again every
 //! [`RESOLVE_EVERY`] looks, so a session started, respawned or gone since is followed.
 
-use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,7 +18,7 @@ use loop_core::WorkItemRef;
 use loop_store::StateStore;
 use serde_json::json;
 
-use crate::transcript::{TranscriptFile, transcript_file};
+use crate::transcript::{Appended, ReadSoFar, TranscriptFile, transcript_file};
 
 /// How often a subscriber looks at the transcripts it watches.
 pub const TICK: Duration = Duration::from_millis(500);
@@ -46,17 +44,12 @@ struct Watched {
 }
 
 /// A file as last counted.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Seen {
-    path: PathBuf,
-    /// `st_dev`, `st_ino`: a file replaced under the same name is another.
-    id: (u64, u64),
-    len: u64,
-    /// The offset just after the last newline counted.
-    counted: u64,
-    /// Non-blank lines up to `counted`.
+    read: ReadSoFar,
+    /// Non-blank lines ended so far.
     lines: u64,
-    /// Whether the bytes after `counted` (a line not yet ended) are not blank.
+    /// Whether the line not yet ended (the bytes after the last newline) is not blank.
     partial: bool,
 }
 
@@ -64,6 +57,21 @@ impl Seen {
     /// What the route would answer as `totalLines`.
     fn total(&self) -> u64 {
         self.lines + u64::from(self.partial)
+    }
+
+    /// Counts `bytes`, the next bytes of the file.
+    fn count(&mut self, bytes: &[u8]) {
+        let blank = |line: &[u8]| line.iter().all(u8::is_ascii_whitespace);
+        let mut pieces = bytes.split(|&b| b == b'\n').peekable();
+        let mut partial = self.partial;
+        while let Some(piece) = pieces.next() {
+            partial |= !blank(piece);
+            if pieces.peek().is_some() {
+                self.lines += u64::from(partial);
+                partial = false;
+            }
+        }
+        self.partial = partial;
     }
 }
 
@@ -112,32 +120,15 @@ impl Transcripts {
 /// grown, else from its start; `before` itself when nothing changed, `None` when it
 /// cannot be read.
 fn count(path: &Path, before: Option<&Seen>) -> Option<Seen> {
-    let file = File::open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    let (id, len) = ((meta.dev(), meta.ino()), meta.len());
-    let same = before.filter(|b| b.path == *path && b.id == id && b.len <= len);
-    if let Some(same) = same.filter(|b| b.len == len) {
-        return Some(same.clone());
+    let mut seen = before.cloned().unwrap_or_default();
+    match seen.read.read_on(path)? {
+        Appended::Same => {}
+        Appended::Grown(bytes) => seen.count(&bytes),
+        Appended::Anew(bytes) => {
+            seen = Seen { read: seen.read, ..Seen::default() };
+            seen.count(&bytes);
+        }
     }
-    let mut seen = same.cloned().unwrap_or(Seen {
-        path: path.to_owned(),
-        id,
-        len: 0,
-        counted: 0,
-        lines: 0,
-        partial: false,
-    });
-    let mut bytes = vec![0; usize::try_from(len - seen.counted).ok()?];
-    file.read_exact_at(&mut bytes, seen.counted).ok()?;
-    let (ended, rest) = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(last) => bytes.split_at(last + 1),
-        None => bytes.split_at(0),
-    };
-    let blank = |line: &[u8]| line.iter().all(u8::is_ascii_whitespace);
-    seen.lines += ended.split(|&b| b == b'\n').filter(|line| !blank(line)).count() as u64;
-    seen.counted += ended.len() as u64;
-    seen.partial = !blank(rest);
-    seen.len = len;
     Some(seen)
 }
 

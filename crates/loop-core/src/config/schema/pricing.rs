@@ -15,7 +15,6 @@ use crate::config::ProblemKind;
 use crate::config::read::{
     Block, Diagnostics, Section, join, line_of, number_at_least, wrong_type,
 };
-use crate::usage::Tokens;
 
 /// The shipped prices: Anthropic's public pricing page
 /// (<https://platform.claude.com/docs/en/about-claude/pricing>, "Model pricing", read
@@ -53,18 +52,6 @@ pub struct ModelPrice {
     pub cache_write_per_mtok: f64,
     #[serde(rename = "cacheReadPerMTok")]
     pub cache_read_per_mtok: f64,
-}
-
-impl ModelPrice {
-    /// What `tokens` cost, USD.
-    #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
-    pub fn cost(&self, tokens: Tokens) -> f64 {
-        let per = |count: u64, usd: f64| count as f64 * usd / 1e6;
-        per(tokens.input_tokens, self.input_per_mtok)
-            + per(tokens.output_tokens, self.output_per_mtok)
-            + per(tokens.cache_write_tokens, self.cache_write_per_mtok)
-            + per(tokens.cache_read_tokens, self.cache_read_per_mtok)
-    }
 }
 
 impl PricingConfig {

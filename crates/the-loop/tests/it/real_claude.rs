@@ -495,4 +495,8 @@ fn an_items_usage_is_the_sum_of_its_turns_usage_and_its_cost_the_tables_price() 
     let (_, listed) = machine.api("GET", "/api/v1/work-items", None);
     let listed = listed.as_array().into_iter().flatten().find(|r| r["ref"] == item).cloned();
     assert_eq!(listed.unwrap_or_default()["usage"], expected);
+    let status = machine.run(&["status", "--json"]);
+    let status: Value = serde_json::from_str(&status.stdout).unwrap_or_default();
+    let told = status["usage"].as_array().into_iter().flatten().find(|u| u["workItem"] == item);
+    assert_eq!(told.cloned().unwrap_or_default()["usage"], expected, "{status:#}");
 }

@@ -72,9 +72,37 @@ impl UsageBook {
         served: &WorkItemRef,
         pricing: &PricingConfig,
     ) -> Option<ByModel> {
-        let file = endpoint_transcript(&self.inner.projects, endpoint, served).ok()?;
-        let path = file.resolve()?;
-        let (now, added) = self.read(&path)?;
+        let path = self.transcript(endpoint, served)?;
+        self.tokens(&path, &endpoint.harness, pricing)
+    }
+
+    /// Tokens per model of every session of `record` (the item's and its pull
+    /// requests'), summed — a transcript two of them share (a pull request served by the
+    /// item's own session) counted once; `None` when none has a readable transcript.
+    pub fn record(&self, record: &LocalRecord, pricing: &PricingConfig) -> Option<ByModel> {
+        let mut read = std::collections::HashSet::new();
+        let mut sum: Option<ByModel> = None;
+        for (served, endpoint) in &record.endpoints {
+            let Some(path) = self.transcript(endpoint, served) else { continue };
+            if !read.insert(path.clone()) {
+                continue;
+            }
+            if let Some(tokens) = self.tokens(&path, &endpoint.harness, pricing) {
+                add(sum.get_or_insert_default(), &tokens);
+            }
+        }
+        sum
+    }
+
+    /// Where `endpoint`'s transcript is, resolved, if it has one here.
+    fn transcript(&self, endpoint: &Endpoint, served: &WorkItemRef) -> Option<PathBuf> {
+        endpoint_transcript(&self.inner.projects, endpoint, served).ok()?.resolve()
+    }
+
+    /// The tokens of the `harness` session's transcript at `path`; what this look added
+    /// is counted into the metrics.
+    fn tokens(&self, path: &Path, harness: &str, pricing: &PricingConfig) -> Option<ByModel> {
+        let (now, added) = self.read(path)?;
         if let Some(metrics) = &self.inner.metrics
             && !added.is_empty()
         {
@@ -83,21 +111,9 @@ impl UsageBook {
                 .iter()
                 .filter_map(|(model, tokens)| Some(cost(pricing.price_of(model)?, *tokens)))
                 .sum();
-            metrics.usage(&endpoint.harness, total(&added), usd);
+            metrics.usage(harness, total(&added), usd);
         }
         Some(now)
-    }
-
-    /// Tokens per model of every session of `record` (the item's and its pull
-    /// requests'), summed; `None` when none has a readable transcript.
-    pub fn record(&self, record: &LocalRecord, pricing: &PricingConfig) -> Option<ByModel> {
-        let mut sum: Option<ByModel> = None;
-        for (served, endpoint) in &record.endpoints {
-            if let Some(tokens) = self.endpoint(endpoint, served, pricing) {
-                add(sum.get_or_insert_default(), &tokens);
-            }
-        }
-        sum
     }
 
     /// The file at `path` read on from where the last look left off: its tokens per

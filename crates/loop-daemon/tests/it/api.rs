@@ -467,3 +467,52 @@ async fn an_open_question_of_the_agent_needs_you_until_it_is_answered() {
     assert!(kinds.iter().all(|k| *k == "agent-waiting"), "{attention:#}");
     api.stop().await;
 }
+
+#[tokio::test]
+async fn usage_is_summed_once_per_message_and_priced_by_the_table_or_unknown() {
+    let pricing = "pricing:\n  models:\n    stand-in: {inputPerMTok: 2, outputPerMTok: 10, cacheWritePerMTok: 1, cacheReadPerMTok: 0.5}\n";
+    let api = ApiService::start(pricing, None).await;
+    let cwd = api.site.dir.path().join("work");
+    store(&api.site)
+        .save_local_record(&session(loop_core::record::EndpointStatus::Active, &cwd))
+        .unwrap();
+    store(&api.site)
+        .write_section(&ITEM.parse().unwrap(), Some(&control(loop_core::control::Command::Start)))
+        .unwrap();
+    let one = "/api/v1/sessions/one?ref=github:octo/app%237";
+    assert_eq!(json(&api.get(one, &[]).await)["usage"], Value::Null, "no transcript yet");
+
+    let dir = std::path::Path::new(".claude/projects")
+        .join(loop_sessions::harness::claude_project_dir_name(&cwd));
+    let dir = api.site.dir.path().join("home").join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = |id: &str, model: &str, input: u64, output: u64| {
+        let usage = serde_json::json!({"input_tokens": input, "output_tokens": output,
+            "cache_creation_input_tokens": 1000, "cache_read_input_tokens": 2000});
+        let message = serde_json::json!({"id": id, "model": model, "usage": usage});
+        format!("{}\n", serde_json::json!({"type": "assistant", "message": message}))
+    };
+    // One reply written as two lines (its usage repeated), another reply, a bad line.
+    let transcript = dir.join("conv-1.jsonl");
+    let written = [line("m1", "stand-in-1", 100, 10), line("m1", "stand-in-1", 100, 10)];
+    std::fs::write(&transcript, written.concat() + "not json\n" + &line("m2", "stand-in-1", 50, 5))
+        .unwrap();
+    let expected = serde_json::json!({"inputTokens": 150, "outputTokens": 15,
+        "cacheWriteTokens": 2000, "cacheReadTokens": 4000,
+        "costUsd": (150.0 * 2.0 + 15.0 * 10.0 + 2000.0 + 4000.0 * 0.5) / 1e6});
+    let row = json(&api.get(one, &[]).await);
+    assert_eq!(row["usage"], expected, "{row:#}");
+    assert_eq!(row["pullRequests"][0]["usage"], expected, "the same session serves the PR");
+    let item = json(&api.get("/api/v1/work-items/one?ref=github:octo/app%237", &[]).await);
+    assert_eq!(item["usage"], expected, "one transcript, counted once: {item:#}");
+    let listed = json(&api.get("/api/v1/work-items", &[]).await);
+    assert_eq!(listed[0]["usage"], expected, "{listed:#}");
+
+    // A model the table does not price: its tokens count, the cost is unknown.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&transcript).unwrap();
+    std::io::Write::write_all(&mut file, line("m3", "other-model", 1, 1).as_bytes()).unwrap();
+    let listed = json(&api.get("/api/v1/work-items", &[]).await);
+    assert_eq!(listed[0]["usage"]["inputTokens"], 151, "{listed:#}");
+    assert_eq!(listed[0]["usage"]["costUsd"], Value::Null, "{listed:#}");
+    api.stop().await;
+}

@@ -308,9 +308,7 @@ async fn sample_gauges(sampled: Sampled, config: LiveConfig, mut stop: broadcast
             (store.clone(), usage.clone(), config.current().pricing.clone());
         let live = tokio::task::spawn_blocking(move || {
             let records = listing.list_local_records().ok()?;
-            for record in &records {
-                book.record(record, &pricing);
-            }
+            book.refresh(&records, &pricing);
             Some(records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count())
         })
         .await

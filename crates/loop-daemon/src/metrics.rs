@@ -12,8 +12,9 @@
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
 //! sessions is a gauge the service sets; the inbox's depth and processing lag are the
-//! receiver's own counts, read at scrape ([`Metrics::watch_inbox`]). Rendering never fails and never
-//! blocks on IO.
+//! receiver's own counts, read at scrape ([`Metrics::watch_inbox`]); the agents' tokens and
+//! cost are counted by the usage book as it reads their transcripts ([`Metrics::usage`]:
+//! label-free totals, and by harness). Rendering never fails and never blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
 //! (`the_loop_` prefix, `_total` counters, `_seconds` histograms). The families live in a

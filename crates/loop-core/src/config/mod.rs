@@ -34,6 +34,10 @@ pub use version::{CURRENT_VERSION, Change, MIGRATE_COMMAND, migrate};
 
 use read::Diagnostics;
 
+/// Keys whose mapping is keyed by the operator's own names (model ids), not the schema's:
+/// documented as one key, and any name is allowed under them.
+pub const NAMED_MAPPINGS: &[&str] = &["pricing.models"];
+
 /// A commented starter config that passes `the-loop config check`.
 pub const STARTER: &str = include_str!("starter.yaml");
 

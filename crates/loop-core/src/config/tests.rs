@@ -449,12 +449,9 @@ fn yaml_output_quotes_strings_that_would_read_back_as_something_else() {
     assert_eq!(parse_document(&text).unwrap(), doc, "{text}");
 }
 
-/// Keys whose mapping is the operator's own names (model ids), documented as one key.
-const NAMED_BY_OPERATOR: &[&str] = &["pricing.models"];
-
 /// Every dotted key path under `value`, blocks and leaves alike.
 fn key_paths(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
-    if NAMED_BY_OPERATOR.contains(&prefix) {
+    if NAMED_MAPPINGS.contains(&prefix) {
         out.push(prefix.to_owned());
         return;
     }

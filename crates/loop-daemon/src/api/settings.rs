@@ -6,7 +6,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use loop_core::config::Config;
+use loop_core::config::{Config, NAMED_MAPPINGS};
 use serde_json::{Map, Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -41,7 +41,7 @@ async fn config(State(state): State<ApiState>) -> Json<Value> {
 #[utoipa::path(get, path = "/api/v1/config/schema", tag = "config", responses(
     (status = 200, description = "The schema", body = Value)))]
 async fn schema() -> Json<Value> {
-    let mut schema = schema_of(&Config::default().to_json());
+    let mut schema = schema_of("", &Config::default().to_json());
     if let Value::Object(map) = &mut schema {
         map.insert("$schema".to_owned(), json!("https://json-schema.org/draft/2020-12/schema"));
         map.insert("title".to_owned(), json!("the-loop cli-config.yaml"));
@@ -49,12 +49,25 @@ async fn schema() -> Json<Value> {
     Json(schema)
 }
 
-/// The schema of a document shaped like `value`, `value` as every default.
-fn schema_of(value: &Value) -> Value {
+/// The schema of a document shaped like `value` at the key `path`, `value` as every
+/// default. A mapping keyed by the operator's names ([`NAMED_MAPPINGS`]) takes any name,
+/// each value shaped like the shipped ones (or `null`, which removes a shipped one).
+fn schema_of(path: &str, value: &Value) -> Value {
     match value {
+        Value::Object(fields) if NAMED_MAPPINGS.contains(&path) => {
+            let entry_path = format!("{path}.*");
+            let shape = fields.values().next().map(|v| without_defaults(schema_of(&entry_path, v)));
+            let entry = json!({"anyOf": [shape.unwrap_or_else(|| json!({})), {"type": "null"}]});
+            json!({"type": "object", "default": value, "additionalProperties": entry})
+        }
         Value::Object(fields) => {
-            let properties: Map<String, Value> =
-                fields.iter().map(|(key, value)| (key.clone(), schema_of(value))).collect();
+            let properties: Map<String, Value> = fields
+                .iter()
+                .map(|(key, value)| {
+                    let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    (key.clone(), schema_of(&at, value))
+                })
+                .collect();
             json!({"type": "object", "properties": properties, "additionalProperties": false})
         }
         Value::Array(_) => json!({"type": "array", "default": value}),
@@ -67,13 +80,37 @@ fn schema_of(value: &Value) -> Value {
     }
 }
 
+/// `schema` without its `default`s (the shape of an entry the operator names).
+fn without_defaults(mut schema: Value) -> Value {
+    if let Value::Object(map) = &mut schema {
+        map.remove("default");
+        if let Some(Value::Object(properties)) = map.get_mut("properties") {
+            for property in properties.values_mut() {
+                *property = without_defaults(property.take());
+            }
+        }
+    }
+    schema
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn a_mapping_of_the_operators_names_takes_any_name_shaped_like_a_price() {
+        let schema = schema_of("", &Config::default().to_json());
+        let models = &schema["properties"]["pricing"]["properties"]["models"];
+        assert_eq!(models["type"], "object");
+        assert!(models["default"]["claude-opus-4"]["inputPerMTok"].is_number(), "{models:#}");
+        let entry = &models["additionalProperties"]["anyOf"][0];
+        assert_eq!(entry["properties"]["cacheReadPerMTok"], json!({"type": "number"}));
+        assert_eq!(entry["additionalProperties"], false);
+    }
+
+    #[test]
     fn the_schema_has_every_key_with_its_default() {
-        let schema = schema_of(&Config::default().to_json());
+        let schema = schema_of("", &Config::default().to_json());
         let port = &schema["properties"]["service"]["properties"]["port"];
         assert_eq!(port["type"], "integer");
         assert_eq!(port["default"], 4114);

@@ -15,6 +15,8 @@ use loop_core::WorkItemRef;
 use loop_core::agent::Question;
 use loop_core::explain;
 use loop_core::log::{Kind, Line};
+use loop_core::record::LocalRecord;
+use loop_core::usage::Usage;
 use loop_store::event_log::filter::{EventFilter, parse_since};
 use loop_store::event_log::read::read_all;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -28,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{self, Linked};
 use crate::dispatcher::{Dispatcher, blocking};
+use crate::usage::UsageBook;
 
 /// The most event-log lines one `query_events` answers with.
 const MAX_EVENTS: usize = 500;
@@ -37,6 +40,7 @@ const MAX_EVENTS: usize = 500;
 /// of `origins`; ends when `cancel` is cancelled.
 pub fn service(
     dispatcher: Dispatcher,
+    usage: UsageBook,
     authorities: Vec<String>,
     origins: Vec<String>,
     cancel: tokio_util::sync::CancellationToken,
@@ -47,7 +51,7 @@ pub fn service(
         .enforce_origin_validation()
         .with_cancellation_token(cancel);
     StreamableHttpService::new(
-        move || Ok(TheLoopMcp::new(dispatcher.clone())),
+        move || Ok(TheLoopMcp::new(dispatcher.clone(), usage.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -57,6 +61,8 @@ pub fn service(
 #[derive(Debug, Clone)]
 pub struct TheLoopMcp {
     dispatcher: Dispatcher,
+    /// The sessions' tokens and cost, shared with the control plane's routes.
+    usage: UsageBook,
     tool_router: ToolRouter<Self>,
 }
 
@@ -129,8 +135,18 @@ type Answer = Result<Value, String>;
 
 #[tool_router]
 impl TheLoopMcp {
-    fn new(dispatcher: Dispatcher) -> Self {
-        Self { dispatcher, tool_router: Self::tool_router() }
+    fn new(dispatcher: Dispatcher, usage: UsageBook) -> Self {
+        Self { dispatcher, usage, tool_router: Self::tool_router() }
+    }
+
+    /// What `record`'s sessions spent (`null` without a transcript here). Blocking.
+    fn spent(
+        usage: &UsageBook,
+        record: Option<&LocalRecord>,
+        pricing: &loop_core::config::PricingConfig,
+    ) -> Option<Usage> {
+        let tokens = usage.record(record?, pricing)?;
+        Some(Usage::priced(&tokens, pricing))
     }
 
     #[tool(description = "Ask a question on the work item (a self-marked comment) and record \
@@ -188,7 +204,8 @@ impl TheLoopMcp {
 
     #[tool(description = "One work item as this machine knows it: its arming (control), its \
         session and the pull requests recorded for it, its poll ledger, whether it ended, \
-        and any question of the agent's still waiting for an answer.")]
+        any question of the agent's still waiting for an answer, and what its sessions \
+        spent (usage: tokens and costUsd, null when unknown).")]
     async fn get_work_item(
         &self,
         Parameters(params): Parameters<WorkItemParams>,
@@ -198,37 +215,44 @@ impl TheLoopMcp {
             Err(err) => Err(err.clone()),
             Ok(item) => {
                 let (store, item) = (self.dispatcher.store().clone(), item.clone());
-                blocking(move || store.item_state(&item).map(|state| work_item_view(&item, &state)))
-                    .await
-                    .map_err(|err| err.to_string())
+                let (usage, pricing) =
+                    (self.usage.clone(), self.dispatcher.config().pricing.clone());
+                blocking(move || {
+                    let state = store.item_state(&item)?;
+                    let spent = Self::spent(&usage, state.session.as_ref(), &pricing);
+                    Ok::<_, loop_store::StoreError>(work_item_view(&item, &state, spent))
+                })
+                .await
+                .map_err(|err| err.to_string())
             }
         };
         self.answer("get_work_item", item.ok().as_ref(), answer).await
     }
 
     #[tool(description = "Every work item with a session on this machine: ref, session \
-        status, pull requests and whether it waits for an answer.")]
+        status, pull requests, whether it waits for an answer and what it spent (usage).")]
     async fn list_work_items(&self) -> Result<CallToolResult, ErrorData> {
         let store = self.dispatcher.store().clone();
-        let answer = blocking(move || store.list_local_records())
-            .await
-            .map(|records| {
-                Value::Array(
-                    records
-                        .iter()
-                        .map(|record| {
-                            let own = record.own_endpoint();
-                            json!({
-                                "workItem": record.work_item.to_string(),
-                                "status": own.map(|e| e.status),
-                                "pullRequests": pull_requests(record),
-                                "awaitingInput": record.endpoints.values().any(|e| e.awaiting_input.is_some()),
-                            })
-                        })
-                        .collect(),
-                )
-            })
-            .map_err(|err| err.to_string());
+        let (usage, pricing) = (self.usage.clone(), self.dispatcher.config().pricing.clone());
+        let answer = blocking(move || {
+            let records = store.list_local_records()?;
+            let rows = records
+                .iter()
+                .map(|record| {
+                    let own = record.own_endpoint();
+                    json!({
+                        "workItem": record.work_item.to_string(),
+                        "status": own.map(|e| e.status),
+                        "pullRequests": pull_requests(record),
+                        "awaitingInput": record.endpoints.values().any(|e| e.awaiting_input.is_some()),
+                        "usage": Self::spent(&usage, Some(record), &pricing),
+                    })
+                })
+                .collect();
+            Ok::<_, loop_store::StoreError>(Value::Array(rows))
+        })
+        .await
+        .map_err(|err| err.to_string());
         self.answer("list_work_items", None, answer).await
     }
 
@@ -359,7 +383,7 @@ fn pull_requests(record: &loop_core::record::LocalRecord) -> Vec<String> {
 }
 
 /// `get_work_item`'s answer.
-fn work_item_view(item: &WorkItemRef, state: &explain::ItemState) -> Value {
+fn work_item_view(item: &WorkItemRef, state: &explain::ItemState, usage: Option<Usage>) -> Value {
     let awaiting: Vec<Value> = state
         .session
         .iter()
@@ -385,6 +409,7 @@ fn work_item_view(item: &WorkItemRef, state: &explain::ItemState) -> Value {
         "ended": state.ended,
         "collaborators": state.collaborators,
         "awaitingInput": awaiting,
+        "usage": usage,
         "summary": explain::describe_item(state),
     })
 }

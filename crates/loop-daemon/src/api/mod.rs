@@ -186,6 +186,7 @@ fn app(
             .collect();
         let mcp = crate::mcp::service(
             state.dispatcher.clone(),
+            state.usage.clone(),
             hosts.iter().map(|host| (*host).to_owned()).collect(),
             origins,
             mcp_stop,

@@ -20,6 +20,8 @@ async fn serve_mcp(lab: &Lab, cancel: &CancellationToken) -> std::net::SocketAdd
     let addr = listener.local_addr().expect("an address");
     let service = loop_daemon::mcp::service(
         lab.dispatcher.clone(),
+        // No transcripts here: every usage is `null`.
+        loop_daemon::usage::UsageBook::new(std::path::PathBuf::from("/nonexistent/projects")),
         vec![addr.to_string(), format!("localhost:{}", addr.port())],
         vec![format!("http://{addr}")],
         cancel.child_token(),
@@ -106,6 +108,7 @@ async fn a_real_mcp_client_links_a_pull_request_whose_events_then_reach_the_sess
     let shown = call("get_work_item", json!({"work_item": item.to_string()})).await;
     let shown: Value = serde_json::from_str(&text_of(&shown)).expect("JSON");
     assert_eq!(shown["pullRequests"], json!([format!("github:{REPO}#{pr}")]), "{shown:#}");
+    assert_eq!(shown["usage"], Value::Null, "no transcript, no usage: {shown:#}");
 
     lab.comment(pr, OWNER, "Please rename the widget.");
     lab.settle().await;

@@ -56,6 +56,8 @@ struct Seen {
 struct Live {
     item: WorkItemRef,
     target: String,
+    /// Its harness.
+    harness: String,
     /// Whether its harness is the one whose pane signs are known.
     ours: bool,
 }
@@ -138,6 +140,7 @@ impl Watcher {
                 record.endpoints.values().filter(|e| e.is_live()).map(|endpoint| Live {
                     item: record.work_item.clone(),
                     target: endpoint.tmux_target.clone(),
+                    harness: endpoint.harness.clone(),
                     ours: endpoint.harness == self.harness.name(),
                 })
             })
@@ -175,7 +178,7 @@ impl Watcher {
             by = Some("clock");
         }
         if self.states.seen(&session.target).as_ref() != Some(&seen.tracked) {
-            self.states.set(&session.target, seen.tracked.clone());
+            self.states.set(&session.target, &session.harness, seen.tracked.clone());
         }
         let changed = seen.tracked.state != before;
         if changed {
@@ -219,13 +222,14 @@ impl Watcher {
             at_input,
             dialog: signs.and_then(|signs| signs.dialog(&view.screen)),
             limit: signs.and_then(|signs| signs.limit(&view.screen, now, &zone_of)),
+            limit_dialog: signs.is_some_and(|signs| signs.limit_dialog(&view.screen)),
         }
     }
 }
 
 /// The zone a limit notice names, from the system's time-zone database; none named: the
 /// machine's own.
-fn zone_of(name: Option<&str>) -> Option<jiff::tz::TimeZone> {
+pub fn zone_of(name: Option<&str>) -> Option<jiff::tz::TimeZone> {
     match name {
         None => Some(jiff::tz::TimeZone::system()),
         Some(name) => jiff::tz::TimeZone::get(name).ok(),

@@ -21,6 +21,7 @@
 //! - `command`: executing control commands (record, pause, resume, stop, cleanup, roster).
 //! - `closure`: closes, the `ended` stamp, reopen.
 //! - `github`: existence checks, reactions and announcements (best-effort).
+//! - `limit`: waiting out a usage limit and waking the agent it cut off.
 
 mod batch;
 mod bound;
@@ -30,6 +31,7 @@ mod command;
 mod github;
 mod graph;
 mod job;
+mod limit;
 mod queue;
 
 use std::collections::HashMap;

@@ -434,3 +434,72 @@ fn an_agent_busy_with_no_sign_of_life_is_stalled_in_needs_you_and_told_once() {
     wait_for_state_after(&machine, "idle", "stalled");
     assert_eq!(told(), 1, "one comment per stall: {:?}", machine.events("agent.state"));
 }
+
+#[test]
+fn a_usage_limit_holds_comments_and_spawns_until_its_reset_then_the_agent_goes_on() {
+    let Some(cli) = claude_code() else { return };
+    let world = World::new();
+    let model = world.model();
+    let machine = Machine::with_claude_subscriber(&world, cli, &model, "");
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    world.sim.open_issue(REPO, "octocat", "Speed up the build", &[LABEL]).unwrap();
+    // Claude Code shows the reset floored to the minute; one at :59 is read a second late.
+    let now = jiff::Timestamp::now();
+    let minute_end = |at: jiff::Timestamp| {
+        let second = at.as_second();
+        jiff::Timestamp::from_second(second - second.rem_euclid(60) + 60).unwrap()
+    };
+    let mut read_as = minute_end(now);
+    if read_as.duration_since(now).as_secs() < 30 {
+        read_as = minute_end(read_as);
+    }
+    let resets = read_as - jiff::SignedDuration::from_secs(1);
+    model.limit_until(resets);
+    machine.start();
+    start_item(&world, 1);
+    let item = "github:octo/app#1";
+
+    let limited = wait_for_state(&machine, "limited");
+    assert_eq!(limited["until"], read_as.to_string(), "{limited}");
+    assert_eq!(session_row(&machine, item)["agentState"], "limited");
+    let told = || -> usize {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted.iter().filter(|c| c.contains("paused by a usage limit")).count()
+    };
+    wait_for("the limit told", || (told() == 1).then_some(()).ok_or_else(|| machine.trail()));
+
+    // Meanwhile a comment on the item and a second item are held, not typed or spawned.
+    world.sim.comment(REPO, 1, "octocat", "Please also cover the empty input.").unwrap();
+    start_item(&world, 2);
+    let held = |reason: &str| {
+        let lines = machine.events("dispatch.held");
+        lines.iter().any(|line| line["reason"] == reason)
+    };
+    wait_for("the comment and the spawn held", || {
+        let both = held("the agent is cut off by a usage limit")
+            && held("its harness is cut off by a usage limit");
+        both.then_some(()).ok_or_else(|| format!("{:?}", machine.events("dispatch.held")))
+    });
+
+    // At the reset: the dialog closed, the agent told to go on, then what was held.
+    let patience =
+        std::time::Duration::from_secs(read_as.duration_since(now).as_secs() as u64 + 30);
+    let every = std::time::Duration::from_millis(250);
+    let go_on = loop_sim::test_support::wait_for_within(patience, every, "the wake", || {
+        let needle = "has reset. Continue where you left off.";
+        turns_with(&model, needle).into_iter().next().ok_or_else(|| summary(&model))
+    });
+    let woken = machine.events("agent.woken");
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    let woken_at: jiff::Timestamp = woken[0]["woken_at"].as_str().unwrap().parse().unwrap();
+    assert!(woken_at >= read_as, "not before the reset: {woken_at}");
+    assert_eq!(go_on.conversation, Some(conversation_of(&machine, item)));
+    let comment = wait_for_turn(&model, "Please also cover the empty input.");
+    assert!(comment.at >= go_on.at, "the held comment after the wake: {}", summary(&model));
+    let second = wait_for_turn(&model, &spawn_heading(2));
+    assert!(second.at >= woken_at, "no spawn while limited: {}", summary(&model));
+    for needle in ["Please also cover the empty input.", "has reset. Continue"] {
+        assert_eq!(turns_with(&model, needle).len(), 1, "{needle} once: {}", summary(&model));
+    }
+    assert_eq!(told(), 1, "one comment per limit");
+}

@@ -300,6 +300,27 @@ impl Tracked {
         }
     }
 
+    /// Where it is in a sentence: what it waits on and how to answer it, for "Needs
+    /// you" and `status`.
+    pub fn in_words(&self) -> String {
+        match &self.state {
+            AgentState::NeedsPermission(asked) if asked.tool.is_empty() => {
+                format!("at a permission dialog: {}", asked.input)
+            }
+            AgentState::NeedsPermission(asked) => format!(
+                "at a permission dialog: {} `{}` — answer with `the-loop approve` or `the-loop deny`",
+                asked.tool, asked.input
+            ),
+            AgentState::Limited { until: Some(until), .. } => {
+                format!("cut off by a usage limit until {until}")
+            }
+            AgentState::Limited { notice, .. } => format!("cut off by a usage limit: {notice}"),
+            AgentState::Stalled => format!("stalled: no sign of life since {}", self.alive_at),
+            AgentState::Exited => format!("the agent exited at {}", self.since),
+            other => other.name().to_owned(),
+        }
+    }
+
     /// Takes `sign`, seen at `now`; whether the state changed.
     pub fn observe(&mut self, sign: &Sign, now: Timestamp) -> bool {
         let next = match sign {

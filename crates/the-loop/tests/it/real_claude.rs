@@ -295,6 +295,20 @@ fn an_agent_at_a_permission_dialog_is_seen_and_nothing_is_typed_into_the_dialog(
     let (_, attention) = machine.api("GET", "/api/v1/attention", None);
     let waiting = attention.as_array().into_iter().flatten().find(|r| r["kind"] == "agent-waiting");
     assert!(waiting.is_some_and(|r| r["workItem"] == item), "{attention:#}");
+    // `status` says so too, in words and as JSON.
+    let status = wait_for("status to show the dialog", || {
+        let shown = machine.run(&["status"]).stdout;
+        shown.contains("needs-permission").then_some(shown.clone()).ok_or(shown)
+    });
+    assert!(status.contains(item) && status.contains("outside.txt"), "{status}");
+    let status: Value = serde_json::from_str(&machine.run(&["status", "--json"]).stdout).unwrap();
+    let agent = &status["agents"][0];
+    assert_eq!(
+        (agent["workItem"].as_str(), agent["state"].as_str()),
+        (Some(item), Some("needs-permission")),
+        "{status:#}"
+    );
+    assert_eq!(agent["needsAttention"], true);
 
     // The work item is told once, with the command and how to answer.
     let told = || -> Vec<String> {

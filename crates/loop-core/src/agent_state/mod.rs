@@ -97,18 +97,17 @@ impl AgentState {
 
 /// What the work item is told when its agent leaves `before` for the state `tracked`
 /// holds: a key naming the episode (one comment per key: one per permission prompt,
-/// limit, stall or exit) and the comment's text, before its self-mark. `approve`/`deny`:
-/// the keywords in force. `None`: nothing to tell — the agent is starting, working or
+/// limit, stall or exit) and the comment's text, before its self-mark, naming the
+/// commands by the keywords in force. `None`: nothing to tell — the agent is starting, working or
 /// idle, or it is found exited without ever being seen alive (a session found dead at
 /// the daemon's start is brought back by its next event; telling it on every restart
 /// would repeat itself).
 pub fn notice(
     before: &AgentState,
     tracked: &Tracked,
-    approve: &str,
-    deny: &str,
+    keywords: &crate::config::ControlKeywords,
 ) -> Option<(String, String)> {
-    let since = tracked.since;
+    let (since, approve, deny) = (tracked.since, &keywords.approve, &keywords.deny);
     Some(match &tracked.state {
         AgentState::NeedsPermission(asked) => {
             let tool = match asked.tool.is_empty() {
@@ -149,9 +148,10 @@ pub fn notice(
         AgentState::Exited if *before != AgentState::Starting => (
             format!("exited:{since}"),
             format!(
-                "⚠️ **the-loop**: the agent exited at {}. The next comment brings it back with \
-                 its conversation and is delivered.",
-                since.strftime("%H:%M UTC")
+                "⚠️ **the-loop**: the agent exited at {}. Comment `{}` to bring it back with its \
+                 conversation; any other comment does too, and is delivered.",
+                since.strftime("%H:%M UTC"),
+                keywords.resume
             ),
         ),
         AgentState::Exited => return None,
@@ -461,6 +461,10 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + seconds).unwrap()
     }
 
+    fn keywords() -> crate::config::ControlKeywords {
+        crate::config::Config::default().routing.control.keywords
+    }
+
     fn report(event: Event) -> Sign {
         Sign::Hook(Report { event, ..Report::default() })
     }
@@ -602,25 +606,28 @@ mod tests {
         };
         let tracked =
             Tracked { state: AgentState::NeedsPermission(asked), ..Tracked::starting(at(0)) };
-        let (key, body) =
-            notice(&AgentState::Working, &tracked, "the-loop approve", "the-loop deny").unwrap();
+        let (key, body) = notice(&AgentState::Working, &tracked, &keywords()).unwrap();
         assert_eq!(key, "permission:r1");
         assert!(body.contains("`Bash`") && body.contains("rm -rf ''' x"), "{body}");
         assert!(body.contains("`the-loop approve`"), "{body}");
-        assert_eq!(notice(&AgentState::Idle, &Tracked::starting(at(0)), "a", "d"), None);
+        assert_eq!(notice(&AgentState::Idle, &Tracked::starting(at(0)), &keywords()), None);
         let until = Some(Timestamp::from_second(1_800_003_600).unwrap());
         let state = AgentState::Limited { until, notice: "You've hit your limit".into() };
         let limited = Tracked { state, ..Tracked::starting(at(0)) };
-        let (_, body) = notice(&AgentState::Working, &limited, "a", "d").unwrap();
+        let (_, body) = notice(&AgentState::Working, &limited, &keywords()).unwrap();
         assert!(body.contains("until 09:00 UTC"), "{body}");
     }
 
     #[test]
     fn an_exit_is_told_only_when_the_agent_was_seen_alive_before() {
         let exited = Tracked { state: AgentState::Exited, ..Tracked::starting(at(0)) };
-        let (key, body) = notice(&AgentState::Working, &exited, "a", "d").unwrap();
+        let (key, body) = notice(&AgentState::Working, &exited, &keywords()).unwrap();
         assert!(key.starts_with("exited:") && body.contains("exited at"), "{key} {body}");
-        assert_eq!(notice(&AgentState::Starting, &exited, "a", "d"), None, "found dead at start");
+        assert_eq!(
+            notice(&AgentState::Starting, &exited, &keywords()),
+            None,
+            "found dead at start"
+        );
     }
 
     #[test]
@@ -628,7 +635,7 @@ mod tests {
         let stall = SignedDuration::from_secs(60);
         let mut agent = Tracked::starting(at(0));
         agent.observe(&report(Event::UserPromptSubmit), at(1));
-        let key = |agent: &Tracked| notice(&AgentState::Working, agent, "a", "d").map(|n| n.0);
+        let key = |agent: &Tracked| notice(&AgentState::Working, agent, &keywords()).map(|n| n.0);
         assert!(agent.tick(at(61), stall));
         let first = key(&agent).unwrap();
         let output = PaneLook { changed: true, ..PaneLook::default() };

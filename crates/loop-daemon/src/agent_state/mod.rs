@@ -89,6 +89,13 @@ impl AgentStates {
         self.changed.send_modify(|generation| *generation += 1);
     }
 
+    /// The tmux sessions whose agent is seen exited.
+    pub fn exited(&self) -> std::collections::BTreeSet<String> {
+        let table = self.lock();
+        let exited = table.iter().filter(|(_, entry)| entry.tracked.state == AgentState::Exited);
+        exited.map(|(target, _)| target.clone()).collect()
+    }
+
     /// Records that the agent in `target` was woken from the limit keyed `limit` (its
     /// [`limit_key`]): what its limit held may go in.
     pub fn woken(&self, target: &str, limit: Timestamp) {

@@ -260,12 +260,7 @@ impl Dispatcher {
                 tokio::spawn(async move { dispatcher.wait_out_limit(change).await });
             }
             let keywords = self.config().routing.control.keywords.clone();
-            let notice = loop_core::agent_state::notice(
-                &change.before,
-                &change.tracked,
-                &keywords.approve,
-                &keywords.deny,
-            );
+            let notice = loop_core::agent_state::notice(&change.before, &change.tracked, &keywords);
             let Some((key, body)) = notice else { continue };
             if !told.insert(format!("{}/{key}", change.target)) {
                 continue;

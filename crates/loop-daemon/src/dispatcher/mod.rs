@@ -335,7 +335,7 @@ impl Dispatcher {
                 .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
             Vec::new()
         });
-        Snapshot { records, spawning, busy }
+        Snapshot { records, spawning, busy, exited: self.inner.agents.exited() }
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

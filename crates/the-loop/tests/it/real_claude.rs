@@ -142,15 +142,7 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     });
 
     // The agent dies (SIGKILL: no SessionEnd, no clean exit); the pane stays, dead.
-    let target = "=loop-github-octo-app-1:";
-    let pid = machine.tmux().args(["display-message", "-p", "-t", target, "#{pane_pid}"]).output();
-    let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
-    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
-    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
-    let killed_at = jiff::Timestamp::now();
-    wait_for("the pane to die", || {
-        (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
-    });
+    let killed_at = kill_agent(&machine);
 
     // Seen within seconds, in Needs you, and told once on the item.
     let exited = wait_for_state(&machine, "exited");
@@ -185,6 +177,38 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     {
         assert_eq!(turns_with(&model, needle).len(), 1, "{needle} once: {}", summary(&model));
     }
+
+    // Killed again: `the-loop resume` on the item brings it back, with its conversation.
+    kill_agent(&machine);
+    wait_for("the second exit told", || (told() == 2).then_some(()).ok_or_else(|| machine.trail()));
+    world.sim.comment(REPO, 1, "octocat", "the-loop resume").unwrap();
+    let back = wait_for_turn(&model, "the-loop resume");
+    assert_eq!(back.conversation.as_deref(), Some(conversation.as_str()), "resumed, not new");
+    wait_for("the second respawn", || {
+        let respawns = machine.events("session.respawned");
+        (respawns.len() == 2 && respawns[1]["resumed"] == true)
+            .then_some(())
+            .ok_or_else(|| format!("{respawns:?}"))
+    });
+    let rejected = machine.events("control.rejected");
+    assert!(rejected.is_empty(), "resume is not refused: {rejected:?}");
+    let recorded = machine.run(&["sessions", "show", "--work-item", "github:octo/app#1", "--json"]);
+    assert!(recorded.stdout.contains("\"resume\""), "the command recorded: {}", recorded.stdout);
+}
+
+/// Kills the agent of `octo/app#1` (SIGKILL: no SessionEnd, no clean exit) and waits for
+/// its pane to be dead; when it was killed.
+fn kill_agent(machine: &Machine) -> jiff::Timestamp {
+    let target = "=loop-github-octo-app-1:";
+    let pid = machine.tmux().args(["display-message", "-p", "-t", target, "#{pane_pid}"]).output();
+    let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
+    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
+    let killed_at = jiff::Timestamp::now();
+    wait_for("the pane to die", || {
+        (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
+    });
+    killed_at
 }
 
 #[test]

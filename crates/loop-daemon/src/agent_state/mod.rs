@@ -89,6 +89,13 @@ impl AgentStates {
         self.changed.send_modify(|generation| *generation += 1);
     }
 
+    /// How many harnesses a usage limit cuts off now.
+    pub fn limited_harnesses(&self) -> usize {
+        let table = self.lock();
+        let cut_off = table.values().filter(|entry| entry.cut_off()).map(|entry| &entry.harness);
+        cut_off.collect::<std::collections::BTreeSet<_>>().len()
+    }
+
     /// The tmux sessions whose agent is seen exited.
     pub fn exited(&self) -> std::collections::BTreeSet<String> {
         let table = self.lock();

@@ -241,7 +241,11 @@ impl Dispatcher {
         };
         let agents = &self.inner.agents;
         let Some(reason) = holding(agents) else { return true };
+        let metrics = self.inner.metrics.get();
         for job in jobs {
+            if let Some(metrics) = metrics {
+                metrics.held(reason);
+            }
             let held = Line::info(Kind::DispatchHeld)
                 .work_item(&job.target)
                 .field("delivery_id", &job.cx.delivery_id)
@@ -249,7 +253,11 @@ impl Dispatcher {
                 .field("reason", reason);
             self.events().emit_async(held).await;
         }
-        agents.until(holding).await
+        let released = agents.until(holding).await;
+        if let (true, Some(metrics)) = (released, metrics) {
+            (0..jobs.len()).for_each(|_| metrics.released());
+        }
+        released
     }
 
     /// Runs one job, or the jobs of one batch pasted together, inside a concurrency

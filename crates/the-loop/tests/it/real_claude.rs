@@ -443,6 +443,26 @@ fn a_permission_prompt_is_approved_and_denied_from_the_work_item() {
         found.then_some(()).ok_or_else(|| format!("{answered:?}"))
     });
     assert_eq!(model.turns().len(), turns, "nothing was typed: {}", summary(&model));
+
+    // The control plane answers too: a third prompt approved through the API.
+    let third = machine.cli.cwd().join("third.txt");
+    let command = format!("touch {}", third.display());
+    let tool = Reply::tool_use("Bash", json!({"command": command, "description": "Make it"}));
+    model
+        .script(Rule::when_contains("A third file", tool).then(Reply::text("Made the third.")))
+        .unwrap();
+    world.sim.comment(REPO, 1, "octocat", "A third file, please.").unwrap();
+    wait_for("a third prompt", || {
+        let asked = machine.events("agent.state");
+        let open = asked.iter().filter(|l| l["state"] == "needs-permission").count();
+        (open == 3).then_some(()).ok_or_else(|| machine.trail())
+    });
+    let body = json!({"ref": "github:octo/app#1", "verb": "approve", "comment": false});
+    let (status, answer) = machine.api("POST", "/api/v1/sessions/control", Some(&body));
+    assert_eq!((status, answer["effect"].as_str()), (200, Some("approved")), "{answer:#}");
+    wait_for("the tool approved by the API ran", || {
+        third.exists().then_some(()).ok_or_else(|| machine.trail())
+    });
 }
 
 #[test]

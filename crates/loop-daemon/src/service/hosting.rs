@@ -120,6 +120,7 @@ impl Service {
 
         let polled = config.subscribe();
         let agents_config = config.subscribe();
+        metrics.watch_agents(dispatcher.agents().clone());
         let sampled = Sampled { store: dispatcher.store().clone(), metrics, usage };
         let gauges = sample_gauges(sampled, config.clone(), stop.subscribe());
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);

@@ -1,6 +1,8 @@
 //! `the-loop status`: per ingress, running / stopped / misconfigured / disabled, from
-//! its pidfile lock alone, and the poller's last cycle and scope health from its heartbeat;
-//! then each work item's tokens and cost, from its sessions' transcripts.
+//! its pidfile lock alone, the poller's last cycle and scope health from its heartbeat,
+//! while the service runs, what each live session's agent is doing (the watcher's
+//! `local/agent/states.json`; docs/agent-states.md), and each work item's tokens and
+//! cost, from its sessions' transcripts.
 //!
 //! Read-only: it never removes a stale pidfile and never signals anything. Exit 0 only
 //! if every enabled ingress is running (the keepalive primitive: `status || start`).
@@ -104,6 +106,14 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
         printer.warning(format!("cannot read the session records: {err}"));
         Vec::new()
     });
+    let running = rows.iter().any(|row| row.live.running());
+    let agents = match running {
+        true => store.read_agent_states().map(|states| states.agents).unwrap_or_else(|err| {
+            printer.warning(format!("cannot read the agents' states: {err}"));
+            Vec::new()
+        }),
+        false => Vec::new(),
+    };
     let usage = item_usage(&store, &env, &config.pricing).unwrap_or_else(|err| {
         printer.warning(format!("cannot read the session records: {err}"));
         Vec::new()
@@ -121,6 +131,7 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
             .collect();
         printer.data(json!({
             "services": services,
+            "agents": agents,
             "graphWarnings": graphs,
             "usage": usage,
             "ok": ok,
@@ -133,6 +144,21 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
                     printer.data(format!("    {line}"));
                 }
             }
+        }
+        if !agents.is_empty() {
+            printer.data("agents:".to_owned());
+        }
+        for agent in &agents {
+            let since = agent.since.strftime("%H:%M:%S UTC");
+            let mark = if agent.needs_attention { "  ← needs you" } else { "" };
+            let detail = match agent.detail == agent.state {
+                true => String::new(),
+                false => format!(" — {}", agent.detail),
+            };
+            printer.data(format!(
+                "    {} {} since {since}{detail}{mark}",
+                agent.work_item, agent.state
+            ));
         }
         for (item, usage) in &usage {
             printer.data(format!("{item}: {usage}"));

@@ -106,6 +106,7 @@ impl StateStore {
     fn scan_index(&self) -> Result<PortableIndex, StoreError> {
         let mut index = PortableIndex::default();
         for (name, record_path, _) in self.record_files()? {
+            self.count_record_read();
             let Some(bytes) = json_file::read_bytes(&record_path)? else { continue };
             let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&bytes) else { continue };
             index.work_items.extend(index_entry(name, &record));
@@ -117,6 +118,7 @@ impl StateStore {
     /// The record files in `portable/`: name, path and when each was last modified.
     fn record_files(&self) -> Result<Vec<(String, PathBuf, Option<SystemTime>)>, StoreError> {
         let dir = self.layout.portable_dir();
+        self.count_listing();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

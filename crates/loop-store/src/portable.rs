@@ -123,6 +123,7 @@ impl StateStore {
         item: &WorkItemRef,
     ) -> Result<Option<Map<String, Value>>, StoreError> {
         let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
+        self.count_record_read();
         JsonFile { path: &path, lock: &lock, events: &self.events }
             .load(|bytes| parse_record(bytes, item))
     }
@@ -132,6 +133,7 @@ impl StateStore {
     /// stubs hold nothing and are left out too.
     pub fn list_portable_records(&self) -> Result<Vec<Map<String, Value>>, StoreError> {
         let dir = self.layout.portable_dir();
+        self.count_listing();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -144,6 +146,7 @@ impl StateStore {
             if name.to_str().and_then(crate::layout::record_slug).is_none() {
                 continue;
             }
+            self.count_record_read();
             let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };
             let named = serde_json::from_slice::<Map<String, Value>>(&bytes).ok().and_then(|map| {
                 map.get("ref").and_then(Value::as_str).and_then(|r| r.parse::<WorkItemRef>().ok())
@@ -241,6 +244,7 @@ impl StateStore {
     fn quarantine_if_malformed(&self, item: &WorkItemRef) -> Result<(), StoreError> {
         let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
         let _guard = LockGuard::exclusive(&lock)?;
+        self.count_record_read();
         JsonFile { path: &path, lock: &lock, events: &self.events }
             .load_locked(|bytes| parse_valid_record(bytes, item))?;
         Ok(())
@@ -259,6 +263,7 @@ impl StateStore {
         let written = {
             let _guard = LockGuard::exclusive(&lock)?;
             let file = JsonFile { path: &path, lock: &lock, events: &self.events };
+            self.count_record_read();
             let before = file.load_locked(|bytes| parse_valid_record(bytes, item))?;
             let mut map = before.clone().unwrap_or_default();
             map.shift_remove(SEALED_KEY);

@@ -139,15 +139,23 @@ struct Inner {
 }
 
 impl Dispatcher {
-    /// Opens the dispatcher over `parts.store`: loads the delivery ledger and releases
-    /// the in-flight marks a previous process left (`dispatch.abandoned`).
+    /// Opens the dispatcher over `parts.store`: fills the store's live view of the
+    /// session records (its one read of every record, here rather than in the first
+    /// delivery), loads the delivery ledger and releases the in-flight marks a previous
+    /// process left (`dispatch.abandoned`).
     pub async fn open(parts: DispatcherParts) -> Result<Self, DispatcherError> {
         let capacity = parts.config.routing.dedup_cache_size as usize;
         let store = parts.store.clone();
-        let (ledger, abandoned) =
-            blocking(move || store.open_delivery_log(capacity)).await.map_err(|source| {
-                DispatcherError::Ledger { root: parts.store.layout().root().to_owned(), source }
-            })?;
+        let opened = blocking(move || {
+            if let Err(err) = store.live_records() {
+                tracing::warn!(error = %err, "cannot read the session records yet");
+            }
+            store.open_delivery_log(capacity)
+        });
+        let (ledger, abandoned) = opened.await.map_err(|source| DispatcherError::Ledger {
+            root: parts.store.layout().root().to_owned(),
+            source,
+        })?;
         let bound = bound::Bound::new(parts.config.routing.max_concurrent_dispatches);
         let dispatcher = Self {
             inner: Arc::new(Inner {
@@ -314,8 +322,8 @@ impl Dispatcher {
         self.inner.busy.send_modify(|n| *n = n.saturating_sub(1));
     }
 
-    /// Every session record, read on a blocking thread; an unreadable registry reads as
-    /// empty (logged), never as an error into a dispatch.
+    /// The live session records, read on a blocking thread; an unreadable registry reads
+    /// as empty (logged), never as an error into a dispatch.
     pub(crate) async fn snapshot(&self) -> Snapshot {
         let this = self.clone();
         blocking(move || this.snapshot_now()).await
@@ -328,7 +336,7 @@ impl Dispatcher {
     /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
         let (spawning, busy) = (self.inner.spawning.items(), self.inner.held.items());
-        let records = self.inner.store.list_local_records().unwrap_or_else(|err| {
+        let records = self.inner.store.live_records().unwrap_or_else(|err| {
             self.events()
                 .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
             Vec::new()

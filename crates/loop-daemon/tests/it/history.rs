@@ -1,0 +1,64 @@
+//! A daemon's history costs a delivery nothing (issue #32): thousands of ended items,
+//! written by the store's own writers, are neither listed nor read by a delivery into a
+//! live session. Reads are counted ([`loop_store::StateStore::reads`]), not timed.
+
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use loop_core::record::{Ended, Endpoint, EndpointStatus, LocalRecord};
+
+use crate::dispatch_lab::{Lab, OWNER};
+
+/// How many ended items the history holds.
+const ENDED: u64 = 3_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_lists_and_reads_none_of_three_thousand_ended_records() {
+    let mut lab = Lab::start("").await;
+    let number = lab.started_issue().await;
+
+    // The history, written by another process of the past: each ended item a closed
+    // session record holding its last deliveries; every tenth also stamped `ended` in its
+    // portable record (a stamp rebuilds the whole index, so stamping all would cost the
+    // test minutes).
+    let past = lab.store();
+    let now = Timestamp::now();
+    for n in 1..=ENDED {
+        let item = lab.item(10_000 + n);
+        let mut record = LocalRecord::new(item.clone());
+        let endpoint = Endpoint {
+            status: EndpointStatus::Closed,
+            tmux_target: format!("loop-github-octo-app-{}", 10_000 + n),
+            recent_deliveries: (0..20).map(|d| format!("delivery-{n}-{d}")).collect(),
+            ..Endpoint::new("stand-in", PathBuf::from("/w"), now)
+        };
+        record.endpoints.insert(item.clone(), endpoint);
+        past.save_local_record(&record).expect("a closed session record");
+        if n % 10 == 0 {
+            let ended = Ended {
+                state: "closed".into(),
+                kind: "issue".into(),
+                reason: Some("issue-closed".into()),
+                at: now,
+                source: "gh-webhook".into(),
+                actor: None,
+            };
+            past.write_section(&item, Some(&ended)).expect("an ended stamp");
+        }
+    }
+    // A new process over that history: it reads every record once as it opens.
+    lab.restart().await;
+    lab.comment(number, OWNER, "a first note after the restart");
+    lab.settle().await;
+
+    let store = lab.dispatcher.store().clone();
+    let before = store.reads();
+    lab.comment(number, OWNER, "please also handle the empty case");
+    lab.settle().await;
+    let after = store.reads();
+    let pasted = lab.pasted().await;
+    assert!(pasted.last().is_some_and(|p| p.contains("the empty case")), "{pasted:#?}");
+    assert_eq!(after.listings, before.listings, "a delivery lists no records directory");
+    let read = after.records - before.records;
+    assert!(read <= 10, "a delivery read {read} record files ({before:?} -> {after:?})");
+}

@@ -15,8 +15,9 @@
 //!
 //! The first call in a process reads every record once to find the live ones, and so
 //! does a call after the watch lost events (a queue overflow, the directory removed or
-//! moved); where no watch can be set (not Linux, out of watches) every call does, as a
-//! listing would, and that is logged once. A file that does not parse reads as absent
+//! moved); where no watch can be set (not Linux, out of inotify instances) every call
+//! lists the registry as [`StateStore::list_local_records`] does (a `stat` per unchanged
+//! file), and that is logged once. A file that does not parse reads as absent
 //! here; the readers that take its lock quarantine it. Nothing here reads a closed
 //! record again unless a change to its file is told: an event naming an ended item asks
 //! for it by name ([`StateStore::load_local_record`]).
@@ -65,10 +66,15 @@ struct Live {
 
 impl View {
     /// Keeps `record` (read or written) when it holds a live endpoint, else forgets it.
-    fn keep(&mut self, slug: &str, identity: Option<FileIdentity>, record: Option<LocalRecord>) {
+    fn keep(
+        &mut self,
+        slug: &str,
+        identity: Option<FileIdentity>,
+        record: Option<Arc<LocalRecord>>,
+    ) {
         match record {
-            Some(record) if record.endpoints.values().any(Endpoint::is_live) => {
-                self.live.insert(slug.to_owned(), Live { identity, record: Arc::new(record) });
+            Some(record) if holds_live_endpoint(&record) => {
+                self.live.insert(slug.to_owned(), Live { identity, record });
             }
             _ => {
                 self.live.remove(slug);
@@ -118,11 +124,11 @@ impl StateStore {
             return;
         }
         if let (Some(identity), Some(record)) = (identity, &record)
-            && !record.endpoints.values().any(Endpoint::is_live)
+            && !holds_live_endpoint(record)
         {
             view.written.insert(slug.to_owned(), identity);
         }
-        view.keep(slug, identity, record);
+        view.keep(slug, identity, record.map(Arc::new));
     }
 
     /// Reads again the record files the watch named, unless a `stat` shows the file the
@@ -136,7 +142,7 @@ impl StateStore {
                 RecordFile::Unchanged => {}
                 RecordFile::Gone => view.keep(&slug, None, None),
                 RecordFile::Read(identity, bytes) => {
-                    view.keep(&slug, Some(identity), parse_local(&bytes, &slug).ok());
+                    view.keep(&slug, Some(identity), parse_local(&bytes, &slug).ok().map(Arc::new));
                 }
             }
         }
@@ -145,37 +151,45 @@ impl StateStore {
     }
 
     /// Reads every record file, the watch set first so that nothing written meanwhile is
-    /// missed.
+    /// missed. Without a watch, the registry is listed (its cache spares the files
+    /// unchanged since the last call).
     fn read_all(&self, view: &mut View) -> Result<(), StoreError> {
         view.watch = None;
         view.live.clear();
         view.written.clear();
         let dir = self.layout.registry_dir();
-        let watch = watch::Watch::new(dir);
-        self.count_listing();
-        let entries = match fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(err) => return Err(StoreError::io("list", dir)(err)),
+        let watch = match watch::Watch::new(dir) {
+            Ok(watch) => watch,
+            Err(err) => {
+                let absent = err.kind() == io::ErrorKind::NotFound;
+                if !absent && !view.unwatched_told {
+                    view.unwatched_told = true;
+                    tracing::warn!(dir = %dir.display(), error = %err, "cannot watch the registry directory; every decision lists the session records");
+                }
+                for record in self.list_local_records()? {
+                    view.keep(&record.work_item.slug(), None, Some(record));
+                }
+                return Ok(());
+            }
         };
+        self.count_listing();
+        let entries = fs::read_dir(dir).map_err(StoreError::io("list", dir))?;
         for entry in entries {
             let entry = entry.map_err(StoreError::io("list", dir))?;
             let name = entry.file_name();
             let Some(slug) = name.to_str().and_then(record_slug) else { continue };
             if let RecordFile::Read(identity, bytes) = self.read_record_file(&entry.path(), None)? {
-                view.keep(slug, Some(identity), parse_local(&bytes, slug).ok());
+                view.keep(slug, Some(identity), parse_local(&bytes, slug).ok().map(Arc::new));
             }
         }
-        match watch {
-            Ok(watch) => view.watch = Some(watch),
-            Err(err) if !view.unwatched_told => {
-                view.unwatched_told = true;
-                tracing::warn!(dir = %dir.display(), error = %err, "cannot watch the registry directory; every decision reads every session record");
-            }
-            Err(_) => {}
-        }
+        view.watch = Some(watch);
         Ok(())
     }
+}
+
+/// Whether a decision can touch `record`: one of its endpoints is live.
+fn holds_live_endpoint(record: &LocalRecord) -> bool {
+    record.endpoints.values().any(Endpoint::is_live)
 }
 
 /// The inotify watch on the registry directory.

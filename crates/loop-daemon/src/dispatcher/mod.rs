@@ -139,23 +139,15 @@ struct Inner {
 }
 
 impl Dispatcher {
-    /// Opens the dispatcher over `parts.store`: fills the store's live view of the
-    /// session records (its one read of every record, here rather than in the first
-    /// delivery), loads the delivery ledger and releases the in-flight marks a previous
-    /// process left (`dispatch.abandoned`).
+    /// Opens the dispatcher over `parts.store`: loads the delivery ledger and releases
+    /// the in-flight marks a previous process left (`dispatch.abandoned`).
     pub async fn open(parts: DispatcherParts) -> Result<Self, DispatcherError> {
         let capacity = parts.config.routing.dedup_cache_size as usize;
         let store = parts.store.clone();
-        let opened = blocking(move || {
-            if let Err(err) = store.live_records() {
-                tracing::warn!(error = %err, "cannot read the session records yet");
-            }
-            store.open_delivery_log(capacity)
-        });
-        let (ledger, abandoned) = opened.await.map_err(|source| DispatcherError::Ledger {
-            root: parts.store.layout().root().to_owned(),
-            source,
-        })?;
+        let (ledger, abandoned) =
+            blocking(move || store.open_delivery_log(capacity)).await.map_err(|source| {
+                DispatcherError::Ledger { root: parts.store.layout().root().to_owned(), source }
+            })?;
         let bound = bound::Bound::new(parts.config.routing.max_concurrent_dispatches);
         let dispatcher = Self {
             inner: Arc::new(Inner {

@@ -46,7 +46,7 @@ async fn a_delivery_lists_and_reads_none_of_three_thousand_ended_records() {
             past.write_section(&item, Some(&ended)).expect("an ended stamp");
         }
     }
-    // A new process over that history: it reads every record once as it opens.
+    // A new process over that history: its first look at the records reads each once.
     lab.restart().await;
     lab.comment(number, OWNER, "a first note after the restart");
     lab.settle().await;

@@ -24,6 +24,7 @@
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
 //! - [`event_log`]: the append-only event log, its reader and filters.
+//! - `watch`: the inotify watch telling `live` and `index` which record files changed.
 //! - [`spec_state`]: a work item's spec folder in its checkout (`work-item-state.json`,
 //!   the artifacts its gates read) — the one file kept outside `state.root`.
 
@@ -47,6 +48,7 @@ pub mod poll_cache;
 mod poll_clocks;
 pub mod portable;
 pub mod spec_state;
+mod watch;
 
 pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;
@@ -66,6 +68,8 @@ pub struct StateStore {
     listed: std::sync::Arc<local::ListedRecords>,
     /// The portable records as last listed, likewise.
     listed_portable: std::sync::Arc<listing::ListedPortable>,
+    /// The index entries last written, kept current (`index`), likewise.
+    held_index: std::sync::Arc<index::HeldIndex>,
     /// The session records with a live endpoint, kept current (`live`), likewise.
     live: std::sync::Arc<live::LiveView>,
     /// What this store and its clones have read, for tests and metrics.
@@ -97,6 +101,7 @@ impl StateStore {
             events,
             listed: std::sync::Arc::default(),
             listed_portable: std::sync::Arc::default(),
+            held_index: std::sync::Arc::default(),
             live: std::sync::Arc::default(),
             reads: std::sync::Arc::default(),
         }

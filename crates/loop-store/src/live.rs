@@ -34,6 +34,7 @@ use crate::StateStore;
 use crate::error::StoreError;
 use crate::layout::record_slug;
 use crate::local::{FileIdentity, RecordFile, parse_local};
+use crate::watch;
 
 /// The view, shared by a store's clones.
 #[derive(Debug, Default)]
@@ -190,95 +191,4 @@ impl StateStore {
 /// Whether a decision can touch `record`: one of its endpoints is live.
 fn holds_live_endpoint(record: &LocalRecord) -> bool {
     record.endpoints.values().any(Endpoint::is_live)
-}
-
-/// The inotify watch on the registry directory.
-#[cfg(target_os = "linux")]
-mod watch {
-    use std::collections::BTreeSet;
-    use std::io;
-    use std::mem::MaybeUninit;
-    use std::path::Path;
-
-    use rustix::fd::OwnedFd;
-    use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-    use rustix::io::Errno;
-
-    use crate::layout::record_slug;
-
-    #[derive(Debug)]
-    pub(super) struct Watch(OwnedFd);
-
-    /// What the watch told since it was last drained.
-    pub(super) enum Drained {
-        /// The slugs of the record files changed, created, moved or removed.
-        Names(BTreeSet<String>),
-        /// Events were lost (queue overflow) or the directory itself went away.
-        Lost,
-    }
-
-    impl Watch {
-        pub(super) fn new(dir: &Path) -> io::Result<Self> {
-            let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
-            let changes = WatchFlags::CLOSE_WRITE
-                | WatchFlags::MOVED_TO
-                | WatchFlags::MOVED_FROM
-                | WatchFlags::CREATE
-                | WatchFlags::DELETE
-                | WatchFlags::DELETE_SELF
-                | WatchFlags::MOVE_SELF
-                | WatchFlags::ONLYDIR;
-            inotify::add_watch(&fd, dir, changes)?;
-            Ok(Self(fd))
-        }
-
-        /// Every event queued, without waiting.
-        pub(super) fn drain(&self) -> io::Result<Drained> {
-            let lost = ReadFlags::QUEUE_OVERFLOW
-                | ReadFlags::IGNORED
-                | ReadFlags::DELETE_SELF
-                | ReadFlags::MOVE_SELF;
-            let mut buf = [MaybeUninit::uninit(); 4096];
-            let mut events = inotify::Reader::new(&self.0, &mut buf);
-            let mut names = BTreeSet::new();
-            loop {
-                match events.next() {
-                    Ok(event) if event.events().intersects(lost) => return Ok(Drained::Lost),
-                    Ok(event) => {
-                        let name = event.file_name().and_then(|name| name.to_str().ok());
-                        names.extend(name.and_then(record_slug).map(str::to_owned));
-                    }
-                    Err(Errno::WOULDBLOCK) => return Ok(Drained::Names(names)),
-                    Err(Errno::INTR) => {}
-                    Err(err) => return Err(err.into()),
-                }
-            }
-        }
-    }
-}
-
-/// Where inotify is not, no watch: every call reads every record.
-#[cfg(not(target_os = "linux"))]
-mod watch {
-    use std::collections::BTreeSet;
-    use std::io;
-    use std::path::Path;
-
-    #[derive(Debug)]
-    pub(super) enum Watch {}
-
-    pub(super) enum Drained {
-        Names(BTreeSet<String>),
-        Lost,
-    }
-
-    impl Watch {
-        pub(super) fn new(_dir: &Path) -> io::Result<Self> {
-            Err(io::ErrorKind::Unsupported.into())
-        }
-
-        pub(super) fn drain(&self) -> io::Result<Drained> {
-            match *self {}
-        }
-    }
 }

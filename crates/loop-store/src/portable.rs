@@ -252,7 +252,7 @@ impl StateStore {
 
     /// The one read-modify-write path of portable records: lock, read (quarantining a
     /// record or a known section that does not parse), apply `change`, normalise, write or
-    /// delete, unlock, then rebuild the index if anything changed.
+    /// delete, unlock, then update the index if anything changed.
     fn update_record(
         &self,
         item: &WorkItemRef,
@@ -260,7 +260,7 @@ impl StateStore {
     ) -> Result<Written, StoreError> {
         let path = self.layout.portable_record(item);
         let lock = self.portable_lock(item);
-        let written = {
+        let (written, on_disk) = {
             let _guard = LockGuard::exclusive(&lock)?;
             let file = JsonFile { path: &path, lock: &lock, events: &self.events };
             self.count_record_read();
@@ -273,20 +273,20 @@ impl StateStore {
                 .iter()
                 .any(|(key, value)| !IDENTITY_KEYS.contains(&key.as_str()) && value.is_object())
             {
-                json_file::write_json(&path, &map, FileMode::Shared)?
+                (json_file::write_json(&path, &map, FileMode::Shared)?, Some(map))
             } else if crate::legacy::holds_anything(self, item) {
                 let mut sealed = normalise(item, Map::new());
                 sealed.insert(SEALED_KEY.to_owned(), Value::Bool(true));
-                json_file::write_json(&path, &sealed, FileMode::Shared)?
+                (json_file::write_json(&path, &sealed, FileMode::Shared)?, Some(sealed))
             } else if before.is_some() {
                 json_file::remove(&path)?;
-                Written::Changed
+                (Written::Changed, None)
             } else {
-                Written::Unchanged
+                (Written::Unchanged, None)
             }
         };
         if written == Written::Changed {
-            self.rebuild_index();
+            self.index_record(item, on_disk.as_ref());
         }
         Ok(written)
     }

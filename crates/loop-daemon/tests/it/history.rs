@@ -87,3 +87,25 @@ async fn a_close_lists_and_reads_none_of_three_thousand_ended_records() {
     let read = after.records - before.records;
     assert!(read <= 20, "a close read {read} record files ({before:?} -> {after:?})");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_comment_for_a_live_session_reads_none_of_the_history() {
+    let (mut lab, number) = lab_with_history().await;
+    let closes = format!("Closes #{number}");
+    let pr = lab.sim.open_pull_request(REPO, OWNER, "Fix it", &closes, "fix-widget", &[]);
+    let pr = pr.expect("a pull request");
+    // The first event from the pull request binds it to the work item's session.
+    lab.comment(pr, OWNER, "a first note on the pull request");
+    lab.settle().await;
+
+    let store = lab.dispatcher.store().clone();
+    let before = store.reads();
+    lab.comment(pr, OWNER, "and one more on the pull request");
+    lab.settle().await;
+    let after = store.reads();
+    let pasted = lab.pasted().await;
+    assert!(pasted.last().is_some_and(|p| p.contains("one more on the pull")), "{pasted:#?}");
+    assert_eq!(after.listings, before.listings, "a delivery lists no records directory");
+    let read = after.records - before.records;
+    assert!(read <= 10, "a delivery read {read} record files ({before:?} -> {after:?})");
+}

@@ -316,6 +316,9 @@ pub enum Effect {
     Spawn,
     /// Resume the paused session (`resumed`).
     Resume,
+    /// Bring back the live session's agent, which exited: the command's own comment is
+    /// delivered, which respawns it with its conversation (the delivery is the restart).
+    Restart,
     /// Pause the active session (`paused`).
     Pause,
     /// Close the session the way a merge would (`stopped`).
@@ -334,6 +337,8 @@ pub enum Effect {
 pub enum Executed {
     /// A spawn was queued (the spawn itself is the queue's).
     SpawnQueued,
+    /// The delivery that restarts an exited agent was queued.
+    RestartQueued,
     /// An operator's `start` spawned a live session.
     Spawned,
     /// An operator's `start` produced no live session.
@@ -361,6 +366,7 @@ impl Executed {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SpawnQueued => "spawn-queued",
+            Self::RestartQueued => "restart-queued",
             Self::Spawned => "spawned",
             Self::SpawnFailed => "spawn-failed",
             Self::Paused => "paused",

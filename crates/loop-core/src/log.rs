@@ -69,6 +69,8 @@ macro_rules! kinds {
 
 kinds! {
     AgentState = "agent.state", Trail;
+    AgentWakeFailed = "agent.wake_failed", Effect;
+    AgentWoken = "agent.woken", Effect;
     ApiRequest = "api.request", Trail;
     ApiStarted = "api.started", Trail;
     ApiStopped = "api.stopped", Trail;

@@ -1,6 +1,7 @@
 // A work item's page (`#/item/<ref>`): where it stands, its sessions with the commands
 // that attach to them, the operator's levers (pause, resume, stop, start, cleanup, a
-// reply to the agent, and at a human gate "Approve — advance graph") each behind a
+// reply to the agent, approve or deny its open permission prompt, and at a human gate
+// "Approve — advance graph") each behind a
 // confirmation, its explain trail (what the-loop did
 // with each delivery, in plain words) and its recent event-log lines. The reply box is
 // built once per visit, so a live refresh never loses what is being typed.
@@ -22,6 +23,8 @@ const VERB_TEXT = {
   stop: 'The agent session is ended; a later start begins a new one.',
   start: 'A session is spawned for it (or the existing one receives events again).',
   cleanup: 'Its ended session’s tmux session and workspace are removed.',
+  approve: 'The agent’s open permission prompt is allowed: the tool it asked for runs.',
+  deny: 'The agent’s open permission prompt is refused: the agent is told, the tool never runs.',
 };
 
 /**
@@ -155,12 +158,18 @@ function summary(row, explained) {
 
 function actions(ref, row, ui) {
   const status = row?.session?.status;
-  const verbs = VERBS[status === 'active' || status === 'paused' ? status : 'none'];
+  const asking = row?.session?.agentState === 'needs-permission';
+  const verbs = [
+    ...(asking ? ['approve', 'deny'] : []),
+    ...VERBS[status === 'active' || status === 'paused' ? status : 'none'],
+  ];
   const notice = h('p', { class: 'notice', role: 'status' });
   const act = async (verb) => {
     const ok = await ui.confirm(
       `${verb[0].toUpperCase()}${verb.slice(1)} ${shortRef(ref)}?`,
-      `${VERB_TEXT[verb]} The command is posted on the work item, as \`the-loop sessions ${verb}\` does.`,
+      asking && (verb === 'approve' || verb === 'deny')
+        ? `${VERB_TEXT[verb]} The answer is posted on the work item, as a \`the-loop ${verb}\` comment would be.`
+        : `${VERB_TEXT[verb]} The command is posted on the work item, as \`the-loop sessions ${verb}\` does.`,
     );
     if (!ok) return;
     try {
@@ -246,7 +255,7 @@ function sessions(row) {
         when(e.createdAt),
         e.lastEventAt && [' · last event ', when(e.lastEventAt)],
         e.agentState && [' · agent ', h('span', { class: `agent agent-${e.agentState}` }, e.agentState), ' since ', when(e.agentStateSince)],
-        e.permission && h('p', { class: 'permission' }, 'asks to run ', h('code', `${e.permission.tool} ${e.permission.input}`), ' — answer on the item with `the-loop approve` or `the-loop deny <reason>`'),
+        e.permission && h('p', { class: 'permission' }, 'asks to run ', h('code', `${e.permission.tool} ${e.permission.input}`), ' — answer with Approve… or Deny… above, or on the item with `the-loop approve` or `the-loop deny <reason>`'),
         e.limit && h('p', { class: 'limit' }, e.limit.until ? `cut off by a usage limit until ${e.limit.until}` : e.limit.notice),
         e.attach && h('pre', { class: 'attach', title: 'attach a terminal to it (detach: Ctrl-b d)' }, e.attach),
       ),

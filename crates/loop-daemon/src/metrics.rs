@@ -12,8 +12,11 @@
 //! ([`Metrics::poll_cycle`]); the GitHub clients are sampled at scrape time (requests by
 //! status, 304s included, and the rate limit remaining — [`Metrics::watch_github`]); live
 //! sessions is a gauge the service sets; the inbox's depth and processing lag are the
-//! receiver's own counts, read at scrape ([`Metrics::watch_inbox`]). Rendering never fails and never
-//! blocks on IO.
+//! receiver's own counts, read at scrape ([`Metrics::watch_inbox`]). Deliveries held
+//! while their agent cannot take them are counted when held and when let through
+//! ([`Metrics::held`], [`Metrics::released`]); the harnesses cut off by a usage limit are
+//! read from the agents' states at scrape ([`Metrics::watch_agents`]). Rendering never
+//! fails and never blocks on IO.
 //!
 //! It decides nothing and reads no file; names follow Prometheus conventions
 //! (`the_loop_` prefix, `_total` counters, `_seconds` histograms). The families live in a
@@ -70,8 +73,17 @@ struct Inner {
     dispatch: Histogram,
     poll: Histogram,
     live_sessions: Gauge<u64, AtomicU64>,
+    /// Held deliveries and spawns by why.
+    held: Family<HeldLabels, Counter>,
+    released: Counter,
     /// Read by the registry's collector at each scrape.
     sampled: Arc<Sampled>,
+}
+
+/// The labels of `the_loop_deliveries_held_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HeldLabels {
+    reason: &'static str,
 }
 
 /// The labels of `the_loop_deliveries_total`, in that order.
@@ -93,6 +105,7 @@ impl Metrics {
         let dispatch = Histogram::new(DISPATCH_BUCKETS.iter().copied());
         let poll = Histogram::new(POLL_BUCKETS.iter().copied());
         let live_sessions = Gauge::<u64, AtomicU64>::default();
+        let (held, released) = (Family::<HeldLabels, Counter>::default(), Counter::default());
         let sampled = Arc::new(Sampled::default());
         // The registry ends each help text registered here with a full stop, and adds
         // `_total` to a counter's name.
@@ -117,8 +130,19 @@ impl Metrics {
             "Work items with a live (active or paused) agent session",
             live_sessions.clone(),
         );
+        registry.register(
+            "the_loop_deliveries_held",
+            "Deliveries and spawns held because their agent could not take them (a permission dialog, a usage limit), by why",
+            held.clone(),
+        );
+        registry.register(
+            "the_loop_deliveries_released",
+            "Held deliveries and spawns let through once their agent could take them",
+            released.clone(),
+        );
         registry.register_collector(Box::new(Arc::clone(&sampled)));
-        let inner = Inner { registry, deliveries, dispatch, poll, live_sessions, sampled };
+        let inner =
+            Inner { registry, deliveries, dispatch, poll, live_sessions, held, released, sampled };
         Self { inner: Arc::new(inner) }
     }
 
@@ -166,6 +190,21 @@ impl Metrics {
         self.inner.live_sessions.set(sessions);
     }
 
+    /// Counts a delivery or spawn held, with why (`dispatch.held`'s reason).
+    pub fn held(&self, reason: &'static str) {
+        self.inner.held.get_or_create(&HeldLabels { reason }).inc();
+    }
+
+    /// Counts a held delivery or spawn let through.
+    pub fn released(&self) {
+        self.inner.released.inc();
+    }
+
+    /// Reports how many harnesses a usage limit cuts off, from `agents`, at every scrape.
+    pub fn watch_agents(&self, agents: Arc<crate::agent_state::AgentStates>) {
+        *lock(&self.inner.sampled.agents) = Some(agents);
+    }
+
     /// Reports the receiver's inbox (`Receiver::inbox`) at every scrape: its depth and
     /// how far processing is behind.
     pub fn watch_inbox(&self, inbox: Arc<InboxGauges>) {
@@ -204,6 +243,8 @@ struct Sampled {
     github: Mutex<Vec<GithubClient>>,
     /// The receiver's inbox, once watched.
     inbox: Mutex<Option<Arc<InboxGauges>>>,
+    /// The agents' states, once watched.
+    agents: Mutex<Option<Arc<crate::agent_state::AgentStates>>>,
 }
 
 /// What the receiver keeps current about its inbox journal, read at scrape time: the
@@ -283,6 +324,15 @@ impl Collector for Sampled {
                 })
             }),
         )?;
+        if let Some(agents) = lock(&self.agents).clone() {
+            let metric = encoder.encode_descriptor(
+                "the_loop_limited_harnesses",
+                "Harnesses (their accounts on this machine) cut off by a usage limit until their agent is woken.",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(agents.limited_harnesses() as u64).encode(metric)?;
+        }
         // Only with a receiver: a made-up 0 would read as "nothing waiting".
         if let Some(inbox) = lock(&self.inbox).clone() {
             let metric = encoder.encode_descriptor(
@@ -412,6 +462,36 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_deliveries_and_limited_harnesses_are_counted() {
+        use loop_core::agent_state::{AgentState, Tracked};
+        let metrics = Metrics::new();
+        assert!(!metrics.render().contains("the_loop_limited_harnesses"), "not watched yet");
+        let agents = Arc::new(crate::agent_state::AgentStates::default());
+        metrics.watch_agents(agents.clone());
+        assert!(metrics.render().contains("the_loop_limited_harnesses 0\n"));
+        let now = jiff::Timestamp::now();
+        let limited = Tracked {
+            state: AgentState::Limited { until: Some(now), notice: "limit".into() },
+            ..Tracked::starting(now)
+        };
+        agents.set("loop-a-1", "claude", limited.clone());
+        agents.set("loop-a-2", "claude", limited);
+        metrics.held("the agent is cut off by a usage limit");
+        metrics.held("the agent is cut off by a usage limit");
+        metrics.released();
+        let text = metrics.render();
+        assert!(text.contains("the_loop_limited_harnesses 1\n"), "one account: {text}");
+        assert!(
+            text.contains("the_loop_deliveries_held_total{reason=\"the agent is cut off by a usage limit\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("the_loop_deliveries_released_total 1\n"), "{text}");
+        agents.woken("loop-a-1", now);
+        agents.woken("loop-a-2", now);
+        assert!(metrics.render().contains("the_loop_limited_harnesses 0\n"));
+    }
 
     #[test]
     fn deliveries_are_counted_by_outcome_and_reason() {

@@ -140,14 +140,15 @@ pub struct NotPosted {
 
 impl Dispatcher {
     /// Decides and executes `command` on `target` for the operator `operator` at
-    /// `surface` (`logins`: the collaborators a roster command names). A spawn is queued
-    /// and awaited.
+    /// `surface` (`logins`: the collaborators a roster command names; `reason`: a deny's,
+    /// given to the agent). A spawn is queued and awaited.
     pub async fn issue(
         &self,
         target: &WorkItemRef,
         command: Command,
         operator: &Login,
         logins: Vec<Login>,
+        reason: Option<&str>,
         surface: Surface,
     ) -> Issued {
         let events = self.events().for_source(surface.name());
@@ -176,7 +177,7 @@ impl Dispatcher {
                     self.spawn_for_operator(&owner, operator, previous).await
                 } else {
                     let effect =
-                        self.execute(effect, &owner, record.as_ref(), operator, None).await;
+                        self.execute(effect, &owner, record.as_ref(), operator, reason).await;
                     Issued::Executed { effect }
                 };
                 let effect = match &issued {

@@ -18,8 +18,8 @@
 //!   [`index`] derives `portable/index.json`; [`listing`] keeps them all as one listing;
 //!   `legacy` reads old layouts forward.
 //! - `poll_clocks`: `local/poll-clocks.json`; [`poll_cache`]: `local/poll-cache.json`.
-//! - [`agent_spool`]: what agents' hooks report, and the answers written for them
-//!   (`local/agent/`).
+//! - [`agent_spool`]: what agents' hooks report, and the answers written for them;
+//!   [`agent_states`]: what the watcher last saw them doing (`local/agent/`).
 //! - [`delivery`]: the dispatcher's delivery ledger (`local/deliveries.log`).
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
@@ -29,6 +29,7 @@
 //!   the artifacts its gates read) — the one file kept outside `state.root`.
 
 pub mod agent_spool;
+pub mod agent_states;
 pub mod classification;
 pub mod delivery;
 pub mod error;

@@ -34,6 +34,9 @@ pub struct Report {
     /// A failed turn's rendered message, or a notification's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When a limit that failed the turn resets, read by the hook from its message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<Timestamp>,
     /// A permission request's id, chosen by the hook: its answer is filed under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
@@ -127,9 +130,22 @@ impl Report {
             error: text("error"),
             message: text("last_assistant_message").or_else(|| text("message")),
             conversation: text("session_id"),
+            resets_at: None,
             request,
             event,
         })
+    }
+
+    /// Reads the reset time a failed turn's message names (`You've hit your session
+    /// limit · resets 5:54pm (UTC)`), placing its zone with `zone_of`.
+    pub fn read_reset(mut self, zone_of: super::limit::ZoneOf<'_>) -> Self {
+        if self.event == Event::StopFailure {
+            let (at, message) = (self.at, self.message.as_deref());
+            self.resets_at = at
+                .zip(message)
+                .and_then(|(at, message)| super::LimitNotice::read(message, at, zone_of).resets_at);
+        }
+        self
     }
 }
 

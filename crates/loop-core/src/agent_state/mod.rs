@@ -97,18 +97,17 @@ impl AgentState {
 
 /// What the work item is told when its agent leaves `before` for the state `tracked`
 /// holds: a key naming the episode (one comment per key: one per permission prompt,
-/// limit, stall or exit) and the comment's text, before its self-mark. `approve`/`deny`:
-/// the keywords in force. `None`: nothing to tell — the agent is starting, working or
+/// limit, stall or exit) and the comment's text, before its self-mark, naming the
+/// commands by the keywords in force. `None`: nothing to tell — the agent is starting, working or
 /// idle, or it is found exited without ever being seen alive (a session found dead at
 /// the daemon's start is brought back by its next event; telling it on every restart
 /// would repeat itself).
 pub fn notice(
     before: &AgentState,
     tracked: &Tracked,
-    approve: &str,
-    deny: &str,
+    keywords: &crate::config::ControlKeywords,
 ) -> Option<(String, String)> {
-    let since = tracked.since;
+    let (since, approve, deny) = (tracked.since, &keywords.approve, &keywords.deny);
     Some(match &tracked.state {
         AgentState::NeedsPermission(asked) => {
             let tool = match asked.tool.is_empty() {
@@ -135,7 +134,8 @@ pub fn notice(
                  held meanwhile are delivered then.",
                 crate::hygiene::clean(notice)
             );
-            (format!("limit:{since}"), body)
+            // One limit is one reset: a reading filled in later is the same limit.
+            (format!("limit:{}", until.unwrap_or(since)), body)
         }
         AgentState::Stalled => (
             format!("stalled:{}", tracked.turn),
@@ -148,9 +148,10 @@ pub fn notice(
         AgentState::Exited if *before != AgentState::Starting => (
             format!("exited:{since}"),
             format!(
-                "⚠️ **the-loop**: the agent exited at {}. The next comment brings it back with \
-                 its conversation and is delivered.",
-                since.strftime("%H:%M UTC")
+                "⚠️ **the-loop**: the agent exited at {}. Comment `{}` to bring it back with its \
+                 conversation; any other comment does too, and is delivered.",
+                since.strftime("%H:%M UTC"),
+                keywords.resume
             ),
         ),
         AgentState::Exited => return None,
@@ -182,6 +183,9 @@ pub struct PaneLook {
     pub dialog: Option<String>,
     /// A usage-limit notice is drawn.
     pub limit: Option<LimitNotice>,
+    /// The limit's own dialog is drawn (`1. Stop and wait for limit to reset`): the limit
+    /// is now, and whatever is typed answers the dialog.
+    pub limit_dialog: bool,
 }
 
 /// How a harness draws what [`PaneLook`] reads beyond its input box.
@@ -191,6 +195,8 @@ pub struct PaneSigns {
     pub dialog: Vec<String>,
     /// A line holding one of these is a usage-limit notice.
     pub limit: Vec<String>,
+    /// A line holding one of these is the limit's dialog, open.
+    pub limit_dialog: Vec<String>,
     /// The glyphs of the harness's busy animation: a line that starts with one, then a
     /// space, and holds `…` is the spinner (`✽ Swirling…`), which moves while the agent
     /// waits on nothing at all — it is no sign of life.
@@ -206,6 +212,7 @@ impl PaneSigns {
                 "Do you want to make this edit".to_owned(),
             ],
             limit: vec!["You've hit your".to_owned(), "limit reached".to_owned()],
+            limit_dialog: vec!["Stop and wait for limit to reset".to_owned()],
             spinner: vec!['·', '✢', '✳', '✶', '✻', '✽', '*'],
         }
     }
@@ -235,6 +242,11 @@ impl PaneSigns {
     /// The dialog question on `screen`, if one is drawn.
     pub fn dialog(&self, screen: &str) -> Option<String> {
         find_line(screen, &self.dialog)
+    }
+
+    /// Whether the limit's dialog is drawn on `screen`.
+    pub fn limit_dialog(&self, screen: &str) -> bool {
+        find_line(screen, &self.limit_dialog).is_some()
     }
 
     /// The limit notice on `screen` seen at `now`, if one is drawn (the last one).
@@ -270,12 +282,43 @@ pub struct Tracked {
     pub turn: Timestamp,
     /// Whether its hooks have reported: the pane then only adds what hooks cannot say.
     pub hooked: bool,
+    /// The notice of the last limit it was in: still on screen once that limit is over,
+    /// it is history, not a new limit.
+    pub last_limit: Option<String>,
 }
 
 impl Tracked {
     /// A session just launched (or first seen) at `now`.
     pub fn starting(now: Timestamp) -> Self {
-        Self { state: AgentState::Starting, since: now, alive_at: now, turn: now, hooked: false }
+        Self {
+            state: AgentState::Starting,
+            since: now,
+            alive_at: now,
+            turn: now,
+            hooked: false,
+            last_limit: None,
+        }
+    }
+
+    /// Where it is in a sentence: what it waits on and how to answer it, for "Needs
+    /// you" and `status`.
+    pub fn in_words(&self) -> String {
+        match &self.state {
+            AgentState::NeedsPermission(asked) if asked.tool.is_empty() => {
+                format!("at a permission dialog: {}", asked.input)
+            }
+            AgentState::NeedsPermission(asked) => format!(
+                "at a permission dialog: {} `{}` — answer with `the-loop approve` or `the-loop deny`",
+                asked.tool, asked.input
+            ),
+            AgentState::Limited { until: Some(until), .. } => {
+                format!("cut off by a usage limit until {until}")
+            }
+            AgentState::Limited { notice, .. } => format!("cut off by a usage limit: {notice}"),
+            AgentState::Stalled => format!("stalled: no sign of life since {}", self.alive_at),
+            AgentState::Exited => format!("the agent exited at {}", self.since),
+            other => other.name().to_owned(),
+        }
     }
 
     /// Takes `sign`, seen at `now`; whether the state changed.
@@ -290,13 +333,16 @@ impl Tracked {
                 if look.changed {
                     self.alive_at = now;
                 }
-                self.after_look(look)
+                self.after_look(look, now)
             }
         };
         match next {
             Some(next) if next != self.state => {
                 if next == AgentState::Working && self.state != AgentState::Stalled {
                     self.turn = now;
+                }
+                if let AgentState::Limited { notice, .. } = &next {
+                    self.last_limit = Some(notice.clone());
                 }
                 self.state = next;
                 self.since = now;
@@ -336,13 +382,12 @@ impl Tracked {
             E::Stop => AgentState::Idle,
             E::StopFailure if report.error.as_deref() == Some("rate_limit") => {
                 let notice = report.message.clone().unwrap_or_else(|| "rate limit".to_owned());
-                match &self.state {
-                    // The pane may have read the reset time first: keep it.
-                    AgentState::Limited { until, .. } => {
-                        AgentState::Limited { until: *until, notice }
-                    }
-                    _ => AgentState::Limited { until: None, notice },
-                }
+                let known = match &self.state {
+                    AgentState::Limited { until, .. } => *until,
+                    _ => None,
+                };
+                // The hook's reading of its message, else what the pane read first.
+                AgentState::Limited { until: report.resets_at.or(known), notice }
             }
             E::StopFailure => AgentState::Idle,
             E::SessionEnd => AgentState::Exited,
@@ -350,20 +395,12 @@ impl Tracked {
         })
     }
 
-    fn after_look(&self, look: &PaneLook) -> Option<AgentState> {
+    fn after_look(&self, look: &PaneLook, now: Timestamp) -> Option<AgentState> {
         if look.gone || look.shell {
             return Some(AgentState::Exited);
         }
-        if let Some(notice) = &look.limit {
-            let keeps_waiting =
-                matches!(self.state, AgentState::Limited { .. } | AgentState::Working);
-            // A notice still on screen after the agent went on is history, not a limit.
-            if keeps_waiting || !self.hooked {
-                return Some(AgentState::Limited {
-                    until: notice.resets_at,
-                    notice: notice.text.clone(),
-                });
-            }
+        if let Some(limited) = self.limit_on(look, now) {
+            return Some(limited);
         }
         if self.hooked {
             // Hooks said where it is; the pane adds only that a stall ended.
@@ -388,6 +425,31 @@ impl Tracked {
         }
         look.changed.then_some(AgentState::Working)
     }
+
+    /// The limit the pane shows in force at `now`, if it shows one. A limit's reading is
+    /// fixed when it is first seen (its notice stays on screen, and read again after the
+    /// reset it would name tomorrow); the pane only adds a reset time it lacked. It is
+    /// over at its reset once its dialog is closed, or, with no reset known, when the
+    /// screen moves (the agent was told to go on). Entered from the pane by the limit's
+    /// dialog, or, for an agent without hooks (which report limits themselves), by a
+    /// notice that is not the last limit's.
+    fn limit_on(&self, look: &PaneLook, now: Timestamp) -> Option<AgentState> {
+        let notice = look.limit.as_ref();
+        if let AgentState::Limited { until, notice: text } = &self.state {
+            let until = until.or_else(|| notice.and_then(|n| n.resets_at));
+            let over = !look.limit_dialog && until.map_or(look.changed, |until| now >= until);
+            return (!over).then(|| AgentState::Limited { until, notice: text.clone() });
+        }
+        let notice = match look.limit_dialog {
+            true => notice
+                .cloned()
+                .unwrap_or_else(|| LimitNotice { text: "usage limit".to_owned(), resets_at: None }),
+            false => notice
+                .filter(|n| !self.hooked && self.last_limit.as_deref() != Some(n.text.as_str()))?
+                .clone(),
+        };
+        Some(AgentState::Limited { until: notice.resets_at, notice: notice.text })
+    }
 }
 
 #[cfg(test)]
@@ -397,6 +459,10 @@ mod tests {
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn keywords() -> crate::config::ControlKeywords {
+        crate::config::Config::default().routing.control.keywords
     }
 
     fn report(event: Event) -> Sign {
@@ -449,10 +515,10 @@ mod tests {
         assert!(agent.observe(&Sign::Pane(output), at(1000)));
         assert_eq!(agent.state, AgentState::Working);
         let limit = LimitNotice { text: "You've hit your session limit".into(), resets_at: None };
-        assert!(agent.observe(
-            &Sign::Pane(PaneLook { limit: Some(limit), ..PaneLook::default() }),
-            at(1001)
-        ));
+        let notice = PaneLook { limit: Some(limit), ..PaneLook::default() };
+        assert!(!agent.observe(&Sign::Pane(notice.clone()), at(1001)), "hooks tell limits");
+        let dialog = PaneLook { limit_dialog: true, ..notice };
+        assert!(agent.observe(&Sign::Pane(dialog), at(1001)), "but its dialog is now");
         assert_eq!(agent.state.name(), "limited");
         let failure = Report {
             event: Event::StopFailure,
@@ -468,6 +534,44 @@ mod tests {
             agent.observe(&Sign::Pane(PaneLook { gone: true, ..PaneLook::default() }), at(1003))
         );
         assert_eq!(agent.state, AgentState::Exited);
+    }
+
+    #[test]
+    fn a_limit_is_read_once_and_its_notice_is_history_once_it_is_over() {
+        let text = "You've hit your session limit · resets 5:54pm (UTC)";
+        let failure = Report {
+            event: Event::StopFailure,
+            error: Some("rate_limit".into()),
+            message: Some(text.into()),
+            resets_at: Some(at(100)),
+            ..Report::default()
+        };
+        let limited = AgentState::Limited { until: Some(at(100)), notice: text.into() };
+        // With hooks: the hook's reading stands, the pane's later one (tomorrow) does not.
+        let mut agent = Tracked::starting(at(0));
+        agent.observe(&report(Event::UserPromptSubmit), at(1));
+        assert!(agent.observe(&Sign::Hook(failure), at(2)));
+        let reread = LimitNotice { text: text.into(), resets_at: Some(at(100 + 86_400)) };
+        let shown = PaneLook { limit: Some(reread), limit_dialog: true, ..PaneLook::default() };
+        assert!(!agent.observe(&Sign::Pane(shown.clone()), at(101)));
+        assert_eq!(agent.state, limited);
+        let closed = PaneLook { limit_dialog: false, at_input: true, ..shown.clone() };
+        assert!(!agent.observe(&Sign::Pane(closed.clone()), at(102)), "the hooks end it");
+        assert!(agent.observe(&report(Event::UserPromptSubmit), at(103)));
+        assert!(!agent.observe(&Sign::Pane(closed.clone()), at(104)), "history");
+        // Without hooks: a notice is a limit until its reset, then history.
+        let mut agent = Tracked::starting(at(0));
+        let first = LimitNotice { text: text.into(), resets_at: Some(at(100)) };
+        let notice = PaneLook { limit: Some(first), ..PaneLook::default() };
+        assert!(agent.observe(&Sign::Pane(notice.clone()), at(2)));
+        assert_eq!(agent.state, limited);
+        assert!(!agent.observe(&Sign::Pane(closed.clone()), at(99)), "not yet");
+        assert!(agent.observe(&Sign::Pane(closed.clone()), at(100)));
+        assert_eq!(agent.state, AgentState::Idle);
+        assert!(!agent.observe(&Sign::Pane(closed), at(101)), "history");
+        let unknown = LimitNotice { text: "limit reached".into(), resets_at: None };
+        assert!(agent.observe(&Sign::Pane(PaneLook { limit: Some(unknown), ..notice }), at(200)));
+        assert_eq!(agent.state.name(), "limited", "a new notice is a new limit");
     }
 
     #[test]
@@ -502,25 +606,28 @@ mod tests {
         };
         let tracked =
             Tracked { state: AgentState::NeedsPermission(asked), ..Tracked::starting(at(0)) };
-        let (key, body) =
-            notice(&AgentState::Working, &tracked, "the-loop approve", "the-loop deny").unwrap();
+        let (key, body) = notice(&AgentState::Working, &tracked, &keywords()).unwrap();
         assert_eq!(key, "permission:r1");
         assert!(body.contains("`Bash`") && body.contains("rm -rf ''' x"), "{body}");
         assert!(body.contains("`the-loop approve`"), "{body}");
-        assert_eq!(notice(&AgentState::Idle, &Tracked::starting(at(0)), "a", "d"), None);
+        assert_eq!(notice(&AgentState::Idle, &Tracked::starting(at(0)), &keywords()), None);
         let until = Some(Timestamp::from_second(1_800_003_600).unwrap());
         let state = AgentState::Limited { until, notice: "You've hit your limit".into() };
         let limited = Tracked { state, ..Tracked::starting(at(0)) };
-        let (_, body) = notice(&AgentState::Working, &limited, "a", "d").unwrap();
+        let (_, body) = notice(&AgentState::Working, &limited, &keywords()).unwrap();
         assert!(body.contains("until 09:00 UTC"), "{body}");
     }
 
     #[test]
     fn an_exit_is_told_only_when_the_agent_was_seen_alive_before() {
         let exited = Tracked { state: AgentState::Exited, ..Tracked::starting(at(0)) };
-        let (key, body) = notice(&AgentState::Working, &exited, "a", "d").unwrap();
+        let (key, body) = notice(&AgentState::Working, &exited, &keywords()).unwrap();
         assert!(key.starts_with("exited:") && body.contains("exited at"), "{key} {body}");
-        assert_eq!(notice(&AgentState::Starting, &exited, "a", "d"), None, "found dead at start");
+        assert_eq!(
+            notice(&AgentState::Starting, &exited, &keywords()),
+            None,
+            "found dead at start"
+        );
     }
 
     #[test]
@@ -528,7 +635,7 @@ mod tests {
         let stall = SignedDuration::from_secs(60);
         let mut agent = Tracked::starting(at(0));
         agent.observe(&report(Event::UserPromptSubmit), at(1));
-        let key = |agent: &Tracked| notice(&AgentState::Working, agent, "a", "d").map(|n| n.0);
+        let key = |agent: &Tracked| notice(&AgentState::Working, agent, &keywords()).map(|n| n.0);
         assert!(agent.tick(at(61), stall));
         let first = key(&agent).unwrap();
         let output = PaneLook { changed: true, ..PaneLook::default() };

@@ -468,6 +468,8 @@ fn steps(
     // that died before the ledger settled the key (docs/dispatcher.md, "Control commands
     // across a crash"): only an effect the current state shows never took place is
     // carried out (without recording the command again); anything else is consumed.
+    let decision = restart_if_exited(decision, target.as_ref(), sessions, &event.actor);
+    let decision: &ControlDecision = &decision;
     let command = parsed.command();
     let note = event.comment.as_ref().and_then(|c| c.html_url.clone());
     let replay = match (key, command, target) {
@@ -511,9 +513,11 @@ fn steps(
                     key: key.map(str::to_owned),
                 });
             }
-            if *effect == Effect::Spawn {
-                // The spawn is the delivery: the key stays in flight until it ends.
-                steps.push(Step::Enqueue { item: target, spawn: true });
+            if matches!(effect, Effect::Spawn | Effect::Restart) {
+                // The spawn, or the delivery that respawns the agent, is the command's
+                // work: the key stays in flight until it ends.
+                let spawn = *effect == Effect::Spawn;
+                steps.push(Step::Enqueue { item: target, spawn });
                 return steps;
             }
             let session = sessions.owner(&target).cloned().map(Box::new);
@@ -626,10 +630,41 @@ fn completes_on_replay(
 ) -> bool {
     let ControlDecision::Execute { effect, .. } = decision else { return false };
     match effect {
-        Effect::Spawn | Effect::Pause | Effect::Resume | Effect::Stop => true,
+        Effect::Spawn | Effect::Restart | Effect::Pause | Effect::Resume | Effect::Stop => true,
         // An answer is never recorded, so it is never taken for a replay.
         Effect::Noop | Effect::Answer { .. } => false,
         Effect::Cleanup => facts.session_recorded(target) || facts.checkout_exists(target),
+    }
+}
+
+/// The front door judges a command against the records alone; only the plan's snapshot
+/// knows which agents exited. A command that would bring the session back — `resume`,
+/// which found nothing paused, or `start` (`contribute`, `do`, `review`), which found it
+/// live — restarts the target's agent when it exited.
+fn restart_if_exited<'a>(
+    decision: &'a ControlDecision,
+    target: Option<&WorkItemRef>,
+    sessions: &Snapshot,
+    actor: &Actor,
+) -> std::borrow::Cow<'a, ControlDecision> {
+    use std::borrow::Cow;
+    let brings_back = match decision {
+        ControlDecision::Rejected { command, rejection: control::Rejection::NothingToResume } => {
+            Some(*command)
+        }
+        ControlDecision::Execute { command, effect: Effect::Noop, .. } if command.spawns() => {
+            Some(*command)
+        }
+        _ => None,
+    };
+    let exited = target.is_some_and(|target| sessions.agent_exited(target));
+    match (brings_back, actor.login(), exited) {
+        (Some(command), Some(actor), true) => Cow::Owned(ControlDecision::Execute {
+            command,
+            actor: actor.clone(),
+            effect: Effect::Restart,
+        }),
+        _ => Cow::Borrowed(decision),
     }
 }
 

@@ -26,6 +26,9 @@ pub struct Snapshot {
     /// The work items whose worker holds deliveries ahead of what is planned now (queued
     /// or being carried out): a close waits for them.
     pub busy: BTreeSet<WorkItemRef>,
+    /// The tmux sessions whose agent is seen exited (docs/agent-states.md): a command
+    /// that brings a session back restarts them.
+    pub exited: BTreeSet<String>,
 }
 
 impl Snapshot {
@@ -100,6 +103,13 @@ impl Snapshot {
             .filter(|r| &r.work_item == closed || r.endpoints.contains_key(closed))
             .map(|r| &r.work_item)
             .find(|item| self.busy.contains(*item))
+    }
+
+    /// Whether the agent of `item`'s own live session exited.
+    pub fn agent_exited(&self, item: &WorkItemRef) -> bool {
+        let own =
+            self.owner(item).filter(|r| &r.work_item == item).and_then(LocalRecord::own_endpoint);
+        own.is_some_and(|own| self.exited.contains(&own.tmux_target))
     }
 }
 

@@ -207,6 +207,32 @@ fn e13_a_start_on_a_paused_session_resumes_it_without_a_second_spawn() {
 }
 
 #[test]
+fn a_resume_or_a_start_over_a_live_session_whose_agent_exited_restarts_it() {
+    let mut front = Front::new();
+    front.session = SessionState::Active;
+    let resume = comment(json!("ann"), "the-loop resume", true);
+    assert_eq!(judge(&front, "issue_comment", &resume), Outcome::Rejected("nothing-to-resume"));
+    front.agent_exited = true;
+    assert_eq!(
+        judge(&front, "issue_comment", &resume),
+        Outcome::Executed(Command::Resume, Effect::Restart),
+        "the comment is recorded and delivered: its delivery respawns the agent"
+    );
+    let start = comment(json!("ann"), "the-loop start", true);
+    assert_eq!(
+        judge(&front, "issue_comment", &start),
+        Outcome::Executed(Command::Start, Effect::Restart)
+    );
+    let stranger = comment(json!("eve"), "the-loop resume", true);
+    assert_eq!(judge(&front, "issue_comment", &stranger), Outcome::Dropped("unauthorized-actor"));
+    let pause = comment(json!("ann"), "the-loop pause", true);
+    assert_eq!(
+        judge(&front, "issue_comment", &pause),
+        Outcome::Executed(Command::Pause, Effect::Pause)
+    );
+}
+
+#[test]
 fn e14_a_recorded_start_survives_a_restart_and_a_labelled_event_spawns() {
     let mut front = Front::new();
     front.last_recorded = Some(Command::Start);

@@ -30,6 +30,8 @@ pub struct Front {
     pub spawning: bool,
     /// `WORK_ITEM`'s worker holds deliveries (queued or being carried out).
     pub busy: bool,
+    /// `WORK_ITEM`'s agent is seen exited.
+    pub agent_exited: bool,
     /// The last command recorded, for every work item.
     pub last_recorded: Option<Command>,
     pub rosters: HashMap<WorkItemRef, Vec<Login>>,
@@ -47,6 +49,7 @@ impl Front {
             session: SessionState::None,
             spawning: false,
             busy: false,
+            agent_exited: false,
             last_recorded: None,
             rosters: HashMap::new(),
             existence: KnownExistence::default(),
@@ -59,13 +62,15 @@ impl Front {
         let spawning = self.spawning.then(|| item.clone()).into_iter().collect();
         let busy = self.busy.then(|| item.clone()).into_iter().collect();
         let status = match self.session {
-            SessionState::None => return Snapshot { records: Vec::new(), spawning, busy },
+            SessionState::None => return Snapshot { spawning, busy, ..Snapshot::default() },
             SessionState::Active => EndpointStatus::Active,
             SessionState::Paused => EndpointStatus::Paused,
         };
         let mut record = LocalRecord::new(item.clone());
-        record.endpoints.insert(item, endpoint(status));
-        Snapshot { records: vec![record.into()], spawning, busy }
+        let endpoint = endpoint(status);
+        let exited = self.agent_exited.then(|| endpoint.tmux_target.clone()).into_iter().collect();
+        record.endpoints.insert(item, endpoint);
+        Snapshot { records: vec![record.into()], spawning, busy, exited }
     }
 
     /// The judgement and, when it passed the front door, the plan.
@@ -195,7 +200,11 @@ fn outcome(steps: &[Step]) -> Outcome {
                 Some(command) => Outcome::Executed(command, Effect::Spawn),
                 None => Outcome::Spawned(item.clone()),
             },
-            Step::Enqueue { spawn: false, .. } => Outcome::Delivered,
+            // A recorded command whose work is a delivery restarts the agent.
+            Step::Enqueue { spawn: false, .. } => match recorded {
+                Some(command) => Outcome::Executed(command, Effect::Restart),
+                None => Outcome::Delivered,
+            },
             Step::Paused { .. } => Outcome::Dropped("session-paused"),
             _ => continue,
         };

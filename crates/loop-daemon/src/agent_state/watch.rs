@@ -5,7 +5,8 @@
 //! A session first seen (a fresh spawn, or every live one after a restart) starts as
 //! `starting` and reads its spool from the beginning, so a restart rebuilds where each
 //! agent is, an open permission request included. A session no longer live is dropped
-//! from the table and its spool removed.
+//! from the table and its spool removed. What every agent is doing is written to
+//! `local/agent/states.json` whenever it changes, for `the-loop status`.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -19,6 +20,7 @@ use loop_core::log::{Kind, Line};
 use loop_sessions::{Harness, Tmux};
 use loop_store::StateStore;
 use loop_store::agent_spool::AgentSpool;
+use loop_store::agent_states::{AgentRow, AgentStates as AgentStatesFile};
 use tokio::sync::broadcast;
 
 use super::AgentStates;
@@ -56,6 +58,8 @@ struct Seen {
 struct Live {
     item: WorkItemRef,
     target: String,
+    /// Its harness.
+    harness: String,
     /// Whether its harness is the one whose pane signs are known.
     ours: bool,
 }
@@ -65,6 +69,7 @@ pub async fn run(watcher: Watcher, mut stop: broadcast::Receiver<()>) {
     let watcher = Arc::new(watcher);
     let spool = AgentSpool::new(watcher.store.layout().agent_dir());
     let mut seen: HashMap<String, Seen> = HashMap::new();
+    let mut written = None;
     loop {
         let (looked, lines) = {
             let (watcher, spool) = (watcher.clone(), spool.clone());
@@ -77,6 +82,15 @@ pub async fn run(watcher: Watcher, mut stop: broadcast::Receiver<()>) {
         seen = looked;
         for line in lines {
             watcher.store.events().emit_async(line).await;
+        }
+        let rows = rows(&seen);
+        if written.as_ref() != Some(&rows) {
+            let (store, agents) = (watcher.store.clone(), rows.clone());
+            let states = AgentStatesFile { written_at: Some(Timestamp::now()), agents };
+            let write = tokio::task::spawn_blocking(move || store.write_agent_states(&states));
+            if let Ok(Ok(())) = write.await {
+                written = Some(rows);
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(LOOK_EVERY) => {}
@@ -138,6 +152,7 @@ impl Watcher {
                 record.endpoints.values().filter(|e| e.is_live()).map(|endpoint| Live {
                     item: record.work_item.clone(),
                     target: endpoint.tmux_target.clone(),
+                    harness: endpoint.harness.clone(),
                     ours: endpoint.harness == self.harness.name(),
                 })
             })
@@ -175,7 +190,7 @@ impl Watcher {
             by = Some("clock");
         }
         if self.states.seen(&session.target).as_ref() != Some(&seen.tracked) {
-            self.states.set(&session.target, seen.tracked.clone());
+            self.states.set(&session.target, &session.harness, seen.tracked.clone());
         }
         let changed = seen.tracked.state != before;
         if changed {
@@ -219,13 +234,31 @@ impl Watcher {
             at_input,
             dialog: signs.and_then(|signs| signs.dialog(&view.screen)),
             limit: signs.and_then(|signs| signs.limit(&view.screen, now, &zone_of)),
+            limit_dialog: signs.is_some_and(|signs| signs.limit_dialog(&view.screen)),
         }
     }
 }
 
+/// Every agent as `status` shows it, by work item then session.
+fn rows(seen: &HashMap<String, Seen>) -> Vec<AgentRow> {
+    let mut rows: Vec<AgentRow> = seen
+        .iter()
+        .map(|(target, seen)| AgentRow {
+            work_item: seen.item.to_string(),
+            tmux_target: target.clone(),
+            state: seen.tracked.state.name().to_owned(),
+            since: seen.tracked.since,
+            detail: seen.tracked.in_words(),
+            needs_attention: seen.tracked.state.needs_attention(),
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.work_item, &a.tmux_target).cmp(&(&b.work_item, &b.tmux_target)));
+    rows
+}
+
 /// The zone a limit notice names, from the system's time-zone database; none named: the
 /// machine's own.
-fn zone_of(name: Option<&str>) -> Option<jiff::tz::TimeZone> {
+pub fn zone_of(name: Option<&str>) -> Option<jiff::tz::TimeZone> {
     match name {
         None => Some(jiff::tz::TimeZone::system()),
         Some(name) => jiff::tz::TimeZone::get(name).ok(),

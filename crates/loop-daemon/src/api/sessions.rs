@@ -312,8 +312,11 @@ struct ControlRequest {
     #[serde(rename = "ref")]
     #[schema(value_type = super::openapi::WorkItemRef)]
     work_item: String,
-    #[schema(pattern = "^(start|pause|resume|stop|cleanup)$")]
+    #[schema(pattern = "^(start|pause|resume|stop|cleanup|approve|deny)$")]
     verb: String,
+    /// A deny's reason, given to the agent.
+    #[serde(default)]
+    reason: Option<String>,
     /// Post the command's keyword back to the work item, as the CLI does.
     #[serde(default = "yes")]
     comment: bool,
@@ -327,9 +330,17 @@ fn yes() -> bool {
     true
 }
 
-/// The operator verbs the control route takes.
-const VERBS: [Command; 5] =
-    [Command::Start, Command::Pause, Command::Resume, Command::Stop, Command::Cleanup];
+/// The operator verbs the control route takes: the session's, and the answers to its
+/// agent's permission prompt (docs/agent-states.md).
+const VERBS: [Command; 7] = [
+    Command::Start,
+    Command::Pause,
+    Command::Resume,
+    Command::Stop,
+    Command::Cleanup,
+    Command::Approve,
+    Command::Deny,
+];
 
 /// Runs an operator verb, as `the-loop sessions <verb>` does.
 #[utoipa::path(post, path = "/api/v1/sessions/control", tag = "sessions", request_body = ControlRequest, responses(
@@ -342,13 +353,16 @@ async fn control(
     let item = work_item(&request.work_item)?;
     let command = VERBS.into_iter().find(|c| c.name() == request.verb).ok_or_else(|| {
         ApiError::bad_request(format!(
-            "`{}` is not a session verb: expected one of start, pause, resume, stop, cleanup",
+            "`{}` is not a session verb: expected one of start, pause, resume, stop, cleanup, \
+             approve, deny",
             request.verb
         ))
     })?;
     let operator = operator(request.actor.as_deref())?;
     let dispatcher = &state.dispatcher;
-    let issued = dispatcher.issue(&item, command, &operator, Vec::new(), Surface::Api).await;
+    let reason = request.reason.as_deref().filter(|_| command == Command::Deny);
+    let issued =
+        dispatcher.issue(&item, command, &operator, Vec::new(), reason, Surface::Api).await;
     let (done, said) = issued.report(command, &item);
     let mut messages = vec![json!({"stream": if done { "out" } else { "err" }, "text": said})];
     let executed = matches!(issued, crate::operator::Issued::Executed { .. });

@@ -119,29 +119,6 @@ struct Attention {
     detail: String,
 }
 
-/// What an agent that needs the operator is waiting on, in a sentence.
-fn agent_waiting(agent: &loop_core::agent_state::Tracked) -> String {
-    use loop_core::agent_state::AgentState;
-    match &agent.state {
-        AgentState::NeedsPermission(asked) if asked.tool.is_empty() => {
-            format!("at a permission dialog: {}", asked.input)
-        }
-        AgentState::NeedsPermission(asked) => {
-            format!(
-                "at a permission dialog: {} `{}` — answer with `the-loop approve` or `the-loop deny`",
-                asked.tool, asked.input
-            )
-        }
-        AgentState::Limited { until: Some(until), .. } => {
-            format!("cut off by a usage limit until {until}")
-        }
-        AgentState::Limited { notice, .. } => format!("cut off by a usage limit: {notice}"),
-        AgentState::Stalled => format!("stalled: no sign of life since {}", agent.alive_at),
-        AgentState::Exited => format!("the agent exited at {}", agent.since),
-        other => other.name().to_owned(),
-    }
-}
-
 /// The "Needs you" rows, in the rules' order.
 fn needs_you(
     sessions: &[Arc<LocalRecord>],
@@ -185,7 +162,7 @@ fn needs_you(
             }
             let agent = agents.get(&endpoint.tmux_target).filter(|_| endpoint.is_live());
             if let Some(agent) = agent.filter(|a| a.state.needs_attention()) {
-                rows.push(row(&served.to_string(), "agent-waiting", agent_waiting(agent)));
+                rows.push(row(&served.to_string(), "agent-waiting", agent.in_words()));
             }
         }
     }

@@ -81,6 +81,7 @@ impl Dispatcher {
         let owner = record.map_or(target, |r| &r.work_item);
         match effect {
             Effect::Spawn => Executed::SpawnQueued,
+            Effect::Restart => Executed::RestartQueued,
             Effect::Noop => Executed::Noop,
             Effect::Pause => {
                 self.pause_or_resume(owner, true).await;

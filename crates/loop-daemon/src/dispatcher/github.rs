@@ -245,21 +245,22 @@ impl Dispatcher {
 
     /// Tells each work item, once per episode, what its agent waits on
     /// ([`loop_core::agent_state::notice`]): a permission prompt (with its command and
-    /// how to answer), a usage limit, a stall or an exit. Runs until `changes` ends. A restart may tell an
-    /// episode open across it once more.
+    /// how to answer), a usage limit, a stall or an exit; and starts waiting out each
+    /// limit. Runs until `changes` ends. A restart may tell an episode open across it
+    /// once more.
     pub async fn tell_agent_states(
         &self,
         mut changes: tokio::sync::mpsc::UnboundedReceiver<crate::agent_state::Change>,
     ) {
         let mut told = std::collections::HashSet::new();
         while let Some(change) = changes.recv().await {
+            if matches!(change.tracked.state, loop_core::agent_state::AgentState::Limited { .. }) {
+                let dispatcher = self.clone();
+                let change = change.clone();
+                tokio::spawn(async move { dispatcher.wait_out_limit(change).await });
+            }
             let keywords = self.config().routing.control.keywords.clone();
-            let notice = loop_core::agent_state::notice(
-                &change.before,
-                &change.tracked,
-                &keywords.approve,
-                &keywords.deny,
-            );
+            let notice = loop_core::agent_state::notice(&change.before, &change.tracked, &keywords);
             let Some((key, body)) = notice else { continue };
             if !told.insert(format!("{}/{key}", change.target)) {
                 continue;

@@ -373,6 +373,23 @@ impl Dispatcher {
         }
     }
 
+    /// Pastes a node's assignment into the agent in `target`, and says how it went.
+    async fn paste_assignment(
+        &self,
+        item: WorkItemRef,
+        target: String,
+        node: String,
+        text: String,
+    ) {
+        let (tmux, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
+        let pasted = blocking(move || session::deliver(&tmux, &*harness, &target, &text)).await;
+        let line = match pasted {
+            Ok(()) => Line::info(Kind::GraphAssignmentDelivered),
+            Err(err) => Line::warning(Kind::GraphAssignmentFailed).field("error", err.to_string()),
+        };
+        self.events().emit_async(line.work_item(&item).field("node", node)).await;
+    }
+
     async fn graph_effect(&self, link: &Link, effect: Effect, tmux: &str) {
         let item = &link.item;
         let degraded = |hook: &str, err: &dyn std::fmt::Display| hook_degraded(item, hook, err);
@@ -400,18 +417,21 @@ impl Dispatcher {
                 }
             }
             Effect::Assignment { node, text } => {
-                let (tmux_client, harness) = (self.inner.tmux.clone(), self.inner.harness.clone());
-                let target = tmux.to_owned();
-                let pasted =
-                    blocking(move || session::deliver(&tmux_client, &*harness, &target, &text))
-                        .await;
-                let line = match pasted {
-                    Ok(()) => Line::info(Kind::GraphAssignmentDelivered),
-                    Err(err) => {
-                        Line::warning(Kind::GraphAssignmentFailed).field("error", err.to_string())
+                // Typed like any delivery: never into a dialog or past a limit. One held
+                // waits on its own, so the step that made it is not held with it.
+                let (item, target) = (item.clone(), tmux.to_owned());
+                match self.inner.agents.holding(&target) {
+                    None => self.paste_assignment(item, target, node, text).await,
+                    Some(_) => {
+                        let dispatcher = self.clone();
+                        tokio::spawn(async move {
+                            let agents = dispatcher.inner.agents.clone();
+                            if agents.until(|agents| agents.holding(&target)).await {
+                                dispatcher.paste_assignment(item, target, node, text).await;
+                            }
+                        });
                     }
-                };
-                self.events().emit_async(line.work_item(item).field("node", node)).await;
+                }
             }
             Effect::Comment { hook, body } => {
                 let Some(github) = &self.inner.github else { return };

@@ -21,6 +21,7 @@
 //! - `command`: executing control commands (record, pause, resume, stop, cleanup, roster).
 //! - `closure`: closes, the `ended` stamp, reopen.
 //! - `github`: existence checks, reactions and announcements (best-effort).
+//! - `limit`: waiting out a usage limit and waking the agent it cut off.
 
 mod batch;
 mod bound;
@@ -30,6 +31,7 @@ mod command;
 mod github;
 mod graph;
 mod job;
+mod limit;
 mod queue;
 
 use std::collections::HashMap;
@@ -333,7 +335,7 @@ impl Dispatcher {
                 .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
             Vec::new()
         });
-        Snapshot { records, spawning, busy }
+        Snapshot { records, spawning, busy, exited: self.inner.agents.exited() }
     }
 
     /// Takes `key` in; `false` when it is a duplicate.

@@ -229,29 +229,35 @@ impl Dispatcher {
     }
 
     /// Waits, outside the concurrency bound and the dispatch timeout, while the agent
-    /// of a delivery's session may not be typed into (docs/agent-states.md), with one
-    /// `dispatch.held` line per job saying why. A spawn never waits. `false`: the
-    /// process is stopping and the jobs were not let through.
+    /// of a delivery's session may not be typed into, or while a spawn's harness is cut
+    /// off by a usage limit (docs/agent-states.md), with one `dispatch.held` line per job
+    /// saying why. `false`: the process is stopping and the jobs were not let through.
     async fn until_agent_free(&self, jobs: &[Job]) -> bool {
         let job = &jobs[0];
-        if job.spawn {
-            return true;
-        }
-        let retry = self.config().routing.limit_retry_minutes;
-        let retry = jiff::SignedDuration::from_mins(i64::try_from(retry).unwrap_or(i64::MAX / 60));
-        let target = job.target.tmux_session();
+        let (target, harness) = (job.target.tmux_session(), self.inner.harness.name());
+        let holding = |agents: &crate::agent_state::AgentStates| match job.spawn {
+            true => agents.holding_spawn(harness),
+            false => agents.holding(&target),
+        };
         let agents = &self.inner.agents;
-        if let Some(reason) = agents.holding(&target, jiff::Timestamp::now(), retry) {
-            for job in jobs {
-                let held = Line::info(Kind::DispatchHeld)
-                    .work_item(&job.target)
-                    .field("delivery_id", &job.cx.delivery_id)
-                    .field("tmux_target", &target)
-                    .field("reason", reason);
-                self.events().emit_async(held).await;
+        let Some(reason) = holding(agents) else { return true };
+        let metrics = self.inner.metrics.get();
+        for job in jobs {
+            if let Some(metrics) = metrics {
+                metrics.held(reason);
             }
+            let held = Line::info(Kind::DispatchHeld)
+                .work_item(&job.target)
+                .field("delivery_id", &job.cx.delivery_id)
+                .field("tmux_target", &target)
+                .field("reason", reason);
+            self.events().emit_async(held).await;
         }
-        agents.until_free(&target, retry).await
+        let released = agents.until(holding).await;
+        if let (true, Some(metrics)) = (released, metrics) {
+            (0..jobs.len()).for_each(|_| metrics.released());
+        }
+        released
     }
 
     /// Runs one job, or the jobs of one batch pasted together, inside a concurrency

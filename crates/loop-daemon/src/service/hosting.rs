@@ -116,6 +116,7 @@ impl Service {
 
         let polled = config.subscribe();
         let agents_config = config.subscribe();
+        metrics.watch_agents(dispatcher.agents().clone());
         let reload = follow_config(config, &dispatcher, stop.subscribe(), &on_event);
         let gauges = sample_gauges(dispatcher.store().clone(), metrics, stop.subscribe());
         let (changes, changed) = tokio::sync::mpsc::unbounded_channel();

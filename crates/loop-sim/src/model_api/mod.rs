@@ -104,6 +104,12 @@ impl ModelApi {
         lock(&self.shared.model).script.add(rule)
     }
 
+    /// Limits the account until `resets_at`: every turn till then is refused with a
+    /// subscriber's session limit, whatever the script says; side requests still answer.
+    pub fn limit_until(&self, resets_at: jiff::Timestamp) {
+        lock(&self.shared.model).limit = Some((resets_at.as_second(), LimitWindow::FiveHour));
+    }
+
     /// Removes every rule (and forgets sequences under way).
     pub fn clear_rules(&self) {
         lock(&self.shared.model).script.clear();

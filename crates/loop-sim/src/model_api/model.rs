@@ -33,6 +33,8 @@ const LIMIT_MESSAGE: &str =
 pub enum AnsweredBy {
     /// Step `step` of rule `rule`.
     Rule { rule: usize, step: usize },
+    /// The account's usage limit ([`StandInModel::limit`]).
+    Limit,
     /// No rule applied.
     Default,
     /// A side request's own answer.
@@ -80,13 +82,21 @@ impl Decision {
 pub struct StandInModel {
     pub script: Script,
     pub cache: CacheLedger,
+    /// The account's usage limit: until its reset (seconds since the Unix epoch) every
+    /// turn is refused with it, whatever the script says, as the real API refuses every
+    /// request of a subscriber who hit it.
+    pub limit: Option<(i64, LimitWindow)>,
 }
 
 impl StandInModel {
     /// Decides the answer to `prompt` at `now`.
     pub fn decide(&mut self, prompt: &Prompt, ids: &Ids, now: Timestamp) -> Decision {
+        let limit = self.limit.filter(|(resets_at, _)| now.as_second() < *resets_at);
         let (reply, by) = if prompt.side.is_some() {
             (Reply::text(side_text(prompt)), AnsweredBy::Side)
+        } else if let Some((resets_at, window)) = limit {
+            let resets_at = Timestamp::from_second(resets_at).unwrap_or(now);
+            (Reply::limit(window, resets_at), AnsweredBy::Limit)
         } else {
             match self.script.choose(prompt, || ids.make("toolu")) {
                 Some(chosen) => {
@@ -213,6 +223,7 @@ mod tests {
     use super::*;
     use crate::model_api::request::{Endpoint, read};
     use crate::model_api::script::{Matcher, Rule};
+    use jiff::SignedDuration;
 
     fn prompt(body: Value) -> Prompt {
         read(body.to_string().as_bytes(), Endpoint::Messages, Some("conv")).unwrap()
@@ -274,6 +285,22 @@ mod tests {
         assert_eq!(text(&model.decide(&quota, &Ids::new(1), now())), "ok");
         assert_eq!(model.script.rules()[0].served, 0);
         assert_eq!(text(&model.decide(&turn("x"), &Ids::new(1), now())), "scripted");
+    }
+
+    #[test]
+    fn an_accounts_limit_refuses_every_turn_until_its_reset_and_spends_no_rule() {
+        let mut model = StandInModel::default();
+        model.script.add(Rule::new(Matcher::Any, Reply::text("scripted"))).unwrap();
+        let resets = now() + SignedDuration::from_secs(60);
+        model.limit = Some((resets.as_second(), LimitWindow::FiveHour));
+        for _ in 0..2 {
+            let refused = model.decide(&turn("x"), &Ids::new(1), now());
+            assert_eq!(refused.by, AnsweredBy::Limit);
+            assert!(matches!(refused.outcome, Outcome::Error { status: 429, .. }));
+        }
+        assert_eq!(model.script.rules()[0].served, 0);
+        let after = model.decide(&turn("x"), &Ids::new(1), resets);
+        assert_eq!(text(&after), "scripted", "the reset lifts it");
     }
 
     #[test]

@@ -114,6 +114,7 @@ fn report_agent_state(global: &GlobalArgs) -> anyhow::Result<Option<serde_json::
     let Some(report) = Report::from_hook_input(&value, now, Some(request.clone())) else {
         return Ok(None);
     };
+    let report = report.read_reset(&loop_daemon::agent_state::watch::zone_of);
     let CliConfig { config, .. } = CliConfig::load(global, Printer::new(true, 0))?;
     let spool =
         loop_store::agent_spool::AgentSpool::new(crate::state_root::layout(&config).agent_dir());

@@ -48,7 +48,7 @@ fn edit(
     let item = &args.work_item;
     let operator = sessions::operator();
     let (issued, posted) = sessions::with_dispatcher(loaded.source, async |d| {
-        let issued = d.issue(item, command, &operator, logins.clone(), Surface::Cli).await;
+        let issued = d.issue(item, command, &operator, logins.clone(), None, Surface::Cli).await;
         let post = !args.no_comment && matches!(issued, Issued::Roster(_));
         let posted = if post {
             d.post_keyword(item, command, &logins, &operator, Surface::Cli).await

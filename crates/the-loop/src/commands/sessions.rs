@@ -301,7 +301,7 @@ fn control(
     let item = &args.item.work_item;
     let operator = operator();
     let (issued, posted) = with_dispatcher(source, async |d| {
-        let issued = d.issue(item, command, &operator, Vec::new(), Surface::Cli).await;
+        let issued = d.issue(item, command, &operator, Vec::new(), None, Surface::Cli).await;
         let post = !args.no_comment && matches!(issued, Issued::Executed { .. });
         let posted = if post {
             d.post_keyword(item, command, &[], &operator, Surface::Cli).await

@@ -1,5 +1,7 @@
 //! `the-loop status`: per ingress, running / stopped / misconfigured / disabled, from
-//! its pidfile lock alone, and the poller's last cycle and scope health from its heartbeat.
+//! its pidfile lock alone, the poller's last cycle and scope health from its heartbeat,
+//! and, while the service runs, what each live session's agent is doing (the watcher's
+//! `local/agent/states.json`; docs/agent-states.md).
 //!
 //! Read-only: it never removes a stale pidfile and never signals anything. Exit 0 only
 //! if every enabled ingress is running (the keepalive primitive: `status || start`).
@@ -98,6 +100,14 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
         printer.warning(format!("cannot read the session records: {err}"));
         Vec::new()
     });
+    let running = rows.iter().any(|row| row.live.running());
+    let agents = match running {
+        true => store.read_agent_states().map(|states| states.agents).unwrap_or_else(|err| {
+            printer.warning(format!("cannot read the agents' states: {err}"));
+            Vec::new()
+        }),
+        false => Vec::new(),
+    };
     if global.json {
         let services: Vec<Value> =
             rows.iter().map(|row| row_json(row, &layout, heartbeat.as_ref())).collect();
@@ -105,7 +115,9 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
             .iter()
             .map(|(item, warning)| json!({"workItem": item.to_string(), "graphWarning": warning}))
             .collect();
-        printer.data(json!({ "services": services, "graphWarnings": graphs, "ok": ok }));
+        printer.data(
+            json!({ "services": services, "agents": agents, "graphWarnings": graphs, "ok": ok }),
+        );
     } else {
         for row in &rows {
             printer.data(row_text(row));
@@ -114,6 +126,21 @@ pub fn run(global: &GlobalArgs, printer: Printer) -> anyhow::Result<ExitStatus> 
                     printer.data(format!("    {line}"));
                 }
             }
+        }
+        if !agents.is_empty() {
+            printer.data("agents:".to_owned());
+        }
+        for agent in &agents {
+            let since = agent.since.strftime("%H:%M:%S UTC");
+            let mark = if agent.needs_attention { "  ← needs you" } else { "" };
+            let detail = match agent.detail == agent.state {
+                true => String::new(),
+                false => format!(" — {}", agent.detail),
+            };
+            printer.data(format!(
+                "    {} {} since {since}{detail}{mark}",
+                agent.work_item, agent.state
+            ));
         }
         for (item, warning) in &warnings {
             printer.warning(format!("{item}: {warning}"));

@@ -57,8 +57,10 @@ impl World {
 pub enum Agent<'a> {
     /// The binary's stand-in agent, recording into `agent.jsonl`.
     StandIn,
-    /// The real Claude Code CLI at `cli`, whose model is the stand-in at `model_url`.
-    Claude { cli: &'a std::path::Path, model_url: String },
+    /// The real Claude Code CLI at `cli`, whose model is the stand-in at `model_url`;
+    /// signed in as a subscriber (an OAuth token: limits shown as a subscriber sees
+    /// them), or with an API key.
+    Claude { cli: &'a std::path::Path, model_url: String, subscriber: bool },
 }
 
 /// Where a machine's sessions work.
@@ -77,6 +79,8 @@ pub enum Checkouts<'a> {
 
 /// The API key the real Claude Code is given (the model stand-in takes any).
 const API_KEY: &str = "sk-ant-api03-the-loop-tests-0123456789abcdefghij";
+/// A subscriber's token, as `claude setup-token` prints one.
+const OAUTH_TOKEN: &str = "sk-ant-oat01-the-loop-tests-0123456789abcdefghij";
 
 /// A machine running the-loop against a [`World`]; stops its service and its tmux server
 /// when dropped.
@@ -113,7 +117,19 @@ impl Machine {
         model: &ModelApi,
         routing: &str,
     ) -> Self {
-        let agent = Agent::Claude { cli, model_url: model.base_url() };
+        let agent = Agent::Claude { cli, model_url: model.base_url(), subscriber: false };
+        Self::build(world, agent, Checkouts::Served, routing, "")
+    }
+
+    /// [`Self::with_claude`], signed in as a subscriber: a usage limit is shown with its
+    /// reset time and its dialog, as on a Pro or Max plan.
+    pub fn with_claude_subscriber(
+        world: &World,
+        cli: &std::path::Path,
+        model: &ModelApi,
+        routing: &str,
+    ) -> Self {
+        let agent = Agent::Claude { cli, model_url: model.base_url(), subscriber: true };
         Self::build(world, agent, Checkouts::Served, routing, "")
     }
 
@@ -209,8 +225,12 @@ impl Machine {
                 base = world.sim.url(),
             ),
         );
-        if let Agent::Claude { model_url, .. } = &agent {
-            cli.env("ANTHROPIC_BASE_URL", model_url).env("ANTHROPIC_API_KEY", API_KEY);
+        if let Agent::Claude { model_url, subscriber, .. } = &agent {
+            cli.env("ANTHROPIC_BASE_URL", model_url);
+            match subscriber {
+                true => cli.env("CLAUDE_CODE_OAUTH_TOKEN", OAUTH_TOKEN),
+                false => cli.env("ANTHROPIC_API_KEY", API_KEY),
+            };
             for quiet in [
                 "DISABLE_AUTOUPDATER",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",

@@ -142,15 +142,7 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     });
 
     // The agent dies (SIGKILL: no SessionEnd, no clean exit); the pane stays, dead.
-    let target = "=loop-github-octo-app-1:";
-    let pid = machine.tmux().args(["display-message", "-p", "-t", target, "#{pane_pid}"]).output();
-    let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
-    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
-    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
-    let killed_at = jiff::Timestamp::now();
-    wait_for("the pane to die", || {
-        (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
-    });
+    let killed_at = kill_agent(&machine);
 
     // Seen within seconds, in Needs you, and told once on the item.
     let exited = wait_for_state(&machine, "exited");
@@ -185,6 +177,38 @@ fn a_comment_is_the_next_turn_and_a_killed_agent_resumes_the_same_conversation()
     {
         assert_eq!(turns_with(&model, needle).len(), 1, "{needle} once: {}", summary(&model));
     }
+
+    // Killed again: `the-loop resume` on the item brings it back, with its conversation.
+    kill_agent(&machine);
+    wait_for("the second exit told", || (told() == 2).then_some(()).ok_or_else(|| machine.trail()));
+    world.sim.comment(REPO, 1, "octocat", "the-loop resume").unwrap();
+    let back = wait_for_turn(&model, "the-loop resume");
+    assert_eq!(back.conversation.as_deref(), Some(conversation.as_str()), "resumed, not new");
+    wait_for("the second respawn", || {
+        let respawns = machine.events("session.respawned");
+        (respawns.len() == 2 && respawns[1]["resumed"] == true)
+            .then_some(())
+            .ok_or_else(|| format!("{respawns:?}"))
+    });
+    let rejected = machine.events("control.rejected");
+    assert!(rejected.is_empty(), "resume is not refused: {rejected:?}");
+    let recorded = machine.run(&["sessions", "show", "--work-item", "github:octo/app#1", "--json"]);
+    assert!(recorded.stdout.contains("\"resume\""), "the command recorded: {}", recorded.stdout);
+}
+
+/// Kills the agent of `octo/app#1` (SIGKILL: no SessionEnd, no clean exit) and waits for
+/// its pane to be dead; when it was killed.
+fn kill_agent(machine: &Machine) -> jiff::Timestamp {
+    let target = "=loop-github-octo-app-1:";
+    let pid = machine.tmux().args(["display-message", "-p", "-t", target, "#{pane_pid}"]).output();
+    let pid = String::from_utf8_lossy(&pid.expect("tmux answers").stdout).trim().to_owned();
+    let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
+    let killed_at = jiff::Timestamp::now();
+    wait_for("the pane to die", || {
+        (machine.tmux_pane_dead(target) == "1").then_some(()).ok_or("alive")
+    });
+    killed_at
 }
 
 #[test]
@@ -295,6 +319,20 @@ fn an_agent_at_a_permission_dialog_is_seen_and_nothing_is_typed_into_the_dialog(
     let (_, attention) = machine.api("GET", "/api/v1/attention", None);
     let waiting = attention.as_array().into_iter().flatten().find(|r| r["kind"] == "agent-waiting");
     assert!(waiting.is_some_and(|r| r["workItem"] == item), "{attention:#}");
+    // `status` says so too, in words and as JSON.
+    let status = wait_for("status to show the dialog", || {
+        let shown = machine.run(&["status"]).stdout;
+        shown.contains("needs-permission").then_some(shown.clone()).ok_or(shown)
+    });
+    assert!(status.contains(item) && status.contains("outside.txt"), "{status}");
+    let status: Value = serde_json::from_str(&machine.run(&["status", "--json"]).stdout).unwrap();
+    let agent = &status["agents"][0];
+    assert_eq!(
+        (agent["workItem"].as_str(), agent["state"].as_str()),
+        (Some(item), Some("needs-permission")),
+        "{status:#}"
+    );
+    assert_eq!(agent["needsAttention"], true);
 
     // The work item is told once, with the command and how to answer.
     let told = || -> Vec<String> {
@@ -405,6 +443,26 @@ fn a_permission_prompt_is_approved_and_denied_from_the_work_item() {
         found.then_some(()).ok_or_else(|| format!("{answered:?}"))
     });
     assert_eq!(model.turns().len(), turns, "nothing was typed: {}", summary(&model));
+
+    // The control plane answers too: a third prompt approved through the API.
+    let third = machine.cli.cwd().join("third.txt");
+    let command = format!("touch {}", third.display());
+    let tool = Reply::tool_use("Bash", json!({"command": command, "description": "Make it"}));
+    model
+        .script(Rule::when_contains("A third file", tool).then(Reply::text("Made the third.")))
+        .unwrap();
+    world.sim.comment(REPO, 1, "octocat", "A third file, please.").unwrap();
+    wait_for("a third prompt", || {
+        let asked = machine.events("agent.state");
+        let open = asked.iter().filter(|l| l["state"] == "needs-permission").count();
+        (open == 3).then_some(()).ok_or_else(|| machine.trail())
+    });
+    let body = json!({"ref": "github:octo/app#1", "verb": "approve", "comment": false});
+    let (status, answer) = machine.api("POST", "/api/v1/sessions/control", Some(&body));
+    assert_eq!((status, answer["effect"].as_str()), (200, Some("approved")), "{answer:#}");
+    wait_for("the tool approved by the API ran", || {
+        third.exists().then_some(()).ok_or_else(|| machine.trail())
+    });
 }
 
 #[test]
@@ -433,4 +491,73 @@ fn an_agent_busy_with_no_sign_of_life_is_stalled_in_needs_you_and_told_once() {
     // The reply comes: the agent is itself again, and the stall was told once.
     wait_for_state_after(&machine, "idle", "stalled");
     assert_eq!(told(), 1, "one comment per stall: {:?}", machine.events("agent.state"));
+}
+
+#[test]
+fn a_usage_limit_holds_comments_and_spawns_until_its_reset_then_the_agent_goes_on() {
+    let Some(cli) = claude_code() else { return };
+    let world = World::new();
+    let model = world.model();
+    let machine = Machine::with_claude_subscriber(&world, cli, &model, "");
+    world.sim.open_issue(REPO, "octocat", "Fix the parser", &[LABEL]).unwrap();
+    world.sim.open_issue(REPO, "octocat", "Speed up the build", &[LABEL]).unwrap();
+    // Claude Code shows the reset floored to the minute; one at :59 is read a second late.
+    let now = jiff::Timestamp::now();
+    let minute_end = |at: jiff::Timestamp| {
+        let second = at.as_second();
+        jiff::Timestamp::from_second(second - second.rem_euclid(60) + 60).unwrap()
+    };
+    let mut read_as = minute_end(now);
+    if read_as.duration_since(now).as_secs() < 30 {
+        read_as = minute_end(read_as);
+    }
+    let resets = read_as - jiff::SignedDuration::from_secs(1);
+    model.limit_until(resets);
+    machine.start();
+    start_item(&world, 1);
+    let item = "github:octo/app#1";
+
+    let limited = wait_for_state(&machine, "limited");
+    assert_eq!(limited["until"], read_as.to_string(), "{limited}");
+    assert_eq!(session_row(&machine, item)["agentState"], "limited");
+    let told = || -> usize {
+        let posted = world.sim.comments_by(REPO, 1, world.sim.viewer());
+        posted.iter().filter(|c| c.contains("paused by a usage limit")).count()
+    };
+    wait_for("the limit told", || (told() == 1).then_some(()).ok_or_else(|| machine.trail()));
+
+    // Meanwhile a comment on the item and a second item are held, not typed or spawned.
+    world.sim.comment(REPO, 1, "octocat", "Please also cover the empty input.").unwrap();
+    start_item(&world, 2);
+    let held = |reason: &str| {
+        let lines = machine.events("dispatch.held");
+        lines.iter().any(|line| line["reason"] == reason)
+    };
+    wait_for("the comment and the spawn held", || {
+        let both = held("the agent is cut off by a usage limit")
+            && held("its harness is cut off by a usage limit");
+        both.then_some(()).ok_or_else(|| format!("{:?}", machine.events("dispatch.held")))
+    });
+
+    // At the reset: the dialog closed, the agent told to go on, then what was held.
+    let patience =
+        std::time::Duration::from_secs(read_as.duration_since(now).as_secs() as u64 + 30);
+    let every = std::time::Duration::from_millis(250);
+    let go_on = loop_sim::test_support::wait_for_within(patience, every, "the wake", || {
+        let needle = "has reset. Continue where you left off.";
+        turns_with(&model, needle).into_iter().next().ok_or_else(|| summary(&model))
+    });
+    let woken = machine.events("agent.woken");
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    let woken_at: jiff::Timestamp = woken[0]["woken_at"].as_str().unwrap().parse().unwrap();
+    assert!(woken_at >= read_as, "not before the reset: {woken_at}");
+    assert_eq!(go_on.conversation, Some(conversation_of(&machine, item)));
+    let comment = wait_for_turn(&model, "Please also cover the empty input.");
+    assert!(comment.at >= go_on.at, "the held comment after the wake: {}", summary(&model));
+    let second = wait_for_turn(&model, &spawn_heading(2));
+    assert!(second.at >= woken_at, "no spawn while limited: {}", summary(&model));
+    for needle in ["Please also cover the empty input.", "has reset. Continue"] {
+        assert_eq!(turns_with(&model, needle).len(), 1, "{needle} once: {}", summary(&model));
+    }
+    assert_eq!(told(), 1, "one comment per limit");
 }

@@ -120,6 +120,8 @@ fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
         | Kind::SessionPrSpawned
         | Kind::SessionRespawnAverted
         | Kind::AgentState
+        | Kind::AgentWoken
+        | Kind::AgentWakeFailed
         | Kind::SessionAgentNotice
         | Kind::SessionAgentNoticeFailed
         | Kind::SessionResumeFailed

@@ -216,6 +216,20 @@ pub(super) fn wording(kind: Kind, record: &Record) -> (Stage, Mark, String) {
             field(record, "state"),
             field(record, "comment_url")
         )),
+        Kind::AgentWoken => done(format!(
+            "woke the agent in tmux `{}` after its usage limit (reset {}): told it to go on",
+            field(record, "tmux_target"),
+            field(record, "limit")
+        )),
+        Kind::AgentWakeFailed => failed(
+            Stage::Outcome,
+            format!(
+                "could not wake the agent in tmux `{}` after its usage limit: {}; what it held \
+                 goes in anyway",
+                field(record, "tmux_target"),
+                error(record)
+            ),
+        ),
         Kind::SessionAgentNoticeFailed => failed(
             Stage::Outcome,
             format!(

@@ -287,11 +287,11 @@ async fn follow_config(
 }
 
 /// Counts the live sessions for `GET /metrics` every [`RELOAD_EVERY`] until the service
-/// stops (a file listing, off the runtime's threads).
+/// stops (the store's live view, off the runtime's threads).
 async fn sample_gauges(store: StateStore, metrics: Metrics, mut stop: broadcast::Receiver<()>) {
     loop {
-        let listing = store.clone();
-        let live = tokio::task::spawn_blocking(move || listing.list_local_records())
+        let view = store.clone();
+        let live = tokio::task::spawn_blocking(move || view.live_records())
             .await
             .ok()
             .and_then(Result::ok)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Webhook receiver load, end to end: signed GitHub-sized `issue_comment` deliveries with
-# distinct delivery ids, driven by wrk at a running `the-loop start --foreground` (release
-# build), then the time until every one of them is processed.
+# distinct delivery ids, driven by wrk at a running `the-loop start --foreground` (the
+# `dist` build releases ship, whose RSS the budget is for), then the time until every one of them is processed.
 # Budget (SPEC §7, issue #18): >= 20 x 756 req/s with p99 <= 2 ms (wrk, 2 threads, 16
 # connections, loopback); processing keeps up (the inbox drains within 1.2 x the load
 # phase); RSS <= 15 MB idle and <= 25 MB after 100k deliveries, drained; an idle stop on
@@ -25,7 +25,7 @@
 # Environment: DURATION (wrk -d, default 10s), THREADS (2), CONNECTIONS (16),
 # HEALTH_STARTS (10), BODY_BYTES (8192), STATE_DIR (default: a temp dir under target/,
 # i.e. the project's disk; STATE_DIR=/dev/shm/... for tmpfs), BIN (a prebuilt binary;
-# default: build target/release/the-loop), CLOSED_RECORDS (0: how many closed session
+# default: build target/dist/the-loop), CLOSED_RECORDS (0: how many closed session
 # records of other work items the state root holds, as a daemon's history leaves them).
 # Needs: wrk (apt-get install wrk), python3, curl.
 set -euo pipefail
@@ -39,8 +39,8 @@ BODY_BYTES="${BODY_BYTES:-8192}"
 CLOSED_RECORDS="${CLOSED_RECORDS:-0}"
 REFERENCE_RPS=756
 if [[ -z "${BIN:-}" ]]; then
-  cargo build --release --quiet -p the-loop
-  BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/the-loop"
+  cargo build --profile dist --quiet -p the-loop
+  BIN="${CARGO_TARGET_DIR:-$PWD/target}/dist/the-loop"
 fi
 command -v wrk >/dev/null || { echo "error: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 

@@ -357,6 +357,10 @@ impl Lookup for StoreFacts<'_> {
         matches!(self.store.load_portable_record(item), Ok(Some(_)))
     }
 
+    fn session_recorded(&self, item: &WorkItemRef) -> bool {
+        matches!(self.store.load_local_record(item), Ok(Some(_)))
+    }
+
     fn checkout_exists(&self, item: &WorkItemRef) -> bool {
         self.workspaces
             .as_ref()
@@ -387,8 +391,8 @@ impl Report<'_> {
     }
 }
 
-/// Judges a normalized event for both ingresses ([`plan::judge`]) against the session
-/// records in `store`, writing the lines it returns and counting a drop in `report`'s
+/// Judges a normalized event for both ingresses ([`plan::judge`]) against the live
+/// session records in `store`, writing the lines it returns and counting a drop in `report`'s
 /// metrics. File IO and, for branch-only refs, a GitHub question: call it on a blocking
 /// thread.
 pub fn judge(
@@ -399,11 +403,11 @@ pub fn judge(
     existence: &dyn IssueExistence,
     report: Report<'_>,
 ) -> Result<Judged, Dropped> {
-    let sessions = match store.list_local_records() {
+    let sessions = match store.live_records() {
         // The front door asks nothing of the spawns in flight; the plan does.
         Ok(records) => Snapshot { records, ..Snapshot::default() },
         Err(err) => {
-            tracing::warn!(error = %err, "cannot list the session records");
+            tracing::warn!(error = %err, "cannot read the live session records");
             Snapshot::default()
         }
     };

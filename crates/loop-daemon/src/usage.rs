@@ -94,20 +94,6 @@ impl UsageBook {
         sum
     }
 
-    /// Reads every session of `records` on (for the metrics) and forgets the transcripts
-    /// none of them names any more (a session cleaned up, a conversation replaced).
-    pub fn refresh(&self, records: &[Arc<LocalRecord>], pricing: &PricingConfig) {
-        let mut named = std::collections::HashSet::new();
-        for record in records {
-            for (served, endpoint) in &record.endpoints {
-                named.extend(self.transcript(endpoint, served));
-            }
-            self.record(record, pricing);
-        }
-        let mut files = self.inner.files.lock().unwrap_or_else(PoisonError::into_inner);
-        files.retain(|path, _| named.contains(path));
-    }
-
     /// Where `endpoint`'s transcript is, resolved, if it has one here.
     fn transcript(&self, endpoint: &Endpoint, served: &WorkItemRef) -> Option<PathBuf> {
         endpoint_transcript(&self.inner.projects, endpoint, served).ok()?.resolve()

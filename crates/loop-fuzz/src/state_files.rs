@@ -134,6 +134,7 @@ fn local_record(store: &StateStore, content: &[u8]) {
     let loaded = store.load_local_record(item).ok().flatten();
     put(&store.layout().local_record(item), content);
     let _ = store.list_local_records();
+    let _ = store.live_records();
     let Some(mut record) = loaded else { return };
     let live = record.own_endpoint().is_some_and(|e| e.is_live());
     for endpoint in record.endpoints.values_mut() {

@@ -426,7 +426,8 @@ impl Registry {
     }
 
     /// The live record owning `target`: its own (one file read), else the live record
-    /// listing it as an endpoint.
+    /// listing it as an endpoint (from the store's live view: closed records are not
+    /// read).
     pub fn record_owning(
         &self,
         target: &WorkItemRef,
@@ -436,7 +437,7 @@ impl Registry {
         }
         Ok(self
             .store
-            .list_local_records()?
+            .live_records()?
             .into_iter()
             .find(|record| rules::is_live(record) && record.endpoints.contains_key(target))
             .map(Arc::unwrap_or_clone))

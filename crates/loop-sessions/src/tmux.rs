@@ -620,14 +620,18 @@ impl Tmux {
         Ok(replies)
     }
 
-    /// The fallback for a tmux without control-client flags: the same sequence as
-    /// plain commands (one process each).
+    /// The path without a control client (a tmux without its flags, or one that would
+    /// not attach): the same sequence as one plain `tmux` process after the liveness
+    /// probe's, under the control client's lock all the same, so deliveries on this
+    /// server still go one at a time (two pastes never interleave in one input) and no
+    /// session is killed under one.
     fn send_by_commands(
         &self,
         target: &str,
         keys: &[Keys<'_>],
         serial: u64,
     ) -> Result<(), DeliveryError> {
+        let _one_at_a_time = self.control();
         let liveness = self.liveness(target)?;
         if !liveness.may_be_live() {
             return Err(DeliveryError::SessionMissing { target: target.to_owned(), liveness });
@@ -655,12 +659,13 @@ impl Tmux {
                 ]),
             }
         }
-        for step in steps {
-            if let Err(err) = self.checked(&step) {
-                // The prompt may sit in a loaded buffer: drop it (best effort).
-                let _ = self.run(&["delete-buffer", "-b", &text_buffer]);
-                return Err(err.into());
-            }
+        // One process for the whole sequence: tmux runs the commands in order and stops
+        // at the first that fails.
+        let chained = steps.join([OsStr::new(";")].as_slice());
+        if let Err(err) = self.checked(&chained) {
+            // The prompt may sit in a loaded buffer: drop it (best effort).
+            let _ = self.run(&["delete-buffer", "-b", &text_buffer]);
+            return Err(err.into());
         }
         Ok(())
     }

@@ -12,7 +12,8 @@
 //! Layout:
 //! - [`layout`]: every path under the root; [`classification`]: the kind of every key.
 //! - `json_file` (crate-private): atomic writes ([`write_atomically`] is public), quarantine.
-//! - `local`: session records (`local/<slug>.json`).
+//! - `local`: session records (`local/<slug>.json`); `live`: the live view of them, what
+//!   decisions read.
 //! - [`portable`]: work-item records (`portable/<slug>.json`) and their sections;
 //!   [`index`] derives `portable/index.json`; [`listing`] keeps them all as one listing;
 //!   `legacy` reads old layouts forward.
@@ -23,6 +24,7 @@
 //! - [`pidfile`]: single-instance pidfile locks; [`heartbeat`]: `poll-status.json`.
 //! - [`inbox`]: the journal of acknowledged webhook deliveries (`local/inbox/`).
 //! - [`event_log`]: the append-only event log, its reader and filters.
+//! - `watch`: the inotify watch telling `live` and `index` which record files changed.
 //! - [`spec_state`]: a work item's spec folder in its checkout (`work-item-state.json`,
 //!   the artifacts its gates read) — the one file kept outside `state.root`.
 
@@ -39,6 +41,7 @@ mod json_file;
 pub mod layout;
 mod legacy;
 pub mod listing;
+mod live;
 mod local;
 mod lock;
 pub mod pidfile;
@@ -46,6 +49,7 @@ pub mod poll_cache;
 mod poll_clocks;
 pub mod portable;
 pub mod spec_state;
+mod watch;
 
 pub use delivery::{DeliveryLedger, Mark};
 pub use error::StoreError;
@@ -65,6 +69,30 @@ pub struct StateStore {
     listed: std::sync::Arc<local::ListedRecords>,
     /// The portable records as last listed, likewise.
     listed_portable: std::sync::Arc<listing::ListedPortable>,
+    /// The index entries last written, kept current (`index`), likewise.
+    held_index: std::sync::Arc<index::HeldIndex>,
+    /// The session records with a live endpoint, kept current (`live`), likewise.
+    live: std::sync::Arc<live::LiveView>,
+    /// What this store and its clones have read, for tests and metrics.
+    reads: std::sync::Arc<Reads>,
+}
+
+/// How many record files (session and portable) and directory listings of records a
+/// store and its clones have read since it was made: what a test counts to show a
+/// delivery reads nothing of the history ([`StateStore::reads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Record files opened and read (a file found unchanged by its `stat` is not).
+    pub records: u64,
+    /// Directory listings of `portable/` or the registry directory.
+    pub listings: u64,
+}
+
+/// The counters behind [`ReadCounts`]; relaxed atomics, one add per read.
+#[derive(Debug, Default)]
+struct Reads {
+    records: std::sync::atomic::AtomicU64,
+    listings: std::sync::atomic::AtomicU64,
 }
 
 impl StateStore {
@@ -74,7 +102,29 @@ impl StateStore {
             events,
             listed: std::sync::Arc::default(),
             listed_portable: std::sync::Arc::default(),
+            held_index: std::sync::Arc::default(),
+            live: std::sync::Arc::default(),
+            reads: std::sync::Arc::default(),
         }
+    }
+
+    /// What this store and its clones have read so far.
+    pub fn reads(&self) -> ReadCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        ReadCounts {
+            records: self.reads.records.load(Relaxed),
+            listings: self.reads.listings.load(Relaxed),
+        }
+    }
+
+    /// Counts one record file read.
+    fn count_record_read(&self) {
+        self.reads.records.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts one listing of a records directory.
+    fn count_listing(&self) {
+        self.reads.listings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Removes the temp files writers killed mid-write left in `portable/`, `local/` and

@@ -111,6 +111,7 @@ impl StateStore {
             None => (Vec::new(), HashMap::new()),
         };
         let dir = self.layout.portable_dir();
+        self.count_listing();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -209,6 +210,7 @@ impl StateStore {
 
     /// The record in `path` as a listing shows it, read as its loader reads it.
     fn listed(&self, path: &Path) -> Result<Option<Listed>, StoreError> {
+        self.count_record_read();
         let Some(bytes) = json_file::read_bytes(path)? else { return Ok(None) };
         // A file that does not even name its ref is the reader's to quarantine; it is
         // found again by its ref's slug only, so it is skipped here.

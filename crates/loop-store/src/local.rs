@@ -12,8 +12,8 @@
 //! (trap 22). A record whose `ref` does not match its file name is treated like one that
 //! does not parse: quarantined and absent.
 //!
-//! Listing is on every comment's path (judging asks which records own its refs), so a
-//! listing keeps what it parsed ([`ListedRecords`]) and reads again only the files whose
+//! Decisions read the live records from the live view (`live`), never a listing; a
+//! listing (the API, `status`, the poller's reconciliation) keeps what it parsed ([`ListedRecords`]) and reads again only the files whose
 //! identity changed (device, inode, size, mtime, ctime; one `stat` per unchanged file).
 //! Every writer replaces a record by rename, so a changed record is a new inode: a stale
 //! answer would need a new file with the same inode, size and nanosecond timestamps. A
@@ -60,6 +60,7 @@ impl StateStore {
     pub fn load_local_record(&self, item: &WorkItemRef) -> Result<Option<LocalRecord>, StoreError> {
         self.adopt_legacy_sessions();
         let (path, lock) = (self.layout.local_record(item), self.local_lock(&item.slug()));
+        self.count_record_read();
         self.local_file(&path, &lock).load(|bytes| parse_local(bytes, &item.slug()))
     }
 
@@ -102,6 +103,7 @@ impl StateStore {
         let slug = item.slug();
         let (path, lock) = (self.layout.local_record(item), self.local_lock(&slug));
         let _guard = LockGuard::exclusive(&lock)?;
+        self.count_record_read();
         let before =
             self.local_file(&path, &lock).load_locked(|bytes| parse_local(bytes, &slug))?;
         let mut after = before.clone();
@@ -116,14 +118,19 @@ impl StateStore {
             }
             (None, None) => Written::Unchanged,
         };
+        // Still under the record's lock, so no later write of it reaches the view first.
+        self.note_local_write(&slug, &path, after);
         Ok((result, written))
     }
 
     /// Removes `item`'s session record, if any.
     pub fn delete_local_record(&self, item: &WorkItemRef) -> Result<(), StoreError> {
         self.adopt_legacy_sessions();
-        let _guard = LockGuard::exclusive(&self.local_lock(&item.slug()))?;
-        json_file::remove(&self.layout.local_record(item))
+        let (slug, path) = (item.slug(), self.layout.local_record(item));
+        let _guard = LockGuard::exclusive(&self.local_lock(&slug))?;
+        json_file::remove(&path)?;
+        self.note_local_write(&slug, &path, None);
+        Ok(())
     }
 
     /// Every readable session record in the registry directory, sorted by ref. A file
@@ -131,6 +138,7 @@ impl StateStore {
     /// that listing, not copied (module doc).
     pub fn list_local_records(&self) -> Result<Vec<Arc<LocalRecord>>, StoreError> {
         self.adopt_legacy_sessions();
+        self.count_listing();
         let dir = self.layout.registry_dir();
         let entries = match fs::read_dir(dir) {
             Ok(entries) => entries,
@@ -148,7 +156,8 @@ impl StateStore {
             let Some(slug) = name.to_str().and_then(record_slug) else { continue };
             let path = entry.path();
             let known = before.remove(&path);
-            let record = match read_record(&path, known.as_ref().map(|(identity, _)| identity))? {
+            let known_identity = known.as_ref().map(|(identity, _)| identity);
+            let record = match self.read_record_file(&path, known_identity)? {
                 RecordFile::Gone => None,
                 RecordFile::Unchanged => known.map(|(identity, record)| {
                     listed.insert(path, (identity, Arc::clone(&record)));
@@ -177,7 +186,7 @@ impl StateStore {
 impl StateStore {
     /// Adopts the legacy session records, once per process (module doc). A failure is
     /// reported and leaves them for the next process.
-    fn adopt_legacy_sessions(&self) {
+    pub(crate) fn adopt_legacy_sessions(&self) {
         self.listed.legacy_adopted.get_or_init(|| {
             if let Err(err) = self.adopt_legacy_sessions_now() {
                 tracing::warn!(error = %err, "cannot read the legacy session records forward");
@@ -262,7 +271,7 @@ impl FileIdentity {
 
 /// What a listing found in one record file.
 #[derive(Debug)]
-enum RecordFile {
+pub(crate) enum RecordFile {
     /// Removed since the directory was read.
     Gone,
     /// The very file the known record was parsed from.
@@ -271,8 +280,22 @@ enum RecordFile {
     Read(FileIdentity, Vec<u8>),
 }
 
-/// Reads a record file unless `known` is this very file's identity (one `stat`, no
-/// open).
+impl StateStore {
+    /// Reads a record file unless `known` is this very file's identity (one `stat`, no
+    /// open); a read is counted ([`StateStore::reads`]).
+    pub(crate) fn read_record_file(
+        &self,
+        path: &Path,
+        known: Option<&FileIdentity>,
+    ) -> Result<RecordFile, StoreError> {
+        let read = read_record(path, known)?;
+        if matches!(read, RecordFile::Read(..)) {
+            self.count_record_read();
+        }
+        Ok(read)
+    }
+}
+
 fn read_record(path: &Path, known: Option<&FileIdentity>) -> Result<RecordFile, StoreError> {
     let gone = |err: &io::Error| err.kind() == io::ErrorKind::NotFound;
     if let Some(seen) = known {
@@ -294,7 +317,7 @@ fn read_record(path: &Path, known: Option<&FileIdentity>) -> Result<RecordFile, 
     Ok(RecordFile::Read(identity, bytes))
 }
 
-fn parse_local(bytes: &[u8], slug: &str) -> Result<LocalRecord, String> {
+pub(crate) fn parse_local(bytes: &[u8], slug: &str) -> Result<LocalRecord, String> {
     let record: LocalRecord = json_file::parse_json(bytes)?;
     if record.work_item.slug() != slug {
         return Err(format!("its ref `{}` does not belong in `{slug}.json`", record.work_item));

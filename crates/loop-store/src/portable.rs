@@ -123,6 +123,7 @@ impl StateStore {
         item: &WorkItemRef,
     ) -> Result<Option<Map<String, Value>>, StoreError> {
         let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
+        self.count_record_read();
         JsonFile { path: &path, lock: &lock, events: &self.events }
             .load(|bytes| parse_record(bytes, item))
     }
@@ -132,6 +133,7 @@ impl StateStore {
     /// stubs hold nothing and are left out too.
     pub fn list_portable_records(&self) -> Result<Vec<Map<String, Value>>, StoreError> {
         let dir = self.layout.portable_dir();
+        self.count_listing();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -144,6 +146,7 @@ impl StateStore {
             if name.to_str().and_then(crate::layout::record_slug).is_none() {
                 continue;
             }
+            self.count_record_read();
             let Some(bytes) = json_file::read_bytes(&entry.path())? else { continue };
             let named = serde_json::from_slice::<Map<String, Value>>(&bytes).ok().and_then(|map| {
                 map.get("ref").and_then(Value::as_str).and_then(|r| r.parse::<WorkItemRef>().ok())
@@ -241,6 +244,7 @@ impl StateStore {
     fn quarantine_if_malformed(&self, item: &WorkItemRef) -> Result<(), StoreError> {
         let (path, lock) = (self.layout.portable_record(item), self.portable_lock(item));
         let _guard = LockGuard::exclusive(&lock)?;
+        self.count_record_read();
         JsonFile { path: &path, lock: &lock, events: &self.events }
             .load_locked(|bytes| parse_valid_record(bytes, item))?;
         Ok(())
@@ -248,7 +252,7 @@ impl StateStore {
 
     /// The one read-modify-write path of portable records: lock, read (quarantining a
     /// record or a known section that does not parse), apply `change`, normalise, write or
-    /// delete, unlock, then rebuild the index if anything changed.
+    /// delete, unlock, then update the index if anything changed.
     fn update_record(
         &self,
         item: &WorkItemRef,
@@ -256,9 +260,10 @@ impl StateStore {
     ) -> Result<Written, StoreError> {
         let path = self.layout.portable_record(item);
         let lock = self.portable_lock(item);
-        let written = {
+        let (written, on_disk) = {
             let _guard = LockGuard::exclusive(&lock)?;
             let file = JsonFile { path: &path, lock: &lock, events: &self.events };
+            self.count_record_read();
             let before = file.load_locked(|bytes| parse_valid_record(bytes, item))?;
             let mut map = before.clone().unwrap_or_default();
             map.shift_remove(SEALED_KEY);
@@ -268,20 +273,20 @@ impl StateStore {
                 .iter()
                 .any(|(key, value)| !IDENTITY_KEYS.contains(&key.as_str()) && value.is_object())
             {
-                json_file::write_json(&path, &map, FileMode::Shared)?
+                (json_file::write_json(&path, &map, FileMode::Shared)?, Some(map))
             } else if crate::legacy::holds_anything(self, item) {
                 let mut sealed = normalise(item, Map::new());
                 sealed.insert(SEALED_KEY.to_owned(), Value::Bool(true));
-                json_file::write_json(&path, &sealed, FileMode::Shared)?
+                (json_file::write_json(&path, &sealed, FileMode::Shared)?, Some(sealed))
             } else if before.is_some() {
                 json_file::remove(&path)?;
-                Written::Changed
+                (Written::Changed, None)
             } else {
-                Written::Unchanged
+                (Written::Unchanged, None)
             }
         };
         if written == Written::Changed {
-            self.rebuild_index();
+            self.index_record(item, on_disk.as_ref());
         }
         Ok(written)
     }

@@ -80,7 +80,7 @@ pub fn steps(
     if owned_elsewhere {
         return steps;
     }
-    let tracked = session_ended || sessions.record(&closed).is_some() || facts.tracked(&closed);
+    let tracked = session_ended || facts.session_recorded(&closed) || facts.tracked(&closed);
     if !tracked {
         return steps;
     }

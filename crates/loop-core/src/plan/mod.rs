@@ -90,6 +90,9 @@ pub trait Lookup: IssueExistence {
     /// Whether this machine keeps a portable record of `item` (it is tracked, so a close
     /// stamps it `ended`).
     fn tracked(&self, item: &WorkItemRef) -> bool;
+    /// Whether this machine keeps a session record of `item`, of any status (a closed one
+    /// is not in the [`Snapshot`]).
+    fn session_recorded(&self, item: &WorkItemRef) -> bool;
     /// Whether `item`'s own checkout exists under the workspace root (a cleanup a crash
     /// cut short left it).
     fn checkout_exists(&self, item: &WorkItemRef) -> bool;
@@ -478,7 +481,7 @@ fn steps(
     };
     if replay
         && let (Some(command), Some(item)) = (command, target)
-        && !completes_on_replay(decision, item, sessions, facts)
+        && !completes_on_replay(decision, item, facts)
     {
         steps.push(Step::Record(Decision::ControlConsumed { command, target: item.clone() }));
         return steps;
@@ -623,7 +626,6 @@ fn steps(
 fn completes_on_replay(
     decision: &ControlDecision,
     target: &WorkItemRef,
-    sessions: &Snapshot,
     facts: &dyn Lookup,
 ) -> bool {
     let ControlDecision::Execute { effect, .. } = decision else { return false };
@@ -631,7 +633,7 @@ fn completes_on_replay(
         Effect::Spawn | Effect::Restart | Effect::Pause | Effect::Resume | Effect::Stop => true,
         // An answer is never recorded, so it is never taken for a replay.
         Effect::Noop | Effect::Answer { .. } => false,
-        Effect::Cleanup => sessions.record(target).is_some() || facts.checkout_exists(target),
+        Effect::Cleanup => facts.session_recorded(target) || facts.checkout_exists(target),
     }
 }
 

@@ -1,8 +1,10 @@
 //! Questions the dispatcher asks of the session records, answered from one snapshot of
-//! the registry: which live record owns a ref, what state its session is in, and which
+//! the live ones: which live record owns a ref, what state its session is in, and which
 //! endpoint an event goes to (reference §5.3, §5.7).
 //!
-//! Pure over the snapshot: listing the registry is the caller's.
+//! Pure over the snapshot: reading the records is the caller's. Closed records are not
+//! in it (they are history, which grows); whether one exists is asked of
+//! [`super::Lookup::session_recorded`] for the item an event names.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -12,10 +14,11 @@ use crate::config::SessionPerPr;
 use crate::control::SessionState;
 use crate::record::{Endpoint, EndpointStatus, LocalRecord};
 
-/// The session records of this machine, as read once for one decision.
+/// The live session records of this machine, as read once for one decision.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Shared with the registry's listing, which hands out unchanged records uncopied.
+    /// The records holding a live endpoint (active or paused, their own or a pull
+    /// request's), sorted by ref; shared with the store's live view, uncopied.
     pub records: Vec<Arc<LocalRecord>>,
     /// The work items whose session is being spawned (a spawn queued or running): their
     /// records are about to exist.
@@ -107,11 +110,6 @@ impl Snapshot {
         let own =
             self.owner(item).filter(|r| &r.work_item == item).and_then(LocalRecord::own_endpoint);
         own.is_some_and(|own| self.exited.contains(&own.tmux_target))
-    }
-
-    /// The record (of any status) whose work item is `item`.
-    pub fn record(&self, item: &WorkItemRef) -> Option<&LocalRecord> {
-        self.records.iter().map(Arc::as_ref).find(|r| &r.work_item == item)
     }
 }
 

@@ -127,6 +127,11 @@ impl Lookup for Front {
         true
     }
 
+    /// A record exists only while its session is live ([`Front::sessions`]).
+    fn session_recorded(&self, _item: &WorkItemRef) -> bool {
+        self.session != SessionState::None
+    }
+
     fn checkout_exists(&self, _item: &WorkItemRef) -> bool {
         false
     }

@@ -145,7 +145,7 @@ impl Watcher {
 
     /// Every live endpoint's session.
     fn live(&self) -> Vec<Live> {
-        let Ok(records) = self.store.list_local_records() else { return Vec::new() };
+        let Ok(records) = self.store.live_records() else { return Vec::new() };
         records
             .iter()
             .flat_map(|record| {

@@ -316,8 +316,8 @@ impl Dispatcher {
         self.inner.busy.send_modify(|n| *n = n.saturating_sub(1));
     }
 
-    /// Every session record, read on a blocking thread; an unreadable registry reads as
-    /// empty (logged), never as an error into a dispatch.
+    /// The live session records, read on a blocking thread; an unreadable registry reads
+    /// as empty (logged), never as an error into a dispatch.
     pub(crate) async fn snapshot(&self) -> Snapshot {
         let this = self.clone();
         blocking(move || this.snapshot_now()).await
@@ -330,7 +330,7 @@ impl Dispatcher {
     /// recorded.
     pub(crate) fn snapshot_now(&self) -> Snapshot {
         let (spawning, busy) = (self.inner.spawning.items(), self.inner.held.items());
-        let records = self.inner.store.list_local_records().unwrap_or_else(|err| {
+        let records = self.inner.store.live_records().unwrap_or_else(|err| {
             self.events()
                 .emit(Line::error(Kind::RegistryUnreadable).field("error", err.to_string()));
             Vec::new()

@@ -295,21 +295,24 @@ async fn follow_config(
 struct Sampled {
     store: StateStore,
     metrics: Metrics,
-    /// Read on for every session, so `GET /metrics` counts tokens no request asked for.
+    /// Read on for every live session, so `GET /metrics` counts tokens no request asked
+    /// for.
     usage: UsageBook,
 }
 
-/// Counts the live sessions and reads the sessions' transcripts on for `GET /metrics`
-/// every [`RELOAD_EVERY`] until the service stops (a file listing and the transcripts'
+/// Counts the live sessions and reads their transcripts on for `GET /metrics` every
+/// [`RELOAD_EVERY`] until the service stops (the store's live view and the transcripts'
 /// new bytes, off the runtime's threads).
 async fn sample_gauges(sampled: Sampled, config: LiveConfig, mut stop: broadcast::Receiver<()>) {
     let Sampled { store, metrics, usage } = sampled;
     loop {
-        let (listing, book, pricing) =
+        let (view, book, pricing) =
             (store.clone(), usage.clone(), config.current().pricing.clone());
         let live = tokio::task::spawn_blocking(move || {
-            let records = listing.list_local_records().ok()?;
-            book.refresh(&records, &pricing);
+            let records = view.live_records().ok()?;
+            for record in &records {
+                book.record(record, &pricing);
+            }
             Some(records.iter().filter(|r| loop_sessions::registry::rules::is_live(r)).count())
         })
         .await

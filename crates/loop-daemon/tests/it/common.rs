@@ -65,7 +65,8 @@ impl Site {
         &self,
         secret: Option<&str>,
     ) -> Result<Receiver, loop_daemon::receiver::ReceiverError> {
-        standalone_receiver(&self.config_path(), self.layout(), Secret::from_value(secret))
+        let store = StateStore::new(self.layout(), EventLog::disabled());
+        standalone_receiver(&self.config_path(), &store, Secret::from_value(secret))
     }
 
     /// Every event-log line, parsed.
@@ -84,17 +85,19 @@ impl Site {
 }
 
 /// A receiver hosted alone in its process, as a test runs one: the process's one event
-/// log writer and its config file, reloads described as a receiver's.
+/// log writer and its config file, reloads described as a receiver's. It shares
+/// `store`'s caches, live view and read counts, as the service's receiver shares the
+/// dispatcher's.
 pub fn standalone_receiver(
     config_path: &Path,
-    layout: StateLayout,
+    store: &StateStore,
     secret: Option<Secret>,
 ) -> Result<Receiver, loop_daemon::receiver::ReceiverError> {
-    let events = EventLog::new(layout.event_log(), "gh-webhook").with_writer();
+    let events = EventLog::new(store.layout().event_log(), "gh-webhook").with_writer();
     let (source, _) = ConfigSource::open(config_path).expect("the config loads");
     let hosted = Hosted { receiver: true, unsigned: secret.is_none(), poller: false };
     let config = LiveConfig::new(source, events.clone(), hosted);
-    Receiver::new(config, StateStore::new(layout, events), secret)
+    Receiver::new(config, store.reporting_to(events), secret)
 }
 
 /// A running receiver.

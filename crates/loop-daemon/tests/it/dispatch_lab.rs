@@ -146,13 +146,16 @@ impl Lab {
         let counting =
             Counting { dispatcher: self.dispatcher.clone(), sentinels: self.sentinels_tx.clone() };
         let secret = Secret::from_value(Some(SECRET));
-        let receiver =
-            crate::common::standalone_receiver(&self.config_path(), self.layout(), secret)
-                .expect("the receiver opens")
-                .with_dispatch(Arc::new(counting))
-                .with_existence(Arc::new(self.dispatcher.clone()))
-                .with_metrics(self.metrics.clone())
-                .with_routes(self.metrics.router());
+        let receiver = crate::common::standalone_receiver(
+            &self.config_path(),
+            self.dispatcher.store(),
+            secret,
+        )
+        .expect("the receiver opens")
+        .with_dispatch(Arc::new(counting))
+        .with_existence(Arc::new(self.dispatcher.clone()))
+        .with_metrics(self.metrics.clone())
+        .with_routes(self.metrics.router());
         self.dispatcher.count_in(self.metrics.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("port 0");
         let addr = listener.local_addr().expect("an address");

@@ -23,6 +23,7 @@ mod dispatch_reactions;
 mod dispatch_refusals;
 mod dispatch_reload;
 mod dispatch_spawning;
+mod history;
 mod mcp;
 mod metrics;
 mod openapi;

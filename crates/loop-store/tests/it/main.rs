@@ -9,6 +9,7 @@ mod classification;
 mod clocks;
 mod event_log;
 mod inbox;
+mod live;
 mod local;
 mod pidfile;
 mod portable;

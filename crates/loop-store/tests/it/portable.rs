@@ -381,3 +381,29 @@ fn the_reference_index_is_read_while_fresh_and_rebuilt_once_a_record_is_missing_
     assert_eq!(refs, [first.to_string(), second.to_string()]);
     assert_eq!(index(&store).as_ref(), Some(&rebuilt), "and written back");
 }
+
+/// Issue #32: a write keeps the index without reading every record again; what another
+/// process wrote meanwhile is read, and the result is what a full scan gives.
+#[test]
+fn a_write_updates_the_index_reading_only_the_records_changed_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    for n in 1..=200 {
+        store.write_section(&item(&format!("github:octo/old#{n}")), Some(&ledger(&[n]))).unwrap();
+    }
+    let other = loop_store::StateStore::new(store.layout().clone(), store.events().clone());
+    other.write_section(&item("github:octo/app#1"), Some(&control(Command::Start))).unwrap();
+    other.write_section(&item("github:octo/old#7"), None::<&PollLedger>).unwrap();
+
+    let before = store.reads();
+    store.write_section(&item("github:octo/app#2"), Some(&control(Command::Stop))).unwrap();
+    let read = store.reads().records - before.records;
+    assert_eq!(read, 3, "its own record under the lock, and the two the other process wrote");
+    assert_eq!(store.reads().listings, before.listings, "no listing");
+
+    let written = index(&store).expect("an index");
+    fs::remove_file(store.layout().portable_index()).unwrap();
+    let scanned = other.portable_index().unwrap();
+    assert_eq!(written, scanned);
+    assert_eq!(written.work_items.len(), 201, "old#7 is gone, app#1 and app#2 are in");
+}

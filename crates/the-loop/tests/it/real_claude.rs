@@ -611,7 +611,11 @@ fn a_usage_limit_holds_comments_and_spawns_until_its_reset_then_the_agent_goes_o
     let every = std::time::Duration::from_millis(250);
     let go_on = loop_sim::test_support::wait_for_within(patience, every, "the wake", || {
         let needle = "has reset. Continue where you left off.";
-        turns_with(&model, needle).into_iter().next().ok_or_else(|| summary(&model))
+        turns_with(&model, needle).into_iter().next().ok_or_else(|| {
+            let lines = ["agent.state", "agent.woken", "agent.wake_failed", "dispatch.held"]
+                .map(|name| format!("{name}: {:?}", machine.events(name)));
+            format!("{}\n{}", lines.join("\n"), summary(&model))
+        })
     });
     let woken = machine.events("agent.woken");
     assert_eq!(woken.len(), 1, "{woken:?}");

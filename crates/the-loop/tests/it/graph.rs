@@ -62,7 +62,16 @@ impl Site {
     }
 
     /// Types `line` into issue `number`'s session pane.
+    /// Types `line` into #`number`'s pane as a person at the terminal would — once the
+    /// daemon has delivered what it had (two poll cycles with no new message), so the
+    /// keys never land in the middle of one of its pastes.
     fn type_into(&self, number: u64, line: &str) {
+        let mut seen = self.messages().len();
+        wait_for("the deliveries to settle", || {
+            self.two_cycles();
+            let now = self.messages().len();
+            (std::mem::replace(&mut seen, now) == now).then_some(()).ok_or(now)
+        });
         self.type_into_pane(&format!("=loop-github-octo-app-{number}:"), line);
     }
 
@@ -143,7 +152,16 @@ impl Site {
                 .into_iter()
                 .filter(|line| line["shell"].is_string())
                 .collect();
-            shells.get(n).cloned().ok_or(format!("{shells:?}"))
+            shells.get(n).cloned().ok_or_else(|| {
+                let pane = self
+                    .tmux()
+                    .args(["capture-pane", "-p", "-t", "=loop-github-octo-app-1:"])
+                    .output();
+                let pane = pane
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                format!("{shells:?}\npane:\n{pane}\nmessages: {:?}", self.messages())
+            })
         })
     }
 
@@ -206,7 +224,7 @@ fn a_start_selects_phases_and_the_agents_claims_are_judged_by_the_gate() {
     site.type_into(1, "!the-loop graph complete");
     let blocked = site.wait_for_shell(0);
     let answer: Value = serde_json::from_str(blocked["stdout"].as_str().unwrap_or_default())
-        .expect("one JSON line");
+        .unwrap_or_else(|err| panic!("one JSON line ({err}): {blocked}"));
     assert_eq!(answer["result"], "blocked", "{blocked}");
     assert_eq!(answer["messages"][0], "brainstorm.md is missing from the spec folder");
     assert_eq!(site.state(1).current_node, "brainstorming");

@@ -12,6 +12,19 @@ use std::path::Path;
 use crate::config::CloneUrl;
 use crate::refs::{RepoRef, redact_url};
 
+/// The environment variables that point git at a repository other than the one its
+/// `-C <dir>` names (a user's `GIT_DIR=~/.dotfiles`, a hook's or `git bisect run`'s
+/// environment): every git the-loop runs has them removed, so it works on the checkout
+/// it names and never on a repository the user happens to have selected.
+pub const GIT_REPOSITORY_ENV: [&str; 6] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+];
+
 /// The `origin` remote of a checkout, as read from git; `None` where git had no answer
 /// (not a checkout, no origin).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -380,19 +380,14 @@ impl Workspaces {
     fn git<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<String, WorkspaceError> {
         let verb =
             args.first().map(|a| a.as_ref().to_string_lossy().into_owned()).unwrap_or_default();
-        let output = Command::new(&self.settings.git)
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| match source.kind() {
+        let output = git_in(&self.settings.git, dir).args(args).output().map_err(|source| {
+            match source.kind() {
                 std::io::ErrorKind::NotFound => {
                     WorkspaceError::GitMissing { git: self.settings.git.clone() }
                 }
                 _ => WorkspaceError::Io { verb: verb.clone(), dir: dir.to_owned(), source },
-            })?;
+            }
+        })?;
         if output.status.success() {
             Ok(String::from_utf8_lossy(&output.stdout).into_owned())
         } else {
@@ -405,6 +400,17 @@ impl Workspaces {
     }
 }
 
+/// `git -C <dir>`, on that checkout only (no repository the environment selects:
+/// [`loop_core::checkout::GIT_REPOSITORY_ENV`]), never prompting for credentials.
+fn git_in(git: &Path, dir: &Path) -> Command {
+    let mut command = Command::new(git);
+    command.arg("-C").arg(dir).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    for name in loop_core::checkout::GIT_REPOSITORY_ENV {
+        command.env_remove(name);
+    }
+    command
+}
+
 /// The `origin` remote of the checkout at `dir` as git holds it: as configured (`git
 /// config --get remote.origin.url`, no rewrite) and as git uses it (`git remote get-url
 /// origin`, the user's `insteadOf` rewrites applied). Whether that is a work item's
@@ -412,15 +418,7 @@ impl Workspaces {
 /// cannot answer (no checkout, no origin, no git) is `None`.
 pub fn origin_of(git: &Path, dir: &Path) -> Origin {
     let ask = |args: &[&str]| {
-        let output = Command::new(git)
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())?;
+        let output = git_in(git, dir).args(args).output().ok().filter(|o| o.status.success())?;
         let url = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         (!url.is_empty()).then_some(url)
     };
@@ -581,6 +579,13 @@ mod tests {
         assert_eq!(verdict(&[]), Verdict::NoOrigin, "no origin");
         run(&["remote", "add", "origin", "git@github.com:octo/app.git"]);
         assert_eq!(verdict(&[]), Verdict::Ours);
+        // A repository the environment selects (`GIT_DIR=~/.dotfiles`) is never asked.
+        let asked = git_in(git, dir.path());
+        let removed: Vec<_> =
+            asked.get_envs().filter(|(_, v)| v.is_none()).map(|(k, _)| k).collect();
+        for name in loop_core::checkout::GIT_REPOSITORY_ENV {
+            assert!(removed.contains(&std::ffi::OsStr::new(name)), "{name} removed");
+        }
         let other: RepoRef = "octo/lib".parse().unwrap();
         assert!(matches!(
             judge(&other, &origin_of(git, dir.path()), &[]),

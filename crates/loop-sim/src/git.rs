@@ -26,7 +26,11 @@ pub fn serve_repository(root: &Path, repo: &str) -> io::Result<String> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> io::Result<()> {
-    let out = Command::new("git")
+    let mut command = Command::new("git");
+    for name in loop_core::checkout::GIT_REPOSITORY_ENV {
+        command.env_remove(name);
+    }
+    let out = command
         .arg("-C")
         .arg(dir)
         .args(["-c", "user.name=sim", "-c", "user.email=sim@example.com"])

@@ -246,23 +246,30 @@ impl Dispatcher {
     /// Tells each work item, once per episode, what its agent waits on
     /// ([`loop_core::agent_state::notice`]): a permission prompt (with its command and
     /// how to answer), a usage limit, a stall or an exit; and starts waiting out each
-    /// limit. Runs until `changes` ends. A restart may tell an episode open across it
-    /// once more.
+    /// limit, once. Runs until `changes` ends. A restart may tell an episode open across
+    /// it once more. What it remembers is of the agents watched now, so it does not grow
+    /// with every session ever run.
     pub async fn tell_agent_states(
         &self,
         mut changes: tokio::sync::mpsc::UnboundedReceiver<crate::agent_state::Change>,
     ) {
-        let mut told = std::collections::HashSet::new();
+        use loop_core::agent_state::AgentState;
+        let mut told: std::collections::HashMap<String, Told> = Default::default();
         while let Some(change) = changes.recv().await {
-            if matches!(change.tracked.state, loop_core::agent_state::AgentState::Limited { .. }) {
-                let dispatcher = self.clone();
-                let change = change.clone();
-                tokio::spawn(async move { dispatcher.wait_out_limit(change).await });
+            told.retain(|target, _| self.agents().seen(target).is_some());
+            let agent = told.entry(change.target.clone()).or_default();
+            if matches!(change.tracked.state, AgentState::Limited { .. }) {
+                let limit = crate::agent_state::limit_key(&change.tracked);
+                if agent.waiting != Some(limit) {
+                    agent.waiting = Some(limit);
+                    let (dispatcher, change) = (self.clone(), change.clone());
+                    tokio::spawn(async move { dispatcher.wait_out_limit(change).await });
+                }
             }
             let keywords = self.config().routing.control.keywords.clone();
             let notice = loop_core::agent_state::notice(&change.before, &change.tracked, &keywords);
             let Some((key, body)) = notice else { continue };
-            if !told.insert(format!("{}/{key}", change.target)) {
+            if !agent.first_time(key) {
                 continue;
             }
             let Some(github) = &self.inner.github else { continue };
@@ -403,12 +410,51 @@ fn to_github(reaction: ConfiguredReaction) -> Reaction {
     }
 }
 
+/// What the teller remembers of one watched agent.
+#[derive(Debug, Default)]
+struct Told {
+    /// The latest episodes told ([`loop_core::agent_state::notice`]'s keys), newest last.
+    keys: std::collections::VecDeque<String>,
+    /// The limit being waited out ([`crate::agent_state::limit_key`]).
+    waiting: Option<jiff::Timestamp>,
+}
+
+impl Told {
+    /// How many episodes are remembered: enough for an agent going back and forth
+    /// between a few at once.
+    const KEPT: usize = 8;
+
+    /// Whether `key` is an episode not told yet; remembers it.
+    fn first_time(&mut self, key: String) -> bool {
+        if self.keys.contains(&key) {
+            return false;
+        }
+        if self.keys.len() == Self::KEPT {
+            self.keys.pop_front();
+        }
+        self.keys.push_back(key);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use loop_core::guards::is_self_authored;
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_episode_is_told_once_and_only_the_latest_are_remembered() {
+        let mut told = Told::default();
+        assert!(told.first_time("permission:r1".into()));
+        assert!(!told.first_time("permission:r1".into()), "told once");
+        for n in 0..Told::KEPT {
+            assert!(told.first_time(format!("stalled:{n}")));
+        }
+        assert_eq!(told.keys.len(), Told::KEPT, "bounded");
+        assert!(told.first_time("permission:r1".into()), "long forgotten");
+    }
 
     #[test]
     fn the_announcement_names_the_attach_command_and_is_self_marked() {

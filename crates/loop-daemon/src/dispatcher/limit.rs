@@ -14,6 +14,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use loop_core::agent_state::AgentState;
 use loop_core::log::{Kind, Line};
+use loop_sessions::landing::LandingError;
 use loop_sessions::session;
 use loop_sessions::tmux::Keys;
 
@@ -26,6 +27,9 @@ const GO_ON: &str = "The usage limit that stopped your last turn has reset. Cont
 
 /// How long the limit's dialog may take to close after its choice is sent.
 const DIALOG_CLOSES_WITHIN: Duration = Duration::from_secs(5);
+
+/// How many times waking is tried before it is given up (and what was held let in).
+const WAKE_TRIES: u32 = 3;
 
 impl Dispatcher {
     /// Waits out the limit `change` entered, then wakes its agent. Runs as its own task.
@@ -61,7 +65,8 @@ impl Dispatcher {
     }
 
     /// Closes the limit's dialog in `target` if it is open, then types the turn that
-    /// tells the agent to go on.
+    /// tells the agent to go on; tried again while the agent shows no empty input box
+    /// (a loaded machine may redraw the dialog late or close it slowly).
     async fn wake(&self, target: &str) -> Result<(), session::SessionError> {
         let (tmux, harness, target) =
             (self.inner.tmux.clone(), self.inner.harness.clone(), target.to_owned());
@@ -71,14 +76,26 @@ impl Dispatcher {
                 let view = tmux.look(&target).ok().flatten();
                 view.zip(signs).is_some_and(|(view, signs)| signs.limit_dialog(&view.screen))
             };
-            if open(&tmux) {
-                tmux.send(&target, &[Keys::Submit]).map_err(session::SessionError::from)?;
-                let deadline = std::time::Instant::now() + DIALOG_CLOSES_WITHIN;
-                while open(&tmux) && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(200));
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                if open(&tmux) {
+                    tmux.send(&target, &[Keys::Submit]).map_err(session::SessionError::from)?;
+                    let deadline = std::time::Instant::now() + DIALOG_CLOSES_WITHIN;
+                    while open(&tmux) && std::time::Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+                match session::deliver(&tmux, &*harness, &target, GO_ON) {
+                    // Nothing was typed: trying again cannot type it twice.
+                    Err(session::SessionError::Landing(LandingError::NotAtInput { .. }))
+                        if tries < WAKE_TRIES =>
+                    {
+                        std::thread::sleep(Duration::from_secs(2));
+                    }
+                    done => return done,
                 }
             }
-            session::deliver(&tmux, &*harness, &target, GO_ON)
         })
         .await
     }
